@@ -1,0 +1,380 @@
+//! Arrow batches with exactly the `access_logs` and `access_log_rejects` schemas.
+
+use std::borrow::Cow;
+use std::sync::{Arc, LazyLock};
+
+use arrow::array::{
+    ArrayRef, BooleanBuilder, Date32Builder, Int32Builder, Int64Builder, StringBuilder, TimestampMicrosecondBuilder,
+};
+use arrow::datatypes::{DataType, Field as ArrowField, Schema, SchemaRef, TimeUnit};
+use arrow::error::ArrowError;
+use arrow::record_batch::RecordBatch;
+
+use crate::record::AccessLogRecord;
+
+/// The timezone of every timestamp column: Delta's `timestamp` type is UTC.
+pub const UTC: &str = "UTC";
+
+/// The partition column of `access_logs`.
+pub const PARTITION_COLUMN: &str = "request_date";
+
+fn timestamp() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into()))
+}
+
+fn string(name: &str) -> ArrowField {
+    ArrowField::new(name, DataType::Utf8, true)
+}
+
+fn long(name: &str) -> ArrowField {
+    ArrowField::new(name, DataType::Int64, true)
+}
+
+static ACCESS_LOGS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(vec![
+        string("bucket_owner"),
+        string("bucket"),
+        ArrowField::new("request_time", timestamp(), false),
+        string("remote_ip"),
+        string("requester"),
+        string("request_id"),
+        string("operation"),
+        string("key"),
+        string("request_uri"),
+        ArrowField::new("http_status", DataType::Int32, true),
+        string("error_code"),
+        long("bytes_sent"),
+        long("object_size"),
+        long("total_time_ms"),
+        long("turn_around_time_ms"),
+        string("referer"),
+        string("user_agent"),
+        string("version_id"),
+        string("host_id"),
+        string("signature_version"),
+        string("cipher_suite"),
+        string("authentication_type"),
+        string("host_header"),
+        string("tls_version"),
+        string("access_point_arn"),
+        ArrowField::new("acl_required", DataType::Boolean, true),
+        string("source_region"),
+        string("extra_fields"),
+        ArrowField::new(PARTITION_COLUMN, DataType::Date32, false),
+        ArrowField::new("log_object", DataType::Utf8, false),
+        ArrowField::new("log_line", DataType::Int64, false),
+        ArrowField::new("ingested_at", timestamp(), false),
+    ]))
+});
+
+static REJECTS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(vec![
+        ArrowField::new("log_object", DataType::Utf8, false),
+        ArrowField::new("log_line", DataType::Int64, false),
+        ArrowField::new("line", DataType::Utf8, false),
+        ArrowField::new("reason", DataType::Utf8, false),
+        ArrowField::new("ingested_at", timestamp(), false),
+    ]))
+});
+
+/// The Arrow schema of the `access_logs` table.
+pub fn access_logs_schema() -> SchemaRef {
+    ACCESS_LOGS.clone()
+}
+
+/// The Arrow schema of the `access_log_rejects` table.
+pub fn rejects_schema() -> SchemaRef {
+    REJECTS.clone()
+}
+
+/// Appends records, column by column, into an `access_logs` batch.
+#[derive(Debug)]
+pub struct AccessLogBatchBuilder {
+    ingested_at: i64,
+    bucket_owner: StringBuilder,
+    bucket: StringBuilder,
+    request_time: TimestampMicrosecondBuilder,
+    remote_ip: StringBuilder,
+    requester: StringBuilder,
+    request_id: StringBuilder,
+    operation: StringBuilder,
+    key: StringBuilder,
+    request_uri: StringBuilder,
+    http_status: Int32Builder,
+    error_code: StringBuilder,
+    bytes_sent: Int64Builder,
+    object_size: Int64Builder,
+    total_time_ms: Int64Builder,
+    turn_around_time_ms: Int64Builder,
+    referer: StringBuilder,
+    user_agent: StringBuilder,
+    version_id: StringBuilder,
+    host_id: StringBuilder,
+    signature_version: StringBuilder,
+    cipher_suite: StringBuilder,
+    authentication_type: StringBuilder,
+    host_header: StringBuilder,
+    tls_version: StringBuilder,
+    access_point_arn: StringBuilder,
+    acl_required: BooleanBuilder,
+    source_region: StringBuilder,
+    extra_fields: StringBuilder,
+    request_date: Date32Builder,
+    log_object: StringBuilder,
+    log_line: Int64Builder,
+    rows: usize,
+}
+
+fn put(builder: &mut StringBuilder, value: &Option<Cow<'_, str>>) {
+    builder.append_option(value.as_deref());
+}
+
+impl AccessLogBatchBuilder {
+    /// A builder whose rows all get `ingested_at` (microseconds since the epoch, UTC).
+    pub fn new(ingested_at: i64) -> Self {
+        Self::with_capacity(ingested_at, 1024)
+    }
+
+    /// A builder with room for `rows` rows before it reallocates.
+    pub fn with_capacity(ingested_at: i64, rows: usize) -> Self {
+        let s = || StringBuilder::with_capacity(rows, rows * 16);
+        let ts = || TimestampMicrosecondBuilder::with_capacity(rows).with_timezone(UTC);
+        let long = || Int64Builder::with_capacity(rows);
+        Self {
+            ingested_at,
+            bucket_owner: StringBuilder::with_capacity(rows, rows * 64),
+            bucket: s(),
+            request_time: ts(),
+            remote_ip: s(),
+            requester: StringBuilder::with_capacity(rows, rows * 64),
+            request_id: s(),
+            operation: s(),
+            key: StringBuilder::with_capacity(rows, rows * 48),
+            request_uri: StringBuilder::with_capacity(rows, rows * 64),
+            http_status: Int32Builder::with_capacity(rows),
+            error_code: s(),
+            bytes_sent: long(),
+            object_size: long(),
+            total_time_ms: long(),
+            turn_around_time_ms: long(),
+            referer: s(),
+            user_agent: StringBuilder::with_capacity(rows, rows * 48),
+            version_id: s(),
+            host_id: StringBuilder::with_capacity(rows, rows * 76),
+            signature_version: s(),
+            cipher_suite: StringBuilder::with_capacity(rows, rows * 28),
+            authentication_type: s(),
+            host_header: StringBuilder::with_capacity(rows, rows * 40),
+            tls_version: s(),
+            access_point_arn: s(),
+            acl_required: BooleanBuilder::with_capacity(rows),
+            source_region: s(),
+            extra_fields: StringBuilder::with_capacity(rows, 0),
+            request_date: Date32Builder::with_capacity(rows),
+            log_object: StringBuilder::with_capacity(rows, rows * 64),
+            log_line: long(),
+            rows: 0,
+        }
+    }
+
+    /// Appends one record that came from line `log_line` (1-based) of `log_object`.
+    pub fn append(&mut self, r: &AccessLogRecord<'_>, log_object: &str, log_line: i64) {
+        put(&mut self.bucket_owner, &r.bucket_owner);
+        put(&mut self.bucket, &r.bucket);
+        self.request_time.append_value(r.request_time);
+        put(&mut self.remote_ip, &r.remote_ip);
+        put(&mut self.requester, &r.requester);
+        put(&mut self.request_id, &r.request_id);
+        put(&mut self.operation, &r.operation);
+        put(&mut self.key, &r.key);
+        put(&mut self.request_uri, &r.request_uri);
+        self.http_status.append_option(r.http_status);
+        put(&mut self.error_code, &r.error_code);
+        self.bytes_sent.append_option(r.bytes_sent);
+        self.object_size.append_option(r.object_size);
+        self.total_time_ms.append_option(r.total_time_ms);
+        self.turn_around_time_ms.append_option(r.turn_around_time_ms);
+        put(&mut self.referer, &r.referer);
+        put(&mut self.user_agent, &r.user_agent);
+        put(&mut self.version_id, &r.version_id);
+        put(&mut self.host_id, &r.host_id);
+        put(&mut self.signature_version, &r.signature_version);
+        put(&mut self.cipher_suite, &r.cipher_suite);
+        put(&mut self.authentication_type, &r.authentication_type);
+        put(&mut self.host_header, &r.host_header);
+        put(&mut self.tls_version, &r.tls_version);
+        put(&mut self.access_point_arn, &r.access_point_arn);
+        self.acl_required.append_option(r.acl_required);
+        put(&mut self.source_region, &r.source_region);
+        put(&mut self.extra_fields, &r.extra_fields);
+        self.request_date.append_value(r.request_date());
+        self.log_object.append_value(log_object);
+        self.log_line.append_value(log_line);
+        self.rows += 1;
+    }
+
+    /// Rows appended since the last `finish`.
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    /// Whether no row was appended since the last `finish`.
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// The rows appended so far as one batch; the builder is empty again afterwards.
+    pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
+        let rows = std::mem::take(&mut self.rows);
+        let mut ingested_at = TimestampMicrosecondBuilder::with_capacity(rows).with_timezone(UTC);
+        ingested_at.append_value_n(self.ingested_at, rows);
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.bucket_owner.finish()),
+            Arc::new(self.bucket.finish()),
+            Arc::new(self.request_time.finish()),
+            Arc::new(self.remote_ip.finish()),
+            Arc::new(self.requester.finish()),
+            Arc::new(self.request_id.finish()),
+            Arc::new(self.operation.finish()),
+            Arc::new(self.key.finish()),
+            Arc::new(self.request_uri.finish()),
+            Arc::new(self.http_status.finish()),
+            Arc::new(self.error_code.finish()),
+            Arc::new(self.bytes_sent.finish()),
+            Arc::new(self.object_size.finish()),
+            Arc::new(self.total_time_ms.finish()),
+            Arc::new(self.turn_around_time_ms.finish()),
+            Arc::new(self.referer.finish()),
+            Arc::new(self.user_agent.finish()),
+            Arc::new(self.version_id.finish()),
+            Arc::new(self.host_id.finish()),
+            Arc::new(self.signature_version.finish()),
+            Arc::new(self.cipher_suite.finish()),
+            Arc::new(self.authentication_type.finish()),
+            Arc::new(self.host_header.finish()),
+            Arc::new(self.tls_version.finish()),
+            Arc::new(self.access_point_arn.finish()),
+            Arc::new(self.acl_required.finish()),
+            Arc::new(self.source_region.finish()),
+            Arc::new(self.extra_fields.finish()),
+            Arc::new(self.request_date.finish()),
+            Arc::new(self.log_object.finish()),
+            Arc::new(self.log_line.finish()),
+            Arc::new(ingested_at.finish()),
+        ];
+        RecordBatch::try_new(access_logs_schema(), columns)
+    }
+}
+
+/// Appends lines that could not be parsed into an `access_log_rejects` batch.
+#[derive(Debug)]
+pub struct RejectsBatchBuilder {
+    ingested_at: i64,
+    log_object: StringBuilder,
+    log_line: Int64Builder,
+    line: StringBuilder,
+    reason: StringBuilder,
+}
+
+impl RejectsBatchBuilder {
+    /// A builder whose rows all get `ingested_at` (microseconds since the epoch, UTC).
+    pub fn new(ingested_at: i64) -> Self {
+        Self {
+            ingested_at,
+            log_object: StringBuilder::new(),
+            log_line: Int64Builder::new(),
+            line: StringBuilder::new(),
+            reason: StringBuilder::new(),
+        }
+    }
+
+    /// Records that line `log_line` of `log_object` was rejected for `reason`. The line is kept as
+    /// text, with bytes that are not UTF-8 replaced.
+    pub fn append(&mut self, log_object: &str, log_line: i64, line: &[u8], reason: &str) {
+        self.log_object.append_value(log_object);
+        self.log_line.append_value(log_line);
+        self.line.append_value(String::from_utf8_lossy(line));
+        self.reason.append_value(reason);
+    }
+
+    /// Rows appended since the last `finish`.
+    pub fn len(&self) -> usize {
+        self.log_line.values_slice().len()
+    }
+
+    /// Whether no row was appended since the last `finish`.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The rows appended so far as one batch; the builder is empty again afterwards.
+    pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
+        let rows = self.len();
+        let mut ingested_at = TimestampMicrosecondBuilder::with_capacity(rows).with_timezone(UTC);
+        ingested_at.append_value_n(self.ingested_at, rows);
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.log_object.finish()),
+            Arc::new(self.log_line.finish()),
+            Arc::new(self.line.finish()),
+            Arc::new(self.reason.finish()),
+            Arc::new(ingested_at.finish()),
+        ];
+        RecordBatch::try_new(rejects_schema(), columns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{Date32Type, Int32Type, Int64Type, TimestampMicrosecondType};
+
+    use super::*;
+
+    const LINE: &[u8] = b"owner bkt [06/Feb/2019:00:00:38 +0000] 192.0.2.3 req ID REST.GET.OBJECT a%2Fb \
+        \"GET /bkt/a/b HTTP/1.1\" 200 - 113 2000 7 - \"-\" \"ua\" - host SigV4 c AuthHeader h TLSv1.2 - -";
+
+    #[test]
+    fn batch_has_the_schema_and_the_values() {
+        let record = AccessLogRecord::parse(LINE).unwrap();
+        let mut b = AccessLogBatchBuilder::new(42);
+        b.append(&record, "s3://raw/log1", 7);
+        b.append(&record, "s3://raw/log1", 8);
+        assert_eq!(b.len(), 2);
+        let batch = b.finish().unwrap();
+        assert!(b.is_empty());
+        assert_eq!(batch.schema(), access_logs_schema());
+        assert_eq!(batch.num_rows(), 2);
+        let col = |name: &str| batch.column_by_name(name).unwrap().clone();
+        assert_eq!(col("key").as_string::<i32>().value(0), "a/b");
+        assert_eq!(col("bucket").as_string::<i32>().value(1), "bkt");
+        assert!(col("error_code").is_null(0));
+        assert_eq!(col("http_status").as_primitive::<Int32Type>().value(0), 200);
+        assert_eq!(col("object_size").as_primitive::<Int64Type>().value(0), 2000);
+        assert!(col("turn_around_time_ms").is_null(1));
+        assert_eq!(
+            col("request_time").as_primitive::<TimestampMicrosecondType>().value(0),
+            1_549_411_238_000_000
+        );
+        assert_eq!(col("request_date").as_primitive::<Date32Type>().value(0), 17_933);
+        assert!(!col("acl_required").as_boolean().value(0));
+        assert!(col("source_region").is_null(0));
+        assert_eq!(col("log_line").as_primitive::<Int64Type>().values(), &[7, 8]);
+        assert_eq!(
+            col("ingested_at").as_primitive::<TimestampMicrosecondType>().value(1),
+            42
+        );
+        // The builder is reusable after finish.
+        b.append(&record, "s3://raw/log2", 1);
+        assert_eq!(b.finish().unwrap().num_rows(), 1);
+    }
+
+    #[test]
+    fn rejects_batch() {
+        let mut b = RejectsBatchBuilder::new(1);
+        b.append("s3://raw/log1", 3, b"garbage \xFF", "line has 2 fields");
+        let batch = b.finish().unwrap();
+        assert_eq!(batch.schema(), rejects_schema());
+        assert_eq!(batch.column(2).as_string::<i32>().value(0), "garbage \u{FFFD}");
+        assert_eq!(batch.column(3).as_string::<i32>().value(0), "line has 2 fields");
+    }
+}

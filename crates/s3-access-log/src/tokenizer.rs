@@ -1,0 +1,283 @@
+//! Splits one access-log line into its fields as borrowed slices.
+//!
+//! S3 separates fields by spaces, wraps the request time in `[...]` and the request URI, referer and
+//! user agent in double quotes, without escaping quotes inside them. A quoted field therefore cannot be
+//! closed at the first `"`; each one is closed where the rest of the line has the shape that must follow
+//! it:
+//!
+//! * the request URI (field 9) closes at the first `"` followed by what always follows it: an HTTP
+//!   status (three digits or `-`), an error code, four numbers (or `-`) and the start of the referer;
+//! * the referer (field 16) closes at the first `"` followed by spaces and the start of the user agent
+//!   (a `"` or a lone `-`);
+//! * the user agent (field 17) is followed by up to ten named fields that never contain quotes, so it
+//!   closes at the first `"` that ends the line or is followed by ten words (or all the rest) free of
+//!   quotes. Fields past the 27th may contain quotes; they are beyond that horizon.
+//!
+//! A referer that itself contains `" "` is ambiguous in the format; the tokenizer then gives the
+//! referer the shorter reading, and every other field is still recovered.
+
+use memchr::{memchr, memchr_iter};
+
+use crate::error::ParseError;
+use crate::field::Field;
+
+/// The number of fields that have a name; anything after them is kept verbatim.
+pub const NAMED_FIELDS: usize = 27;
+
+/// The fewest fields a line may have: everything up to and including the user agent.
+pub const MIN_FIELDS: usize = 17;
+
+/// The fields of one line, borrowed from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fields<'a> {
+    fields: [&'a [u8]; NAMED_FIELDS],
+    count: usize,
+    extra: Option<&'a [u8]>,
+}
+
+impl<'a> Fields<'a> {
+    /// Splits `line` (without its line terminator) into fields.
+    pub fn split(line: &'a [u8]) -> Result<Self, ParseError> {
+        let mut fields: [&'a [u8]; NAMED_FIELDS] = [&[]; NAMED_FIELDS];
+        let mut count = 0;
+        let mut pos = 0;
+        let len = line.len();
+        while count < NAMED_FIELDS {
+            pos = skip_spaces(line, pos);
+            if pos >= len {
+                break;
+            }
+            let field = Field::ALL[count];
+            let (value, next) = match (field, line[pos]) {
+                (Field::RequestTime, b'[') => close_bracket(line, pos)?,
+                (Field::RequestUri, b'"') => close_quote(line, pos, field, request_uri_closes_at)?,
+                (Field::Referer, b'"') => close_quote(line, pos, field, referer_closes_at)?,
+                (Field::UserAgent, b'"') => close_quote(line, pos, field, user_agent_closes_at)?,
+                _ => token(line, pos),
+            };
+            fields[count] = value;
+            count += 1;
+            pos = next;
+        }
+        if count < MIN_FIELDS {
+            return Err(ParseError::TooFewFields {
+                count,
+                missing: Field::ALL[count],
+            });
+        }
+        let rest = skip_spaces(line, pos);
+        let extra = (rest < len).then(|| trim_end_spaces(&line[rest..]));
+        Ok(Fields { fields, count, extra })
+    }
+
+    /// How many named fields the line has (17 to 27).
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// The raw text of `field`, without brackets or quotes; `None` when the line is of an era that
+    /// predates the field.
+    pub fn get(&self, field: Field) -> Option<&'a [u8]> {
+        let index = field as usize;
+        (index < self.count).then(|| self.fields[index])
+    }
+
+    /// Everything after the 27th field, verbatim.
+    pub fn extra(&self) -> Option<&'a [u8]> {
+        self.extra
+    }
+}
+
+fn skip_spaces(line: &[u8], mut pos: usize) -> usize {
+    while pos < line.len() && line[pos] == b' ' {
+        pos += 1;
+    }
+    pos
+}
+
+fn trim_end_spaces(mut s: &[u8]) -> &[u8] {
+    while let [rest @ .., b' '] = s {
+        s = rest;
+    }
+    s
+}
+
+/// A field that runs to the next space.
+fn token(line: &[u8], start: usize) -> (&[u8], usize) {
+    match memchr(b' ', &line[start..]) {
+        Some(i) => (&line[start..start + i], start + i),
+        None => (&line[start..], line.len()),
+    }
+}
+
+/// `[06/Feb/2019:00:00:38 +0000]`: the text between the brackets.
+fn close_bracket(line: &[u8], start: usize) -> Result<(&[u8], usize), ParseError> {
+    match memchr(b']', &line[start + 1..]) {
+        Some(i) => {
+            let end = start + 1 + i;
+            Ok((&line[start + 1..end], end + 1))
+        }
+        None => Err(ParseError::Unterminated {
+            field: Field::RequestTime,
+            expected: "]",
+        }),
+    }
+}
+
+/// A quoted field closed at the first `"` for which `closes_at(line, quote_position)` holds.
+fn close_quote(
+    line: &[u8],
+    start: usize,
+    field: Field,
+    closes_at: fn(&[u8], usize) -> bool,
+) -> Result<(&[u8], usize), ParseError> {
+    let body = start + 1;
+    for i in memchr_iter(b'"', &line[body..]) {
+        let quote = body + i;
+        if closes_at(line, quote) {
+            return Ok((&line[body..quote], quote + 1));
+        }
+    }
+    Err(ParseError::Unterminated {
+        field,
+        expected: field.closing_context(),
+    })
+}
+
+/// Words of `line` from `pos` on, separated by runs of spaces.
+fn words(line: &[u8], pos: usize) -> impl Iterator<Item = &[u8]> {
+    line[pos..].split(|&b| b == b' ').filter(|w| !w.is_empty())
+}
+
+fn is_number_or_dash(word: &[u8]) -> bool {
+    word == b"-" || word.iter().all(u8::is_ascii_digit)
+}
+
+/// After the request URI come the HTTP status, the error code, four numbers and the referer.
+fn request_uri_closes_at(line: &[u8], quote: usize) -> bool {
+    if line.get(quote + 1) != Some(&b' ') {
+        return false;
+    }
+    let mut rest = words(line, quote + 1);
+    let status = rest.next();
+    let status_ok = status.is_some_and(|s| s == b"-" || (s.len() == 3 && s.iter().all(u8::is_ascii_digit)));
+    status_ok
+        && rest.next().is_some()
+        && rest.by_ref().take(4).filter(|w| is_number_or_dash(w)).count() == 4
+        && rest.next().is_some_and(|w| w[0] == b'"' || w == b"-")
+}
+
+/// After the user agent come fields 18 to 27, none of which contains a quote.
+fn user_agent_closes_at(line: &[u8], quote: usize) -> bool {
+    match line.get(quote + 1) {
+        None => true,
+        Some(b' ') => words(line, quote + 1)
+            .take(NAMED_FIELDS - Field::UserAgent.number())
+            .all(|w| !w.contains(&b'"')),
+        Some(_) => false,
+    }
+}
+
+/// After the referer comes the user agent: a quoted field or a lone `-`.
+fn referer_closes_at(line: &[u8], quote: usize) -> bool {
+    if line.get(quote + 1) != Some(&b' ') {
+        return false;
+    }
+    let next = skip_spaces(line, quote + 1);
+    match line.get(next) {
+        Some(b'"') => true,
+        Some(b'-') => line.get(next + 1).is_none_or(|&b| b == b' '),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(line: &str) -> Fields<'_> {
+        Fields::split(line.as_bytes()).unwrap()
+    }
+
+    fn text<'a>(f: &Fields<'a>, field: Field) -> Option<&'a str> {
+        f.get(field).map(|b| std::str::from_utf8(b).unwrap())
+    }
+
+    const HEAD: &str = "owner bucket [06/Feb/2019:00:00:38 +0000] 192.0.2.3 requester REQID REST.GET.OBJECT key";
+
+    #[test]
+    fn plain_17_field_line() {
+        let line = format!("{HEAD} \"GET /bucket/key HTTP/1.1\" 200 - 113 1000 7 6 \"-\" \"S3Console/0.4\"");
+        let f = split(&line);
+        assert_eq!(f.count(), 17);
+        assert_eq!(text(&f, Field::RequestTime), Some("06/Feb/2019:00:00:38 +0000"));
+        assert_eq!(text(&f, Field::RequestUri), Some("GET /bucket/key HTTP/1.1"));
+        assert_eq!(text(&f, Field::HttpStatus), Some("200"));
+        assert_eq!(text(&f, Field::Referer), Some("-"));
+        assert_eq!(text(&f, Field::UserAgent), Some("S3Console/0.4"));
+        assert_eq!(text(&f, Field::VersionId), None);
+        assert_eq!(f.extra(), None);
+    }
+
+    #[test]
+    fn quotes_inside_request_uri_referer_and_user_agent() {
+        let line = format!(
+            "{HEAD} \"GET /b/k?response-content-disposition=attachment;filename=\"x y.csv\" HTTP/1.1\" 200 - 1 1 1 1 \
+             \"http://e.com/?q=\"a\"\" \"\"Mozilla\" \"evil\" (x)\" - hostid SigV4"
+        );
+        let f = split(&line);
+        assert_eq!(
+            text(&f, Field::RequestUri),
+            Some("GET /b/k?response-content-disposition=attachment;filename=\"x y.csv\" HTTP/1.1")
+        );
+        assert_eq!(text(&f, Field::Referer), Some("http://e.com/?q=\"a\""));
+        assert_eq!(text(&f, Field::UserAgent), Some("\"Mozilla\" \"evil\" (x)"));
+        assert_eq!(text(&f, Field::HostId), Some("hostid"));
+        assert_eq!(f.count(), 20);
+    }
+
+    #[test]
+    fn user_agent_beginning_with_two_quotes() {
+        let line = format!("{HEAD} \"-\" - - - - - - \"-\" \"\"\" - -");
+        let f = split(&line);
+        assert_eq!(text(&f, Field::RequestUri), Some("-"));
+        assert_eq!(text(&f, Field::HttpStatus), Some("-"));
+        assert_eq!(text(&f, Field::UserAgent), Some("\""));
+        assert_eq!(f.count(), 19);
+    }
+
+    #[test]
+    fn unquoted_dashes_and_runs_of_spaces() {
+        let line = format!("{HEAD}  -   -  - 0 - -  - - -");
+        let f = split(&line);
+        assert_eq!(f.count(), 17);
+        assert_eq!(text(&f, Field::RequestUri), Some("-"));
+        assert_eq!(text(&f, Field::Referer), Some("-"));
+        assert_eq!(text(&f, Field::UserAgent), Some("-"));
+    }
+
+    #[test]
+    fn extra_fields_are_kept_verbatim() {
+        let tail = "v h SigV4 c AuthHeader host TLSv1.2 arn Yes eu-west-1";
+        let line = format!("{HEAD} - 200 - 1 1 1 1 - - {tail} future  fields \"q\"  ");
+        let f = split(&line);
+        assert_eq!(f.count(), 27);
+        assert_eq!(text(&f, Field::SourceRegion), Some("eu-west-1"));
+        assert_eq!(f.extra(), Some(&b"future  fields \"q\""[..]));
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let err = Fields::split(b"owner bucket [06/Feb/2019:00:00:38").unwrap_err();
+        assert_eq!(err.to_string(), "request_time: no closing ]");
+        let err = Fields::split(format!("{HEAD} \"GET / HTTP/1.1 200").as_bytes()).unwrap_err();
+        assert!(err.to_string().starts_with("request_uri: no closing quote"), "{err}");
+        let err = Fields::split(b"a b").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "line has 2 fields, at least 17 expected (request_time is missing)"
+        );
+        let err = Fields::split(format!("{HEAD} - 200 - 1 1 1 1 \"-\" \"Moz").as_bytes()).unwrap_err();
+        assert!(err.to_string().starts_with("user_agent: no closing quote"), "{err}");
+    }
+}
