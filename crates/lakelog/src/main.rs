@@ -1,1 +1,15 @@
-fn main() {}
+use std::process::ExitCode;
+
+use clap::Parser;
+use lakelog::cli::Cli;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match lakelog::run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("lakelog: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
