@@ -1,0 +1,402 @@
+//! Appends in which every source (a raw log object, a Kinesis batch) is written exactly once.
+
+use arrow::record_batch::RecordBatch;
+use deltalake::kernel::transaction::{CommitBuilder, CommitConflictError, CommitProperties, TransactionError};
+use deltalake::kernel::{Action, Add, Transaction};
+use deltalake::protocol::{DeltaOperation, SaveMode};
+use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+use deltalake::{DeltaTable, DeltaTableError, Path};
+use object_store::ObjectStoreExt as _;
+use tracing::{debug, warn};
+
+use crate::error::LakeError;
+
+/// How many times a commit is retried against newer versions written by other writers of other
+/// sources (such appends never conflict, they only need a new version number).
+const COMMIT_RETRIES: usize = 25;
+
+/// Microseconds since the Unix epoch, now.
+pub fn now_micros() -> i64 {
+    chrono::Utc::now().timestamp_micros()
+}
+
+/// What one commit wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppendOutcome {
+    /// The table version committed; `None` when there was nothing to commit.
+    pub version: Option<u64>,
+    /// Sources recorded by this commit.
+    pub sources: usize,
+    /// Rows written.
+    pub rows: u64,
+    /// Data files added.
+    pub files: usize,
+}
+
+/// Whether a commit failed because a concurrent commit wrote one of its `txn` app ids first.
+fn is_source_conflict(e: &DeltaTableError) -> bool {
+    matches!(
+        e,
+        DeltaTableError::Transaction {
+            source: TransactionError::CommitConflict(CommitConflictError::ConcurrentTransaction)
+        }
+    )
+}
+
+/// Whether `source` was already written to `table` (its `txn` is there and has not expired).
+///
+/// Each call replays the `txn` actions of the log since the last checkpoint (and the checkpoint's),
+/// so check the sources of one invocation, not of a whole backfill, against one snapshot.
+pub async fn is_committed(uri: &str, table: &DeltaTable, source: &str) -> Result<bool, LakeError> {
+    let snapshot = table.snapshot().map_err(|e| LakeError::delta(uri, e))?;
+    let version = snapshot
+        .transaction_version(table.log_store().as_ref(), source)
+        .await
+        .map_err(|e| LakeError::delta(uri, e))?;
+    Ok(version.is_some())
+}
+
+/// Streams the rows of one source into data files of one table. Sources write files of their
+/// own, so a source that fails half way is dropped without touching the rows of the others.
+pub struct SourceWriter {
+    uri: String,
+    source: String,
+    writer: RecordBatchWriter,
+    rows: u64,
+}
+
+impl std::fmt::Debug for SourceWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourceWriter")
+            .field("uri", &self.uri)
+            .field("source", &self.source)
+            .field("rows", &self.rows)
+            .finish()
+    }
+}
+
+impl SourceWriter {
+    /// A writer of `source`'s rows into `table` (named `uri` in errors and logs).
+    pub fn new(uri: &str, table: &DeltaTable, source: &str) -> Result<Self, LakeError> {
+        Ok(Self {
+            uri: uri.to_owned(),
+            source: source.to_owned(),
+            writer: RecordBatchWriter::for_table(table).map_err(|e| LakeError::delta(uri, e))?,
+            rows: 0,
+        })
+    }
+
+    /// Streams rows into the source's data files (encoded and uploaded as they come).
+    pub async fn write(&mut self, batch: RecordBatch) -> Result<(), LakeError> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.rows += batch.num_rows() as u64;
+        self.writer
+            .write(batch)
+            .await
+            .map_err(|e| LakeError::delta(&self.uri, e))
+    }
+
+    /// Rows written so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Closes the data files; they become visible once [`commit_sources`] commits them.
+    pub async fn finish(mut self) -> Result<SourceFiles, LakeError> {
+        let adds = self.writer.flush().await.map_err(|e| LakeError::delta(&self.uri, e))?;
+        Ok(SourceFiles {
+            source: self.source,
+            adds,
+            rows: self.rows,
+        })
+    }
+
+    /// Drops the rows written so far: uploads in progress are aborted.
+    pub fn abort(mut self) {
+        self.writer.reset();
+    }
+}
+
+/// The closed data files of one source, ready to commit.
+#[derive(Debug, Clone)]
+pub struct SourceFiles {
+    source: String,
+    adds: Vec<Add>,
+    rows: u64,
+}
+
+impl SourceFiles {
+    /// The source these files hold rows of.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Rows in the files.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// A source that contributes no rows, recorded all the same so that it is not read again.
+    pub fn empty(source: &str) -> Self {
+        Self {
+            source: source.to_owned(),
+            adds: Vec::new(),
+            rows: 0,
+        }
+    }
+}
+
+/// Commits the files of `sources` and one Delta `txn` action per source (app id = the source,
+/// version 1) as one new version of `table`, so rows and the record that their source was
+/// written land atomically.
+///
+/// Commits of other sources by concurrent writers only move this commit to a later version
+/// (bounded retries). A concurrent commit of one of the same sources makes Delta's conflict
+/// checker fail this one with [`LakeError::SourceConflict`]: nothing is written, and a retry
+/// skips the sources now in the table. On every failure the files are deleted again, best effort
+/// (files left behind are in no commit, so no reader sees them, and VACUUM removes them).
+pub async fn commit_sources(
+    uri: &str,
+    table: &mut DeltaTable,
+    sources: Vec<SourceFiles>,
+) -> Result<AppendOutcome, LakeError> {
+    if sources.is_empty() {
+        return Ok(AppendOutcome::default());
+    }
+    let now_ms = now_micros() / 1000;
+    let mut outcome = AppendOutcome {
+        version: None,
+        sources: sources.len(),
+        rows: 0,
+        files: 0,
+    };
+    let mut txns = Vec::with_capacity(sources.len());
+    let mut actions = Vec::new();
+    for files in sources {
+        txns.push(Transaction::new_with_last_update(&files.source, 1, Some(now_ms)));
+        outcome.rows += files.rows;
+        outcome.files += files.adds.len();
+        actions.extend(files.adds.into_iter().map(Action::Add));
+    }
+    let paths: Vec<Path> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Add(add) => Path::parse(&add.path).ok(),
+            _ => None,
+        })
+        .collect();
+    let snapshot = table.snapshot().map_err(|e| LakeError::delta(uri, e))?;
+    let partition_columns = snapshot.metadata().partition_columns().to_vec();
+    let operation = DeltaOperation::Write {
+        mode: SaveMode::Append,
+        partition_by: (!partition_columns.is_empty()).then_some(partition_columns),
+        predicate: None,
+    };
+    let properties = CommitProperties::default()
+        .with_max_retries(COMMIT_RETRIES)
+        .with_application_transactions(txns);
+    let result = CommitBuilder::from(properties)
+        .with_actions(actions)
+        .build(Some(snapshot), table.log_store(), operation)
+        .await;
+    match result {
+        Ok(finalized) => {
+            let version = finalized.version();
+            debug!(
+                table = uri,
+                version,
+                sources = outcome.sources,
+                rows = outcome.rows,
+                "committed"
+            );
+            // Bring the caller's table to the version just written; if that fails, the next
+            // refresh catches up.
+            if let Err(e) = table.update_incremental(Some(version)).await {
+                warn!(table = uri, error = %e, "could not refresh the table after commit");
+            }
+            outcome.version = Some(version);
+            Ok(outcome)
+        }
+        Err(e) => {
+            let store = table.object_store();
+            for path in paths {
+                if let Err(del) = store.delete(&path).await {
+                    debug!(table = uri, file = %path, error = %del, "could not remove uncommitted file");
+                }
+            }
+            if is_source_conflict(&e) {
+                Err(LakeError::SourceConflict { uri: uri.to_owned() })
+            } else {
+                Err(LakeError::delta(uri, e))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Date32Array, StringArray, TimestampMicrosecondArray};
+    use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+
+    use super::*;
+    use crate::{StorageConfig, TableSpec, open_or_create, open_table};
+
+    fn spec() -> TableSpec {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, false),
+            Field::new(
+                "at",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                false,
+            ),
+            Field::new("day", DataType::Date32, false),
+        ]));
+        TableSpec::new("things", schema, &["day"])
+    }
+
+    fn batch(ids: &[&str], day: i32) -> RecordBatch {
+        let n = ids.len();
+        RecordBatch::try_new(
+            spec().schema,
+            vec![
+                Arc::new(StringArray::from(ids.to_vec())),
+                Arc::new(
+                    TimestampMicrosecondArray::from(vec![i64::from(day) * 86_400_000_000; n]).with_timezone("UTC"),
+                ),
+                Arc::new(Date32Array::from(vec![day; n])),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn row_count(table: &DeltaTable) -> u64 {
+        crate::file_stats(table).unwrap().rows
+    }
+
+    async fn write_source(uri: &str, table: &DeltaTable, source: &str, rows: &[&str]) -> SourceFiles {
+        let mut writer = SourceWriter::new(uri, table, source).unwrap();
+        writer.write(batch(rows, 19_000)).await.unwrap();
+        writer.write(batch(rows, 19_001)).await.unwrap();
+        assert_eq!(writer.rows(), 2 * rows.len() as u64);
+        writer.finish().await.unwrap()
+    }
+
+    /// Appends `rows` for `source` unless the table already has it.
+    async fn append_once(
+        uri: &str,
+        table: &mut DeltaTable,
+        source: &str,
+        rows: &[&str],
+    ) -> Result<AppendOutcome, LakeError> {
+        table.update_incremental(None).await.unwrap();
+        if is_committed(uri, table, source).await? {
+            return Ok(AppendOutcome::default());
+        }
+        let files = write_source(uri, table, source, rows).await;
+        commit_sources(uri, table, vec![files]).await
+    }
+
+    #[tokio::test]
+    async fn a_source_is_written_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("t").to_str().unwrap().to_owned();
+        let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+        let first = append_once(&uri, &mut table, "s3://raw/a", &["1", "2"]).await.unwrap();
+        assert_eq!(first.version, Some(1));
+        assert_eq!((first.sources, first.rows, first.files), (1, 4, 2));
+        let again = append_once(&uri, &mut table, "s3://raw/a", &["1", "2"]).await.unwrap();
+        assert_eq!(again, AppendOutcome::default());
+        // A source without rows is recorded too.
+        let empty = commit_sources(&uri, &mut table, vec![SourceFiles::empty("s3://raw/empty")])
+            .await
+            .unwrap();
+        assert_eq!((empty.version, empty.rows), (Some(2), 0));
+        assert!(is_committed(&uri, &table, "s3://raw/empty").await.unwrap());
+        let other = append_once(&uri, &mut table, "s3://raw/b", &["3"]).await.unwrap();
+        assert_eq!(other.version, Some(3));
+        let reopened = open_table(&uri, &StorageConfig::default()).await.unwrap();
+        assert_eq!(row_count(&reopened), 6);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn racing_writers_of_one_source_write_it_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("t").to_str().unwrap().to_owned();
+        open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+        // Both writers check before either commits, so both believe the source is new.
+        let mut t1 = open_table(&uri, &StorageConfig::default()).await.unwrap();
+        let mut t2 = open_table(&uri, &StorageConfig::default()).await.unwrap();
+        let mut written = Vec::new();
+        for t in [&t1, &t2] {
+            assert!(!is_committed(&uri, t, "s3://raw/same").await.unwrap());
+            written.push(write_source(&uri, t, "s3://raw/same", &["x"]).await);
+        }
+        let other = write_source(&uri, &t2, "s3://raw/other", &["z"]).await;
+        let f2 = vec![written.pop().unwrap(), other];
+        assert_eq!(commit_sources(&uri, &mut t1, written).await.unwrap().version, Some(1));
+        let err = commit_sources(&uri, &mut t2, f2).await.unwrap_err();
+        assert!(matches!(err, LakeError::SourceConflict { .. }), "{err}");
+        let table = open_table(&uri, &StorageConfig::default()).await.unwrap();
+        assert_eq!(table.version(), Some(1));
+        assert_eq!(row_count(&table), 2);
+        // The loser's data files, its other source's included, were removed again.
+        let parquet_files = walk(dir.path()).into_iter().filter(|p| p.ends_with(".parquet")).count();
+        assert_eq!(parquet_files, 2);
+        // Retried, the loser skips the source that is in and writes the other one.
+        let mut t2 = open_table(&uri, &StorageConfig::default()).await.unwrap();
+        assert_eq!(
+            append_once(&uri, &mut t2, "s3://raw/same", &["x"])
+                .await
+                .unwrap()
+                .version,
+            None
+        );
+        assert_eq!(
+            append_once(&uri, &mut t2, "s3://raw/other", &["z"])
+                .await
+                .unwrap()
+                .version,
+            Some(2)
+        );
+        assert_eq!(row_count(&t2), 4);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writers_of_different_sources_all_land() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("t").to_str().unwrap().to_owned();
+        open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+        let tasks: Vec<_> = (0..8)
+            .map(|i| {
+                let uri = uri.clone();
+                tokio::spawn(async move {
+                    let mut table = open_table(&uri, &StorageConfig::default()).await.unwrap();
+                    append_once(&uri, &mut table, &format!("s3://raw/{i}"), &["a", "b", "c"]).await
+                })
+            })
+            .collect();
+        for task in tasks {
+            assert_eq!(task.await.unwrap().unwrap().sources, 1);
+        }
+        let table = open_table(&uri, &StorageConfig::default()).await.unwrap();
+        assert_eq!(table.version(), Some(8));
+        assert_eq!(row_count(&table), 8 * 6);
+    }
+
+    fn walk(dir: &std::path::Path) -> Vec<String> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            } else {
+                out.push(path.to_string_lossy().into_owned());
+            }
+        }
+        out
+    }
+}

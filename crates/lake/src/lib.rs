@@ -1,0 +1,29 @@
+//! lakelog's Delta tables: storage options, open-or-create, and appends that write each source
+//! exactly once.
+//!
+//! Every writer of lakelog (the access-log and game-event Lambdas, the CLI's ingest and demo) goes
+//! through this crate, so the delivery guarantees of the design live in one place:
+//!
+//! * [`open_or_create`] opens a table, creating it with the expected schema, partitioning and
+//!   properties when it is missing; many writers may race to create it, and all of them end up
+//!   with the one table that won.
+//! * [`SourceWriter`] streams the rows of one source (for example a raw log object) into data files
+//!   of its own, and [`commit_sources`] commits the files of many sources with one Delta `txn`
+//!   action per source in a single commit. A source whose `txn` is already in the table
+//!   ([`is_committed`]) is skipped, and a concurrent writer that commits the same source first
+//!   makes the commit fail with [`LakeError::SourceConflict`] instead of writing it twice.
+//! * Commits rely on S3 conditional writes (put-if-absent): no lock table, no unsafe rename.
+
+#![warn(missing_docs)]
+
+mod append;
+mod error;
+mod storage;
+mod table;
+
+pub use append::{AppendOutcome, SourceFiles, SourceWriter, commit_sources, is_committed, now_micros};
+pub use error::LakeError;
+pub use storage::{StorageConfig, table_url};
+pub use table::{FileStats, TableSpec, file_stats, open_or_create, open_table};
+
+pub use deltalake;

@@ -1,0 +1,248 @@
+//! Opening tables, and creating them when they are missing, safely under concurrency.
+
+use std::collections::HashMap;
+
+use arrow::datatypes::SchemaRef;
+use deltalake::kernel::StructType;
+use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
+use deltalake::operations::create::CreateBuilder;
+use deltalake::protocol::SaveMode;
+use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
+use tracing::{debug, info};
+
+use crate::error::LakeError;
+use crate::storage::{StorageConfig, table_url};
+
+/// What a lakelog table looks like: its schema, partitioning and table properties.
+#[derive(Debug, Clone)]
+pub struct TableSpec {
+    /// The table's name in the Delta metadata, e.g. `access_logs`.
+    pub name: String,
+    /// The Arrow schema of the rows written to it.
+    pub schema: SchemaRef,
+    /// The partition columns, in order.
+    pub partition_columns: Vec<String>,
+    /// Delta table properties set when the table is created.
+    pub properties: HashMap<String, String>,
+}
+
+impl TableSpec {
+    /// A spec with lakelog's default properties: a checkpoint every 10 commits (appends are small
+    /// and frequent, and readers replay the log since the last checkpoint), `txn` ids kept 30 days
+    /// (far beyond SQS's 14-day retention and Kinesis' 7-day retention, so every redelivery is
+    /// recognised), log and deleted files kept 7 days for time travel.
+    pub fn new(name: impl Into<String>, schema: SchemaRef, partition_columns: &[&str]) -> Self {
+        let properties = [
+            ("delta.checkpointInterval", "10"),
+            ("delta.setTransactionRetentionDuration", "interval 30 days"),
+            ("delta.logRetentionDuration", "interval 30 days"),
+            ("delta.deletedFileRetentionDuration", "interval 7 days"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        Self {
+            name: name.into(),
+            schema,
+            partition_columns: partition_columns.iter().map(|c| (*c).to_owned()).collect(),
+            properties,
+        }
+    }
+
+    /// The Delta (kernel) schema of this spec.
+    pub fn delta_schema(&self) -> Result<StructType, DeltaTableError> {
+        Ok(self.schema.as_ref().try_into_kernel()?)
+    }
+}
+
+/// Opens the table at `location`, which must exist.
+pub async fn open_table(location: &str, storage: &StorageConfig) -> Result<DeltaTable, LakeError> {
+    let url = table_url(location)?;
+    let options = storage.options_for(&url);
+    DeltaTableBuilder::from_url(url)
+        .map_err(|e| LakeError::delta(location, e))?
+        .with_storage_options(options)
+        .load()
+        .await
+        .map_err(|e| LakeError::delta(location, e))
+}
+
+/// Opens the table at `location`, creating it from `spec` when it does not exist yet, and checks
+/// that its schema and partitioning are the spec's.
+///
+/// Many writers may call this at once on a missing table: the first commit of version 0 wins
+/// (S3 conditional write), and every other writer then opens the table that won.
+pub async fn open_or_create(
+    location: &str,
+    spec: &TableSpec,
+    storage: &StorageConfig,
+) -> Result<DeltaTable, LakeError> {
+    let url = table_url(location)?;
+    let options = storage.options_for(&url);
+    let builder = || {
+        DeltaTableBuilder::from_url(url.clone())
+            .map(|b| b.with_storage_options(options.clone()))
+            .map_err(|e| LakeError::delta(location, e))
+    };
+    let table = match builder()?.load().await {
+        Ok(table) => table,
+        Err(DeltaTableError::NotATable(_)) => {
+            let schema = spec.delta_schema().map_err(|e| LakeError::delta(location, e))?;
+            let created = CreateBuilder::new()
+                .with_location(url.as_str())
+                .with_storage_options(options.clone())
+                .with_table_name(&spec.name)
+                .with_columns(schema.fields().cloned())
+                .with_partition_columns(spec.partition_columns.clone())
+                .with_configuration(spec.properties.iter().map(|(k, v)| (k.clone(), Some(v.clone()))))
+                .with_save_mode(SaveMode::Ignore)
+                .await;
+            match created {
+                Ok(table) => {
+                    info!(table = location, "created table");
+                    table
+                }
+                Err(e) => {
+                    // Another writer created it between our load and our commit.
+                    debug!(table = location, error = %e, "create lost a race, opening the winner");
+                    builder()?.load().await.map_err(|e| LakeError::delta(location, e))?
+                }
+            }
+        }
+        Err(e) => return Err(LakeError::delta(location, e)),
+    };
+    check_schema(location, &table, spec)?;
+    Ok(table)
+}
+
+/// Size of a table's current version, from the Delta log alone (no data file is read).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FileStats {
+    /// Active data files.
+    pub files: u64,
+    /// Rows in them, from the file statistics.
+    pub rows: u64,
+    /// Bytes in them.
+    pub bytes: u64,
+}
+
+/// Counts the active files, rows and bytes of the table's loaded version.
+pub fn file_stats(table: &DeltaTable) -> Result<FileStats, DeltaTableError> {
+    let mut stats = FileStats::default();
+    for file in table.snapshot()?.log_data().iter() {
+        stats.files += 1;
+        stats.rows += file.num_records().unwrap_or(0) as u64;
+        stats.bytes += file.size().max(0) as u64;
+    }
+    Ok(stats)
+}
+
+/// The table must have the spec's columns (same names, types, nullability) and partitioning.
+fn check_schema(location: &str, table: &DeltaTable, spec: &TableSpec) -> Result<(), LakeError> {
+    let snapshot = table.snapshot().map_err(|e| LakeError::delta(location, e))?;
+    let mismatch = |detail: String| LakeError::SchemaMismatch {
+        uri: location.into(),
+        detail,
+    };
+    let partitions = snapshot.metadata().partition_columns();
+    if *partitions != spec.partition_columns {
+        return Err(mismatch(format!(
+            "partitioned by {partitions:?}, expected {:?}",
+            spec.partition_columns
+        )));
+    }
+    let expected = spec.delta_schema().map_err(|e| LakeError::delta(location, e))?;
+    let actual = snapshot.schema();
+    for field in expected.fields() {
+        match actual.field(field.name()) {
+            None => return Err(mismatch(format!("column {} is missing", field.name()))),
+            Some(found) if found.data_type() != field.data_type() => {
+                return Err(mismatch(format!(
+                    "column {} is {:?}, expected {:?}",
+                    field.name(),
+                    found.data_type(),
+                    field.data_type()
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+
+    use super::*;
+
+    pub(crate) fn spec() -> TableSpec {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, false),
+            Field::new(
+                "at",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                false,
+            ),
+            Field::new("day", DataType::Date32, false),
+        ]));
+        TableSpec::new("things", schema, &["day"])
+    }
+
+    #[tokio::test]
+    async fn creates_once_then_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = dir.path().join("things");
+        let location = location.to_str().unwrap();
+        let storage = StorageConfig::default();
+        let table = open_or_create(location, &spec(), &storage).await.unwrap();
+        assert_eq!(table.version(), Some(0));
+        let config = table.snapshot().unwrap().metadata().configuration().clone();
+        assert_eq!(config["delta.setTransactionRetentionDuration"], "interval 30 days");
+        let again = open_or_create(location, &spec(), &storage).await.unwrap();
+        assert_eq!(again.version(), Some(0));
+        assert_eq!(open_table(location, &storage).await.unwrap().version(), Some(0));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_creators_share_one_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = dir.path().join("raced").to_str().unwrap().to_owned();
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let location = location.clone();
+                tokio::spawn(async move { open_or_create(&location, &spec(), &StorageConfig::default()).await })
+            })
+            .collect();
+        for task in tasks {
+            assert_eq!(task.await.unwrap().unwrap().version(), Some(0));
+        }
+        let log = std::fs::read_dir(dir.path().join("raced/_delta_log")).unwrap().count();
+        assert_eq!(log, 1, "exactly one commit");
+    }
+
+    #[tokio::test]
+    async fn a_different_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = dir.path().join("t");
+        let location = location.to_str().unwrap();
+        open_or_create(location, &spec(), &StorageConfig::default())
+            .await
+            .unwrap();
+        let mut other = spec();
+        let mut fields: Vec<Field> = other.schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields[0] = Field::new("id", DataType::Int64, false);
+        other.schema = Arc::new(Schema::new(fields));
+        let err = open_or_create(location, &other, &StorageConfig::default())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("column id is"), "{err}");
+        assert!(
+            open_table(&format!("{location}-missing"), &StorageConfig::default())
+                .await
+                .is_err()
+        );
+    }
+}
