@@ -33,14 +33,15 @@ pub struct AppendOutcome {
     pub files: usize,
 }
 
-/// Whether a commit failed because a concurrent commit wrote one of its `txn` app ids first.
-fn is_source_conflict(e: &DeltaTableError) -> bool {
-    matches!(
-        e,
+/// The conflict, if a commit failed because of a concurrent commit: one that wrote one of its
+/// `txn` app ids first, or changed the metadata (a concurrent creation of the table).
+fn commit_conflict(e: &DeltaTableError) -> Option<&CommitConflictError> {
+    match e {
         DeltaTableError::Transaction {
-            source: TransactionError::CommitConflict(CommitConflictError::ConcurrentTransaction)
-        }
-    )
+            source: TransactionError::CommitConflict(conflict),
+        } => Some(conflict),
+        _ => None,
+    }
 }
 
 /// Whether `source` was already written to `table` (its `txn` is there and has not expired).
@@ -154,7 +155,7 @@ impl SourceFiles {
 ///
 /// Commits of other sources by concurrent writers only move this commit to a later version
 /// (bounded retries). A concurrent commit of one of the same sources makes Delta's conflict
-/// checker fail this one with [`LakeError::SourceConflict`]: nothing is written, and a retry
+/// checker fail this one with [`LakeError::Conflict`]: nothing is written, and a retry
 /// skips the sources now in the table. On every failure the files are deleted again, best effort
 /// (files left behind are in no commit, so no reader sees them, and VACUUM removes them).
 pub async fn commit_sources(
@@ -226,10 +227,12 @@ pub async fn commit_sources(
                     debug!(table = uri, file = %path, error = %del, "could not remove uncommitted file");
                 }
             }
-            if is_source_conflict(&e) {
-                Err(LakeError::SourceConflict { uri: uri.to_owned() })
-            } else {
-                Err(LakeError::delta(uri, e))
+            match commit_conflict(&e) {
+                Some(conflict) => Err(LakeError::Conflict {
+                    uri: uri.to_owned(),
+                    reason: conflict.to_string(),
+                }),
+                None => Err(LakeError::delta(uri, e)),
             }
         }
     }
@@ -339,7 +342,7 @@ mod tests {
         let f2 = vec![written.pop().unwrap(), other];
         assert_eq!(commit_sources(&uri, &mut t1, written).await.unwrap().version, Some(1));
         let err = commit_sources(&uri, &mut t2, f2).await.unwrap_err();
-        assert!(matches!(err, LakeError::SourceConflict { .. }), "{err}");
+        assert!(matches!(err, LakeError::Conflict { .. }), "{err}");
         let table = open_table(&uri, &StorageConfig::default()).await.unwrap();
         assert_eq!(table.version(), Some(1));
         assert_eq!(row_count(&table), 2);

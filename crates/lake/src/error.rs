@@ -30,12 +30,15 @@ pub enum LakeError {
         /// The first difference found.
         detail: String,
     },
-    /// A concurrent writer committed one of the sources of this commit first; nothing of this
-    /// commit was written. Retrying skips the sources that are now in the table.
-    #[error("table {uri}: a concurrent writer committed some of the same sources first")]
-    SourceConflict {
+    /// A concurrent commit conflicts with this one (it wrote one of the same sources, or changed
+    /// the table's metadata); nothing of this commit was written. Retrying against the new
+    /// version skips the sources that are now in the table.
+    #[error("table {uri}: conflicting concurrent commit: {reason}")]
+    Conflict {
         /// The table.
         uri: String,
+        /// Delta's description of the conflict.
+        reason: String,
     },
 }
 

@@ -11,7 +11,7 @@
 //!   of its own, and [`commit_sources`] commits the files of many sources with one Delta `txn`
 //!   action per source in a single commit. A source whose `txn` is already in the table
 //!   ([`is_committed`]) is skipped, and a concurrent writer that commits the same source first
-//!   makes the commit fail with [`LakeError::SourceConflict`] instead of writing it twice.
+//!   makes the commit fail with [`LakeError::Conflict`] instead of writing it twice.
 //! * Commits rely on S3 conditional writes (put-if-absent): no lock table, no unsafe rename.
 
 #![warn(missing_docs)]

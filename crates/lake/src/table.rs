@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use arrow::datatypes::SchemaRef;
 use deltalake::kernel::StructType;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
+use deltalake::kernel::transaction::CommitProperties;
 use deltalake::operations::create::CreateBuilder;
 use deltalake::protocol::SaveMode;
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
@@ -96,6 +97,9 @@ pub async fn open_or_create(
                 .with_partition_columns(spec.partition_columns.clone())
                 .with_configuration(spec.properties.iter().map(|(k, v)| (k.clone(), Some(v.clone()))))
                 .with_save_mode(SaveMode::Ignore)
+                // A creator that loses the race for version 0 must not retry as version 1: that
+                // would write the metadata twice and conflict with the winner's first appends.
+                .with_commit_properties(CommitProperties::default().with_max_retries(0))
                 .await;
             match created {
                 Ok(table) => {

@@ -1,0 +1,231 @@
+//! Configuration: table locations and limits, read and validated once.
+
+use std::fmt;
+
+/// A configuration value that is missing or wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A required setting is not set.
+    #[error("{name} is not set")]
+    Missing {
+        /// The setting.
+        name: &'static str,
+    },
+    /// A setting has a value that cannot be used.
+    #[error("{name}={value:?}: {reason}")]
+    Invalid {
+        /// The setting.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// The placeholder that makes one table per observed bucket.
+pub const BUCKET_PLACEHOLDER: &str = "{bucket}";
+
+/// Where access-log rows go: a table location, with `{bucket}` for one table per observed bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableTemplate(String);
+
+impl TableTemplate {
+    /// Validates a location such as `s3://lake/access_logs/{bucket}` or `./lake/access_logs`.
+    pub fn parse(name: &'static str, value: &str) -> Result<Self, ConfigError> {
+        let invalid = |reason: &str| ConfigError::Invalid {
+            name,
+            value: value.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let value = value.trim();
+        if value.is_empty() {
+            return Err(ConfigError::Missing { name });
+        }
+        let without = value.replace(BUCKET_PLACEHOLDER, "");
+        if without.contains('{') || without.contains('}') {
+            return Err(invalid("the only placeholder is {bucket}"));
+        }
+        if let Some(scheme) = value.split_once("://").map(|(s, _)| s)
+            && !matches!(scheme, "s3" | "s3a" | "file")
+        {
+            return Err(invalid("use s3://bucket/prefix, file:///path or a local path"));
+        }
+        Ok(Self(value.to_owned()))
+    }
+
+    /// Whether the location gives one table per observed bucket.
+    pub fn per_bucket(&self) -> bool {
+        self.0.contains(BUCKET_PLACEHOLDER)
+    }
+
+    /// The table of `bucket`.
+    pub fn resolve(&self, bucket: &str) -> String {
+        self.0.replace(BUCKET_PLACEHOLDER, bucket)
+    }
+
+    /// The default rejects table: `_rejects` appended to the last path segment, with a `{bucket}`
+    /// placeholder dropped (bucket names cannot contain `_`, so it never names a bucket's table):
+    /// `s3://lake/access_logs/{bucket}` -> `s3://lake/access_logs/_rejects`.
+    pub fn default_rejects(&self) -> String {
+        let trimmed = self.0.trim_end_matches('/');
+        let (parent, last) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
+        let last = last.replace(BUCKET_PLACEHOLDER, "");
+        if parent.is_empty() {
+            format!("{last}_rejects")
+        } else {
+            format!("{parent}/{last}_rejects")
+        }
+    }
+}
+
+impl fmt::Display for TableTemplate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Whether `name` is a valid S3 bucket name, and so safe as a path segment of a table location.
+pub fn is_bucket_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    (3..=63).contains(&bytes.len())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'.' || *b == b'-')
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && !name.contains("..")
+}
+
+/// The settings of the access-log ingestion, as the Lambda reads them from its environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `ACCESS_LOG_TABLE_URI`: where rows go.
+    pub table: TableTemplate,
+    /// `ACCESS_LOG_REJECTS_TABLE_URI`: where lines that cannot be parsed go.
+    pub rejects: String,
+    /// `RAW_LOGS_ROLE_ARN`: a role to assume for reading raw logs of another account.
+    pub raw_logs_role_arn: Option<String>,
+    /// `INGEST_CONCURRENCY`: objects read at once (1 to 64, default 4).
+    pub concurrency: usize,
+}
+
+impl Config {
+    /// Reads the settings through `var` (the process environment in the Lambda).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let table = var("ACCESS_LOG_TABLE_URI").ok_or(ConfigError::Missing {
+            name: "ACCESS_LOG_TABLE_URI",
+        })?;
+        let table = TableTemplate::parse("ACCESS_LOG_TABLE_URI", &table)?;
+        let rejects = match var("ACCESS_LOG_REJECTS_TABLE_URI").filter(|v| !v.trim().is_empty()) {
+            Some(value) => {
+                let parsed = TableTemplate::parse("ACCESS_LOG_REJECTS_TABLE_URI", &value)?;
+                if parsed.per_bucket() {
+                    return Err(ConfigError::Invalid {
+                        name: "ACCESS_LOG_REJECTS_TABLE_URI",
+                        value,
+                        reason: "must name one table: rejected lines may have no bucket".into(),
+                    });
+                }
+                parsed.0
+            }
+            None => table.default_rejects(),
+        };
+        let raw_logs_role_arn = var("RAW_LOGS_ROLE_ARN").filter(|v| !v.trim().is_empty());
+        if let Some(arn) = &raw_logs_role_arn
+            && !arn.starts_with("arn:")
+        {
+            return Err(ConfigError::Invalid {
+                name: "RAW_LOGS_ROLE_ARN",
+                value: arn.clone(),
+                reason: "expected a role ARN (arn:aws:iam::<account>:role/<name>)".into(),
+            });
+        }
+        let concurrency = match var("INGEST_CONCURRENCY") {
+            None => 4,
+            Some(value) => match value.trim().parse::<usize>() {
+                Ok(n @ 1..=64) => n,
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        name: "INGEST_CONCURRENCY",
+                        value,
+                        reason: "expected a whole number from 1 to 64".into(),
+                    });
+                }
+            },
+        };
+        Ok(Self {
+            table,
+            rejects,
+            raw_logs_role_arn,
+            concurrency,
+        })
+    }
+
+    /// Reads the settings from the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let vars: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::from_vars(|name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn defaults_and_templates() {
+        let c = config(&[("ACCESS_LOG_TABLE_URI", "s3://lake/access_logs/{bucket}")]).unwrap();
+        assert!(c.table.per_bucket());
+        assert_eq!(c.table.resolve("web-assets"), "s3://lake/access_logs/web-assets");
+        assert_eq!(c.rejects, "s3://lake/access_logs/_rejects");
+        assert_eq!(c.concurrency, 4);
+        assert_eq!(c.raw_logs_role_arn, None);
+        let c = config(&[("ACCESS_LOG_TABLE_URI", "./lake/access_logs")]).unwrap();
+        assert_eq!(c.rejects, "./lake/access_logs_rejects");
+        assert_eq!(
+            TableTemplate::parse("X", "logs_{bucket}").unwrap().default_rejects(),
+            "logs__rejects"
+        );
+    }
+
+    #[test]
+    fn bad_settings_name_the_variable() {
+        let err = config(&[]).unwrap_err();
+        assert_eq!(err.to_string(), "ACCESS_LOG_TABLE_URI is not set");
+        let err = config(&[("ACCESS_LOG_TABLE_URI", "s3://lake/{table}")]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("ACCESS_LOG_TABLE_URI=\"s3://lake/{table}\""),
+            "{err}"
+        );
+        let err = config(&[("ACCESS_LOG_TABLE_URI", "gs://lake/t")]).unwrap_err();
+        assert!(err.to_string().contains("use s3://"), "{err}");
+        let err = config(&[("ACCESS_LOG_TABLE_URI", "s3://l/t"), ("INGEST_CONCURRENCY", "0")]).unwrap_err();
+        assert!(err.to_string().starts_with("INGEST_CONCURRENCY=\"0\""), "{err}");
+        let err = config(&[("ACCESS_LOG_TABLE_URI", "s3://l/t"), ("RAW_LOGS_ROLE_ARN", "role")]).unwrap_err();
+        assert!(err.to_string().starts_with("RAW_LOGS_ROLE_ARN"), "{err}");
+        let err = config(&[
+            ("ACCESS_LOG_TABLE_URI", "s3://l/{bucket}"),
+            ("ACCESS_LOG_REJECTS_TABLE_URI", "s3://l/{bucket}_rejects"),
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("must name one table"), "{err}");
+    }
+
+    #[test]
+    fn bucket_names() {
+        for ok in ["abc", "web-assets", "logs.example.com", "a1b"] {
+            assert!(is_bucket_name(ok), "{ok}");
+        }
+        for bad in ["ab", "../x", "Upper", "a_b", "-ab", "ab-", "a..b", &"a".repeat(64)] {
+            assert!(!is_bucket_name(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! The Lambda handler: a batch of SQS messages carrying S3 notifications in, the messages to
+//! retry out.
+
+use std::collections::HashMap;
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use lambda_runtime::LambdaEvent;
+use tracing::{info, warn};
+
+use crate::ingest::{Ingestor, NoProgress};
+use crate::notification::{Notification, parse_body};
+use crate::objects::ObjectRef;
+
+/// The handler failed as a whole: Lambda retries the entire batch.
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    /// A message that must be retried has no message id to report it by.
+    #[error("message {index} of the batch failed and has no messageId to report it by")]
+    NoMessageId {
+        /// The message's index in the batch.
+        index: usize,
+    },
+}
+
+/// Ingests every object the batch's notifications name, and reports as failed exactly the
+/// messages with an object that could not be read or committed, or with a body that is not a
+/// notification (so that it ends in the dead-letter queue). `s3:TestEvent` messages succeed.
+pub async fn handle(event: LambdaEvent<SqsEvent>, ingestor: &Ingestor) -> Result<SqsBatchResponse, HandlerError> {
+    let records = event.payload.records;
+    let mut wanted: Vec<ObjectRef> = Vec::new();
+    let mut per_message: Vec<Result<Vec<ObjectRef>, String>> = Vec::with_capacity(records.len());
+    for record in &records {
+        let body = record.body.as_deref().unwrap_or("");
+        let parsed = match parse_body(body) {
+            Ok(Notification::Objects(objects)) => Ok(objects),
+            Ok(Notification::Test) => {
+                info!(message_id = record.message_id.as_deref(), "skipping s3:TestEvent");
+                Ok(Vec::new())
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        if let Ok(objects) = &parsed {
+            wanted.extend(objects.iter().cloned());
+        }
+        per_message.push(parsed);
+    }
+
+    let outcomes = ingestor.ingest(&wanted, &NoProgress).await;
+    let failed: HashMap<&ObjectRef, String> = outcomes
+        .iter()
+        .filter_map(|(object, result)| result.as_ref().err().map(|e| (object, e.to_string())))
+        .collect();
+
+    let mut response = SqsBatchResponse::default();
+    for (index, (record, parsed)) in records.iter().zip(per_message).enumerate() {
+        let problem = match parsed {
+            Err(reason) => Some(reason),
+            Ok(objects) => objects.iter().find_map(|o| failed.get(o).cloned()),
+        };
+        let Some(problem) = problem else { continue };
+        let id = record.message_id.clone().ok_or(HandlerError::NoMessageId { index })?;
+        warn!(message_id = %id, error = %problem, "message will be retried");
+        response.add_failure(id);
+    }
+    Ok(response)
+}
+
+impl From<HandlerError> for lambda_runtime::Diagnostic {
+    fn from(e: HandlerError) -> Self {
+        lambda_runtime::Diagnostic {
+            error_type: "AccessLogIngest.NoMessageId".into(),
+            error_message: e.to_string(),
+        }
+    }
+}

@@ -1,0 +1,630 @@
+//! Raw log objects in, rows in Delta out: each object exactly once per table, whatever is
+//! redelivered or processed twice at the same time.
+//!
+//! One call of [`Ingestor::ingest`] reads its objects concurrently, streaming every object's lines
+//! through the parser into data files of its own per table (the object's observed bucket's table,
+//! and the rejects table for lines that do not parse), then commits each table once with a `txn`
+//! action per object. A table that already has an object's `txn` gets nothing from it again. When a
+//! concurrent writer commits one of the same objects first, the commit is retried with the objects
+//! still missing, re-read, a bounded number of times.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use arrow::record_batch::RecordBatch;
+use futures::StreamExt;
+use lake::deltalake::DeltaTable;
+use lake::{LakeError, SourceFiles, SourceWriter, StorageConfig, TableSpec, commit_sources, is_committed, now_micros};
+use s3_access_log::{
+    AccessLogBatchBuilder, AccessLogRecord, Lines, PARTITION_COLUMN, RejectsBatchBuilder, access_logs_schema, is_blank,
+    rejects_schema,
+};
+use tokio::io::AsyncReadExt;
+use tokio::sync::Mutex;
+use tracing::{info, warn};
+
+use crate::config::{TableTemplate, is_bucket_name};
+use crate::objects::{ObjectReader, ObjectRef, ReadError};
+
+/// Rows buffered per table before they are encoded into the data file.
+const BATCH_ROWS: usize = 8192;
+
+/// Bytes read from an object at a time.
+const CHUNK: usize = 1 << 20;
+
+/// A line longer than this is rejected (its first [`KEPT_OF_LONG_LINE`] bytes are kept).
+pub const MAX_LINE: usize = 1 << 20;
+
+/// How much of an overlong line the rejects table keeps.
+const KEPT_OF_LONG_LINE: usize = 4096;
+
+/// How many times objects are re-read after a concurrent writer committed some of them first.
+const ATTEMPTS: usize = 4;
+
+/// Why an object was not ingested. Its message names the object and, for commits, the table.
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    /// The object could not be read.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// A table could not be opened, created or written.
+    #[error("{object}: {source}")]
+    Table {
+        /// The object being ingested.
+        object: String,
+        /// What went wrong with the table.
+        #[source]
+        source: LakeError,
+    },
+    /// The commit that carried the object's rows failed.
+    #[error("{object}: commit to {table} failed: {message}")]
+    Commit {
+        /// The object.
+        object: String,
+        /// The table.
+        table: String,
+        /// The commit's error.
+        message: String,
+    },
+    /// Rows could not be assembled into a batch.
+    #[error("{object}: {source}")]
+    Batch {
+        /// The object being ingested.
+        object: String,
+        /// Arrow's error.
+        #[source]
+        source: arrow::error::ArrowError,
+    },
+    /// Concurrent writers kept committing the same objects; the object is left for a retry.
+    #[error("{object}: still conflicting with concurrent writers after {attempts} attempts")]
+    Conflicts {
+        /// The object.
+        object: String,
+        /// Attempts made.
+        attempts: usize,
+    },
+}
+
+/// What ingesting one object did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectReport {
+    /// Bytes read, decompressed.
+    pub bytes: u64,
+    /// Non-blank lines.
+    pub lines: u64,
+    /// Rows written to access-log tables.
+    pub rows: u64,
+    /// Lines written to the rejects table.
+    pub rejects: u64,
+    /// Rows and rejects not written because the table already had this object.
+    pub duplicates: u64,
+    /// Latest request time seen in the object (microseconds since the epoch).
+    pub latest_request: Option<i64>,
+}
+
+impl ObjectReport {
+    /// Whether every line of the object was already in its tables.
+    pub fn already_ingested(&self) -> bool {
+        self.duplicates > 0 && self.rows == 0 && self.rejects == 0
+    }
+}
+
+/// Receives progress while objects are ingested (the CLI's progress bar).
+pub trait Progress: Send + Sync {
+    /// `bytes` more bytes were read.
+    fn read(&self, _bytes: u64) {}
+    /// An object's outcome is final.
+    fn done(&self, _object: &ObjectRef, _result: &Result<ObjectReport, IngestError>) {}
+}
+
+/// Progress that nobody watches.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {}
+
+/// The table specs of the access-log tables.
+pub fn access_logs_spec() -> TableSpec {
+    TableSpec::new("access_logs", access_logs_schema(), &[PARTITION_COLUMN])
+}
+
+/// The table spec of the rejects table.
+pub fn rejects_spec() -> TableSpec {
+    TableSpec::new("access_log_rejects", rejects_schema(), &[])
+}
+
+/// Ingests raw log objects into the access-log tables. Keep one for the life of the process:
+/// it caches opened tables and only reads the log commits that are new on each call.
+pub struct Ingestor {
+    table: TableTemplate,
+    rejects: String,
+    storage: StorageConfig,
+    reader: ObjectReader,
+    concurrency: usize,
+    tables: Mutex<HashMap<String, DeltaTable>>,
+}
+
+impl std::fmt::Debug for Ingestor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ingestor")
+            .field("table", &self.table)
+            .field("rejects", &self.rejects)
+            .field("concurrency", &self.concurrency)
+            .finish()
+    }
+}
+
+impl Ingestor {
+    /// An ingestor writing to `table` (rejects to `rejects`), reading objects with `reader`,
+    /// `concurrency` objects at a time.
+    pub fn new(
+        table: TableTemplate,
+        rejects: String,
+        storage: StorageConfig,
+        reader: ObjectReader,
+        concurrency: usize,
+    ) -> Self {
+        Self {
+            table,
+            rejects,
+            storage,
+            reader,
+            concurrency: concurrency.max(1),
+            tables: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Ingests `objects`, each distinct object once, and returns the outcome of each distinct
+    /// object in the order of first appearance. Objects that fail leave nothing in any table they
+    /// did not commit to, and can simply be ingested again.
+    pub async fn ingest(
+        &self,
+        objects: &[ObjectRef],
+        progress: &dyn Progress,
+    ) -> Vec<(ObjectRef, Result<ObjectReport, IngestError>)> {
+        let mut seen = std::collections::HashSet::new();
+        let objects: Vec<ObjectRef> = objects.iter().filter(|o| seen.insert(*o)).cloned().collect();
+        let mut results: Vec<Option<Result<ObjectReport, IngestError>>> = objects.iter().map(|_| None).collect();
+        let mut pending: Vec<usize> = (0..objects.len()).collect();
+        for _attempt in 0..ATTEMPTS {
+            if pending.is_empty() {
+                break;
+            }
+            let session = Session {
+                ingestor: self,
+                targets: Mutex::new(HashMap::new()),
+            };
+            let read: Vec<(usize, Result<ObjectFiles, IngestError>)> = futures::stream::iter(pending.iter().copied())
+                .map(|i| {
+                    let (session, object) = (&session, &objects[i]);
+                    async move { (i, session.read_object(object, progress).await) }
+                })
+                .buffer_unordered(self.concurrency)
+                .collect()
+                .await;
+
+            let mut per_table: BTreeMap<String, Vec<(usize, SourceFiles)>> = BTreeMap::new();
+            let mut reports: BTreeMap<usize, ObjectReport> = BTreeMap::new();
+            for (i, result) in read {
+                match result {
+                    Ok(files) => {
+                        for (table, source_files) in files.tables {
+                            per_table.entry(table).or_default().push((i, source_files));
+                        }
+                        reports.insert(i, files.report);
+                    }
+                    Err(e) => results[i] = Some(Err(e)),
+                }
+            }
+
+            let mut retry = Vec::new();
+            let mut failed: HashMap<usize, IngestError> = HashMap::new();
+            let targets = session.targets.into_inner();
+            for (uri, files) in per_table {
+                let Some(target) = targets.get(&uri) else { continue };
+                let mut table = target.table.clone();
+                let indices: Vec<usize> = files.iter().map(|(i, _)| *i).collect();
+                let rows: u64 = files.iter().map(|(_, f)| f.rows()).sum();
+                match commit_sources(&uri, &mut table, files.into_iter().map(|(_, f)| f).collect()).await {
+                    Ok(outcome) => {
+                        info!(table = %uri, version = ?outcome.version, objects = outcome.sources, rows, files = outcome.files, "committed");
+                        self.tables.lock().await.insert(uri, table);
+                    }
+                    Err(LakeError::Conflict { reason, .. }) => {
+                        warn!(table = %uri, objects = indices.len(), %reason, "concurrent commit; re-reading the objects not yet in the table");
+                        retry.extend(indices);
+                    }
+                    Err(e) => {
+                        let message = e.to_string();
+                        for i in indices {
+                            failed.entry(i).or_insert_with(|| IngestError::Commit {
+                                object: objects[i].uri(),
+                                table: uri.clone(),
+                                message: message.clone(),
+                            });
+                        }
+                        self.tables.lock().await.remove(&uri);
+                    }
+                }
+            }
+            retry.sort_unstable();
+            retry.dedup();
+            for (i, report) in reports {
+                if let Some(e) = failed.remove(&i) {
+                    results[i] = Some(Err(e));
+                } else if retry.binary_search(&i).is_err() {
+                    results[i] = Some(Ok(report));
+                }
+            }
+            retry.retain(|i| results[*i].is_none());
+            pending = retry;
+        }
+        for i in pending {
+            results[i] = Some(Err(IngestError::Conflicts {
+                object: objects[i].uri(),
+                attempts: ATTEMPTS,
+            }));
+        }
+        objects
+            .into_iter()
+            .zip(results)
+            .map(|(object, result)| {
+                let result = result.unwrap_or_else(|| {
+                    Err(IngestError::Conflicts {
+                        object: object.uri(),
+                        attempts: ATTEMPTS,
+                    })
+                });
+                progress.done(&object, &result);
+                log_outcome(&object, &result);
+                (object, result)
+            })
+            .collect()
+    }
+}
+
+fn log_outcome(object: &ObjectRef, result: &Result<ObjectReport, IngestError>) {
+    match result {
+        Ok(report) => {
+            let lag_seconds = report.latest_request.map(|t| (now_micros() - t) / 1_000_000);
+            info!(
+                object = %object,
+                bytes = report.bytes,
+                rows = report.rows,
+                rejected = report.rejects,
+                duplicates = report.duplicates,
+                lag_seconds,
+                "ingested"
+            );
+        }
+        Err(e) => warn!(object = %object, error = %e, "not ingested"),
+    }
+}
+
+/// A table as one attempt sees it.
+struct Target {
+    uri: String,
+    table: DeltaTable,
+}
+
+/// One attempt: the tables it has opened, each at the version it read.
+struct Session<'a> {
+    ingestor: &'a Ingestor,
+    targets: Mutex<HashMap<String, Arc<Target>>>,
+}
+
+/// The data files one object wrote, per table.
+struct ObjectFiles {
+    tables: Vec<(String, SourceFiles)>,
+    report: ObjectReport,
+}
+
+/// Rows of one object on their way into one table.
+struct Output<B> {
+    target: Arc<Target>,
+    /// `None` when the table already has this object.
+    writer: Option<SourceWriter>,
+    builder: B,
+}
+
+impl<'a> Session<'a> {
+    async fn target(&self, uri: &str, spec: impl FnOnce() -> TableSpec) -> Result<Arc<Target>, LakeError> {
+        let mut targets = self.targets.lock().await;
+        if let Some(target) = targets.get(uri) {
+            return Ok(target.clone());
+        }
+        let cached = self.ingestor.tables.lock().await.remove(uri);
+        let table = match cached {
+            Some(mut table) => {
+                table.update_incremental(None).await.map_err(|e| LakeError::Delta {
+                    uri: uri.to_owned(),
+                    source: Box::new(e),
+                })?;
+                table
+            }
+            None => lake::open_or_create(uri, &spec(), &self.ingestor.storage).await?,
+        };
+        let target = Arc::new(Target {
+            uri: uri.to_owned(),
+            table,
+        });
+        targets.insert(uri.to_owned(), target.clone());
+        Ok(target)
+    }
+
+    async fn output<B>(
+        &self,
+        uri: &str,
+        source: &str,
+        spec: fn() -> TableSpec,
+        builder: B,
+    ) -> Result<Output<B>, LakeError> {
+        let target = self.target(uri, spec).await?;
+        let writer = if is_committed(uri, &target.table, source).await? {
+            None
+        } else {
+            Some(SourceWriter::new(uri, &target.table, source)?)
+        };
+        Ok(Output {
+            target,
+            writer,
+            builder,
+        })
+    }
+
+    /// Reads one object into data files of its own; on any error they are dropped.
+    async fn read_object(&self, object: &ObjectRef, progress: &dyn Progress) -> Result<ObjectFiles, IngestError> {
+        let mut state = ObjectState {
+            session: self,
+            source: object.uri(),
+            now: now_micros(),
+            rows: Vec::new(),
+            by_bucket: HashMap::new(),
+            rejects: None,
+            report: ObjectReport::default(),
+        };
+        match state.read(object, progress).await {
+            Ok(()) => state.finish().await,
+            Err(e) => {
+                state.abort();
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The state of one object being read.
+struct ObjectState<'s, 'a> {
+    session: &'s Session<'a>,
+    source: String,
+    now: i64,
+    rows: Vec<Output<AccessLogBatchBuilder>>,
+    /// Index into `rows` of each bucket seen (all buckets share one entry without `{bucket}`).
+    by_bucket: HashMap<String, usize>,
+    rejects: Option<Output<RejectsBatchBuilder>>,
+    report: ObjectReport,
+}
+
+impl ObjectState<'_, '_> {
+    fn table_error(&self, source: LakeError) -> IngestError {
+        IngestError::Table {
+            object: self.source.clone(),
+            source,
+        }
+    }
+
+    async fn read(&mut self, object: &ObjectRef, progress: &dyn Progress) -> Result<(), IngestError> {
+        let mut stream = self.session.ingestor.reader.open(object).await?;
+        let mut buf: Vec<u8> = Vec::with_capacity(CHUNK);
+        let mut next_line = 1u64;
+        // While a line longer than MAX_LINE is being skipped: its number.
+        let mut skipping: Option<u64> = None;
+        loop {
+            if buf.capacity() - buf.len() < CHUNK / 2 {
+                buf.reserve(CHUNK);
+            }
+            let n = stream.read_buf(&mut buf).await.map_err(|source| ReadError::Io {
+                object: self.source.clone(),
+                source,
+            })?;
+            self.report.bytes += n as u64;
+            progress.read(n as u64);
+            let eof = n == 0;
+            let mut start = 0;
+            if let Some(number) = skipping {
+                match memchr::memchr(b'\n', &buf) {
+                    Some(i) => {
+                        skipping = None;
+                        start = i + 1;
+                        next_line = number + 1;
+                    }
+                    None => {
+                        buf.clear();
+                        if eof {
+                            break;
+                        }
+                        continue;
+                    }
+                }
+            }
+            let end = if eof {
+                buf.len()
+            } else {
+                match memchr::memrchr(b'\n', &buf[start..]) {
+                    Some(i) => start + i + 1,
+                    None => start,
+                }
+            };
+            next_line = self.lines(&buf[start..end], next_line).await?;
+            buf.drain(..end);
+            if eof {
+                break;
+            }
+            if buf.len() > MAX_LINE {
+                let reason =
+                    format!("line is longer than {MAX_LINE} bytes; its first {KEPT_OF_LONG_LINE} bytes are kept");
+                self.reject(next_line, &buf[..KEPT_OF_LONG_LINE], &reason).await?;
+                skipping = Some(next_line);
+                buf.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses complete lines, the first of which has number `first`; returns the next number.
+    async fn lines(&mut self, chunk: &[u8], first: u64) -> Result<u64, IngestError> {
+        let mut next = first;
+        for (number, line) in Lines::starting_at(chunk, first) {
+            next = number + 1;
+            if is_blank(line) {
+                continue;
+            }
+            self.report.lines += 1;
+            match AccessLogRecord::parse(line) {
+                Ok(record) => self.row(&record, number, line).await?,
+                Err(e) => self.reject(number, line, &e.to_string()).await?,
+            }
+        }
+        Ok(next)
+    }
+
+    async fn row(&mut self, record: &AccessLogRecord<'_>, number: u64, line: &[u8]) -> Result<(), IngestError> {
+        let template = &self.session.ingestor.table;
+        let bucket = record.bucket.as_deref().unwrap_or("");
+        let index = match self.by_bucket.get(bucket) {
+            Some(&i) => i,
+            None if template.per_bucket() && !is_bucket_name(bucket) => {
+                let reason = if bucket.is_empty() {
+                    "bucket: required to choose the table, found -".to_owned()
+                } else {
+                    format!("bucket: {bucket:?} is not a valid bucket name")
+                };
+                return self.reject(number, line, &reason).await;
+            }
+            None => {
+                let uri = template.resolve(bucket);
+                let existing = self.rows.iter().position(|o| o.target.uri == uri);
+                let i = match existing {
+                    Some(i) => i,
+                    None => {
+                        let builder = AccessLogBatchBuilder::with_capacity(self.now, BATCH_ROWS);
+                        let output = self
+                            .session
+                            .output(&uri, &self.source, access_logs_spec, builder)
+                            .await
+                            .map_err(|e| self.table_error(e))?;
+                        self.rows.push(output);
+                        self.rows.len() - 1
+                    }
+                };
+                self.by_bucket.insert(bucket.to_owned(), i);
+                i
+            }
+        };
+        self.report.latest_request = self.report.latest_request.max(Some(record.request_time));
+        let output = &mut self.rows[index];
+        let Some(writer) = &mut output.writer else {
+            self.report.duplicates += 1;
+            return Ok(());
+        };
+        output.builder.append(record, &self.source, number as i64);
+        self.report.rows += 1;
+        if output.builder.len() >= BATCH_ROWS {
+            let batch = output.builder.finish().map_err(|e| arrow_error(&self.source, e))?;
+            writer.write(batch).await.map_err(|e| IngestError::Table {
+                object: self.source.clone(),
+                source: e,
+            })?;
+        }
+        Ok(())
+    }
+
+    async fn reject(&mut self, number: u64, line: &[u8], reason: &str) -> Result<(), IngestError> {
+        if self.rejects.is_none() {
+            let uri = self.session.ingestor.rejects.clone();
+            let output = self
+                .session
+                .output(&uri, &self.source, rejects_spec, RejectsBatchBuilder::new(self.now))
+                .await
+                .map_err(|e| self.table_error(e))?;
+            self.rejects = Some(output);
+        }
+        let Some(output) = &mut self.rejects else { return Ok(()) };
+        let Some(writer) = &mut output.writer else {
+            self.report.duplicates += 1;
+            return Ok(());
+        };
+        output.builder.append(&self.source, number as i64, line, reason);
+        self.report.rejects += 1;
+        if output.builder.len() >= BATCH_ROWS {
+            let batch = output.builder.finish().map_err(|e| arrow_error(&self.source, e))?;
+            writer.write(batch).await.map_err(|e| IngestError::Table {
+                object: self.source.clone(),
+                source: e,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Writes what is buffered and closes the data files.
+    async fn finish(mut self) -> Result<ObjectFiles, IngestError> {
+        let mut open: Vec<(String, SourceWriter, RecordBatch)> = Vec::new();
+        for mut output in std::mem::take(&mut self.rows) {
+            let batch = output.builder.finish().map_err(|e| arrow_error(&self.source, e))?;
+            if let Some(writer) = output.writer.take() {
+                open.push((output.target.uri.clone(), writer, batch));
+            }
+        }
+        if let Some(mut output) = self.rejects.take() {
+            let batch = output.builder.finish().map_err(|e| arrow_error(&self.source, e))?;
+            if let Some(writer) = output.writer.take() {
+                open.push((output.target.uri.clone(), writer, batch));
+            }
+        }
+        let mut tables = Vec::with_capacity(open.len());
+        let mut open = open.into_iter();
+        while let Some((uri, mut writer, batch)) = open.next() {
+            let closed = match writer.write(batch).await {
+                Ok(()) => writer.finish().await,
+                Err(e) => {
+                    writer.abort();
+                    Err(e)
+                }
+            };
+            match closed {
+                Ok(files) => tables.push((uri, files)),
+                Err(source) => {
+                    open.for_each(|(_, writer, _)| writer.abort());
+                    return Err(IngestError::Table {
+                        object: self.source.clone(),
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(ObjectFiles {
+            tables,
+            report: self.report,
+        })
+    }
+
+    fn abort(&mut self) {
+        for output in self.rows.drain(..) {
+            if let Some(writer) = output.writer {
+                writer.abort();
+            }
+        }
+        if let Some(output) = self.rejects.take()
+            && let Some(writer) = output.writer
+        {
+            writer.abort();
+        }
+    }
+}
+
+fn arrow_error(object: &str, source: arrow::error::ArrowError) -> IngestError {
+    IngestError::Batch {
+        object: object.to_owned(),
+        source,
+    }
+}

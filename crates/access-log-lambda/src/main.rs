@@ -1,0 +1,14 @@
+//! `access-log-ingest`: SQS (S3 notifications of new raw log objects) -> Delta tables.
+
+use access_log_ingest::{Config, handler};
+use lake::StorageConfig;
+use lambda_runtime::{Error, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let config = Config::from_env()?;
+    let ingestor = access_log_ingest::ingestor(&config, StorageConfig::from_env()).await;
+    let ingestor = &ingestor;
+    lambda_runtime::run(service_fn(move |event| handler::handle(event, ingestor))).await
+}

@@ -1,0 +1,191 @@
+//! The ingestion core on local files: routing per bucket, rejects, exactly once, isolation of bad
+//! objects, concurrent ingestors.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+
+use access_log_ingest::{IngestError, Ingestor, NoProgress, ObjectReader, ObjectRef, TableTemplate};
+use lake::{StorageConfig, file_stats, open_table};
+use s3_access_log::synth::{SynthConfig, corpus};
+use s3_access_log::{AccessLogRecord, parse_lines};
+
+fn ingestor(lake: &Path) -> Ingestor {
+    let template = TableTemplate::parse("table", &format!("{}/access_logs/{{bucket}}", lake.display())).unwrap();
+    let rejects = template.default_rejects();
+    Ingestor::new(template, rejects, StorageConfig::default(), ObjectReader::local(), 4)
+}
+
+/// Expected rows per bucket and rejects, computed with the parser alone.
+fn expected(files: &[Vec<u8>]) -> (HashMap<String, u64>, u64) {
+    let mut rows = HashMap::new();
+    let mut rejects = 0;
+    for data in files {
+        for (_, _, parsed) in parse_lines(data) {
+            match parsed {
+                Ok(AccessLogRecord { bucket: Some(b), .. }) => *rows.entry(b.into_owned()).or_insert(0) += 1,
+                _ => rejects += 1,
+            }
+        }
+    }
+    (rows, rejects)
+}
+
+async fn table_rows(uri: &str) -> u64 {
+    file_stats(&open_table(uri, &StorageConfig::default()).await.unwrap())
+        .unwrap()
+        .rows
+}
+
+fn write_logs(dir: &Path, count: usize, malformed_rate: f64) -> (Vec<ObjectRef>, Vec<Vec<u8>>) {
+    let mut objects = Vec::new();
+    let mut data = Vec::new();
+    for i in 0..count {
+        let config = SynthConfig {
+            seed: i as u64,
+            malformed_rate,
+            quirk_rate: 0.1,
+            ..SynthConfig::default()
+        };
+        let bytes = corpus(config, 40_000);
+        let path = dir.join(format!("2024-06-01-00-00-{i:02}-LOG"));
+        std::fs::write(&path, &bytes).unwrap();
+        objects.push(ObjectRef::Local(path));
+        data.push(bytes);
+    }
+    (objects, data)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_land_per_bucket_once_and_rejects_are_kept() {
+    let raw = tempfile::tempdir().unwrap();
+    let lake = tempfile::tempdir().unwrap();
+    let (objects, data) = write_logs(raw.path(), 6, 0.02);
+    let (rows, rejects) = expected(&data);
+    assert_eq!(rows.len(), 3, "the corpus spans three buckets");
+    assert!(rejects > 0);
+
+    let ingestor = ingestor(lake.path());
+    let outcomes = ingestor.ingest(&objects, &NoProgress).await;
+    assert_eq!(outcomes.len(), 6);
+    let total_rows: u64 = outcomes.iter().map(|(_, r)| r.as_ref().unwrap().rows).sum();
+    let total_rejects: u64 = outcomes.iter().map(|(_, r)| r.as_ref().unwrap().rejects).sum();
+    assert_eq!(total_rows, rows.values().sum::<u64>());
+    assert_eq!(total_rejects, rejects);
+    for (bucket, n) in &rows {
+        assert_eq!(
+            table_rows(&format!("{}/access_logs/{bucket}", lake.path().display())).await,
+            *n,
+            "{bucket}"
+        );
+    }
+    let rejects_uri = format!("{}/access_logs/_rejects", lake.path().display());
+    assert_eq!(table_rows(&rejects_uri).await, rejects);
+
+    // Everything delivered again, by the same ingestor and by a fresh one: nothing is added.
+    for again in [
+        ingestor.ingest(&objects, &NoProgress).await,
+        self::ingestor(lake.path()).ingest(&objects, &NoProgress).await,
+    ] {
+        for (_, result) in &again {
+            let report = result.as_ref().unwrap();
+            assert!(report.already_ingested(), "{report:?}");
+        }
+    }
+    for (bucket, n) in &rows {
+        assert_eq!(
+            table_rows(&format!("{}/access_logs/{bucket}", lake.path().display())).await,
+            *n
+        );
+    }
+    assert_eq!(table_rows(&rejects_uri).await, rejects);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_object_fails_alone() {
+    let raw = tempfile::tempdir().unwrap();
+    let lake = tempfile::tempdir().unwrap();
+    let (mut objects, data) = write_logs(raw.path(), 3, 0.0);
+    // A gzip object corrupted in the middle: lines before the damage must not land either.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&corpus(
+        SynthConfig {
+            seed: 99,
+            ..SynthConfig::default()
+        },
+        200_000,
+    ))
+    .unwrap();
+    let mut broken = gz.finish().unwrap();
+    let mid = broken.len() / 2;
+    broken[mid..mid + 16].fill(0xAA);
+    let bad = raw.path().join("broken.gz");
+    std::fs::write(&bad, broken).unwrap();
+    objects.insert(1, ObjectRef::Local(bad));
+    objects.push(ObjectRef::Local(raw.path().join("missing")));
+
+    let outcomes = ingestor(lake.path()).ingest(&objects, &NoProgress).await;
+    let failed: Vec<&ObjectRef> = outcomes.iter().filter(|(_, r)| r.is_err()).map(|(o, _)| o).collect();
+    assert_eq!(failed, vec![&objects[1], &objects[4]]);
+    assert!(matches!(outcomes[4].1, Err(IngestError::Read(_))));
+    let message = outcomes[1].1.as_ref().unwrap_err().to_string();
+    assert!(message.contains("broken.gz"), "{message}");
+    let (rows, _) = expected(&data);
+    let mut landed = 0;
+    for bucket in rows.keys() {
+        landed += table_rows(&format!("{}/access_logs/{bucket}", lake.path().display())).await;
+    }
+    assert_eq!(landed, rows.values().sum::<u64>(), "only the good objects' rows");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_ingestors_of_the_same_objects_write_them_once() {
+    let raw = tempfile::tempdir().unwrap();
+    let lake = tempfile::tempdir().unwrap();
+    let (objects, data) = write_logs(raw.path(), 4, 0.01);
+    let (rows, rejects) = expected(&data);
+    let a = ingestor(lake.path());
+    let b = ingestor(lake.path());
+    let (ra, rb) = tokio::join!(a.ingest(&objects, &NoProgress), b.ingest(&objects, &NoProgress));
+    for (_, r) in ra.iter().chain(&rb) {
+        assert!(r.is_ok(), "{r:?}");
+    }
+    for (bucket, n) in &rows {
+        assert_eq!(
+            table_rows(&format!("{}/access_logs/{bucket}", lake.path().display())).await,
+            *n,
+            "{bucket}"
+        );
+    }
+    assert_eq!(
+        table_rows(&format!("{}/access_logs/_rejects", lake.path().display())).await,
+        rejects
+    );
+}
+
+#[tokio::test]
+async fn overlong_and_bucketless_lines_are_rejected_with_reasons() {
+    let raw = tempfile::tempdir().unwrap();
+    let lake = tempfile::tempdir().unwrap();
+    let good = corpus(SynthConfig::default(), 1_000);
+    let mut data = good.clone();
+    data.extend(vec![b'x'; access_log_ingest::ingest::MAX_LINE + 10]);
+    data.push(b'\n');
+    let bucketless = String::from_utf8(good.split(|&b| b == b'\n').next().unwrap().to_vec())
+        .unwrap()
+        .replacen(" analytics-lake ", " - ", 1)
+        .replacen(" ml-features ", " - ", 1)
+        .replacen(" web-assets ", " - ", 1);
+    data.extend(bucketless.as_bytes());
+    data.push(b'\n');
+    data.extend(&good);
+    let path = raw.path().join("long");
+    std::fs::write(&path, &data).unwrap();
+    let outcomes = ingestor(lake.path())
+        .ingest(&[ObjectRef::Local(path)], &NoProgress)
+        .await;
+    let report = outcomes[0].1.as_ref().unwrap();
+    let good_lines = good.split(|&b| b == b'\n').filter(|l| !l.is_empty()).count() as u64;
+    assert_eq!(report.rows, 2 * good_lines);
+    assert_eq!(report.rejects, 2);
+}
