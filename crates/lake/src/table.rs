@@ -85,36 +85,39 @@ pub async fn open_or_create(
             .map(|b| b.with_storage_options(options.clone()))
             .map_err(|e| LakeError::delta(location, e))
     };
-    let table = match builder()?.load().await {
-        Ok(table) => table,
-        Err(DeltaTableError::NotATable(_)) => {
-            let schema = spec.delta_schema().map_err(|e| LakeError::delta(location, e))?;
-            let created = CreateBuilder::new()
-                .with_location(url.as_str())
-                .with_storage_options(options.clone())
-                .with_table_name(&spec.name)
-                .with_columns(schema.fields().cloned())
-                .with_partition_columns(spec.partition_columns.clone())
-                .with_configuration(spec.properties.iter().map(|(k, v)| (k.clone(), Some(v.clone()))))
-                .with_save_mode(SaveMode::Ignore)
-                // A creator that loses the race for version 0 must not retry as version 1: that
-                // would write the metadata twice and conflict with the winner's first appends.
-                .with_commit_properties(CommitProperties::default().with_max_retries(0))
-                .await;
-            match created {
-                Ok(table) => {
-                    info!(table = location, "created table");
-                    table
-                }
-                Err(e) => {
-                    // Another writer created it between our load and our commit.
-                    debug!(table = location, error = %e, "create lost a race, opening the winner");
-                    builder()?.load().await.map_err(|e| LakeError::delta(location, e))?
-                }
+    let mut table = builder()?.build().map_err(|e| LakeError::delta(location, e))?;
+    let exists = table
+        .verify_deltatable_existence()
+        .await
+        .map_err(|e| LakeError::delta(location, e))?;
+    if exists {
+        table.load().await.map_err(|e| LakeError::delta(location, e))?;
+    } else {
+        let schema = spec.delta_schema().map_err(|e| LakeError::delta(location, e))?;
+        let created = CreateBuilder::new()
+            .with_location(url.as_str())
+            .with_storage_options(options.clone())
+            .with_table_name(&spec.name)
+            .with_columns(schema.fields().cloned())
+            .with_partition_columns(spec.partition_columns.clone())
+            .with_configuration(spec.properties.iter().map(|(k, v)| (k.clone(), Some(v.clone()))))
+            .with_save_mode(SaveMode::Ignore)
+            // A creator that loses the race for version 0 must not retry as version 1: that
+            // would write the metadata twice and conflict with the winner's first appends.
+            .with_commit_properties(CommitProperties::default().with_max_retries(0))
+            .await;
+        table = match created {
+            Ok(table) => {
+                info!(table = location, "created table");
+                table
             }
-        }
-        Err(e) => return Err(LakeError::delta(location, e)),
-    };
+            Err(e) => {
+                // Another writer created it between our check and our commit.
+                debug!(table = location, error = %e, "create lost a race, opening the winner");
+                builder()?.load().await.map_err(|e| LakeError::delta(location, e))?
+            }
+        };
+    }
     check_schema(location, &table, spec)?;
     Ok(table)
 }

@@ -23,6 +23,15 @@ pub enum Command {
     /// Files may be plain or gzip (detected by content). The exit status is 0 unless a file cannot
     /// be read.
     Parse(ParseArgs),
+    /// Ingest raw S3 access-log objects into Delta tables, each object exactly once.
+    ///
+    /// The same code path as the access-log-ingest Lambda: PATH is a file, a directory (read
+    /// recursively) or s3://bucket/prefix. Running it again over the same input adds nothing, so
+    /// it is also the backfill command for logs written before the pipeline existed. S3 endpoints
+    /// and credentials come from the usual AWS environment variables.
+    Ingest(IngestArgs),
+    /// Write synthetic S3 access-log objects (every field era, quoting quirks, malformed lines).
+    GenerateLogs(GenerateLogsArgs),
 }
 
 /// Arguments of `lakelog parse`.
@@ -31,4 +40,51 @@ pub struct ParseArgs {
     /// Log files to parse; `-` (the default) reads standard input.
     #[arg(value_name = "FILE|-", default_value = "-")]
     pub files: Vec<PathBuf>,
+}
+
+/// Arguments of `lakelog ingest`.
+#[derive(Debug, Args)]
+pub struct IngestArgs {
+    /// The access-log table: a local path or s3://bucket/prefix; `{bucket}` in it gives one table per
+    /// observed bucket.
+    #[arg(long, value_name = "URI")]
+    pub table: String,
+    /// The rejects table [default: the table URI with `_rejects` appended to its last segment].
+    #[arg(long, value_name = "URI")]
+    pub rejects_table: Option<String>,
+    /// Objects read at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub concurrency: u16,
+    /// Objects per commit (each commit checks and records this many txn ids).
+    #[arg(long, default_value_t = 64)]
+    pub objects_per_commit: usize,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Raw log files, directories or s3://bucket/prefix locations.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<String>,
+}
+
+/// Arguments of `lakelog generate-logs`.
+#[derive(Debug, Args)]
+pub struct GenerateLogsArgs {
+    /// Folder to write the objects into.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Total uncompressed bytes.
+    #[arg(long, default_value_t = 100_000_000)]
+    pub bytes: u64,
+    /// Uncompressed bytes per object.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub object_bytes: u64,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Share of malformed lines.
+    #[arg(long, default_value_t = 0.001)]
+    pub malformed_rate: f64,
+    /// Gzip the objects.
+    #[arg(long)]
+    pub gzip: bool,
 }

@@ -11,9 +11,18 @@ use std::process::ExitCode;
 
 use cli::{Cli, Command};
 
-/// Runs one parsed command line.
+/// Runs one parsed command line. Diagnostics go to standard error, at the level `LAKELOG_LOG`
+/// sets (default `warn`).
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LAKELOG_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
     match cli.command {
         Command::Parse(args) => commands::parse::run(&args),
+        Command::Ingest(args) => commands::ingest::run(&args),
+        Command::GenerateLogs(args) => commands::generate::run(&args),
     }
 }

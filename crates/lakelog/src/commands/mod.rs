@@ -1,3 +1,5 @@
 //! One module per subcommand.
 
+pub mod generate;
+pub mod ingest;
 pub mod parse;
