@@ -1,0 +1,130 @@
+//! What lakelog relies on from the stand-in S3.
+//!
+//! Delta commits on S3 take no lock: every writer puts the next `_delta_log/NNN.json` with
+//! `If-None-Match: *` (put-if-absent), and the one that loses the race gets `412 Precondition
+//! Failed` and retries on a newer version. Tests of concurrent appends are only meaningful if the
+//! stand-in honours that condition exactly like S3.
+
+use anyhow::{Result, bail, ensure};
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::operation::put_object::PutObjectError;
+use aws_sdk_s3::primitives::ByteStream;
+use lakelog_tests::StandIn;
+
+const COMMIT_KEY: &str = "table/_delta_log/00000000000000000000.json";
+
+async fn put_if_absent(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    body: &'static [u8],
+) -> Result<(), SdkError<PutObjectError>> {
+    s3.put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(ByteStream::from_static(body))
+        .if_none_match("*")
+        .send()
+        .await
+        .map(drop)
+}
+
+async fn content(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Vec<u8>> {
+    let object = s3.get_object().bucket(bucket).key(key).send().await?;
+    Ok(object.body.collect().await?.into_bytes().to_vec())
+}
+
+/// `Ok` if `err` is S3's answer to a put-if-absent on a key that exists.
+fn ensure_precondition_failed(err: &SdkError<PutObjectError>) -> Result<()> {
+    let status = err.raw_response().map(|response| response.status().as_u16());
+    ensure!(status == Some(412), "expected HTTP 412, got {status:?}: {err:?}");
+    ensure!(
+        err.code() == Some("PreconditionFailed"),
+        "expected error code PreconditionFailed, got {:?}",
+        err.code()
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn put_if_absent_creates_a_new_key() -> Result<()> {
+    let standin = StandIn::connect().await?;
+    let s3 = standin.s3();
+    let bucket = standin.create_bucket("put-if-absent-new").await?;
+
+    put_if_absent(&s3, &bucket, COMMIT_KEY, b"first").await?;
+
+    assert_eq!(content(&s3, &bucket, COMMIT_KEY).await?, b"first");
+    Ok(())
+}
+
+#[tokio::test]
+async fn put_if_absent_on_an_existing_key_fails_with_412_and_keeps_the_first_content() -> Result<()> {
+    let standin = StandIn::connect().await?;
+    let s3 = standin.s3();
+    let bucket = standin.create_bucket("put-if-absent-existing").await?;
+    put_if_absent(&s3, &bucket, COMMIT_KEY, b"first").await?;
+
+    match put_if_absent(&s3, &bucket, COMMIT_KEY, b"second").await {
+        Ok(()) => bail!("a second put-if-absent on {COMMIT_KEY} succeeded"),
+        Err(err) => ensure_precondition_failed(&err)?,
+    }
+
+    assert_eq!(content(&s3, &bucket, COMMIT_KEY).await?, b"first");
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_unconditional_put_still_overwrites() -> Result<()> {
+    // The 412 above comes from the condition, not from a server that never overwrites.
+    let standin = StandIn::connect().await?;
+    let s3 = standin.s3();
+    let bucket = standin.create_bucket("put-overwrites").await?;
+    put_if_absent(&s3, &bucket, COMMIT_KEY, b"first").await?;
+
+    s3.put_object()
+        .bucket(&bucket)
+        .key(COMMIT_KEY)
+        .body(ByteStream::from_static(b"second"))
+        .send()
+        .await?;
+
+    assert_eq!(content(&s3, &bucket, COMMIT_KEY).await?, b"second");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn of_concurrent_puts_if_absent_on_one_key_exactly_one_wins() -> Result<()> {
+    const WRITERS: usize = 8;
+    const ROUNDS: usize = 20;
+    const BODIES: [&[u8]; WRITERS] = [b"w0", b"w1", b"w2", b"w3", b"w4", b"w5", b"w6", b"w7"];
+    let standin = StandIn::connect().await?;
+    let s3 = standin.s3();
+    let bucket = standin.create_bucket("put-if-absent-race").await?;
+
+    for round in 0..ROUNDS {
+        let key = format!("table/_delta_log/{round:020}.json");
+        let writers: Vec<_> = BODIES
+            .iter()
+            .map(|&body| {
+                let (s3, bucket, key) = (s3.clone(), bucket.clone(), key.clone());
+                tokio::spawn(async move { (body, put_if_absent(&s3, &bucket, &key, body).await) })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for writer in writers {
+            let (body, result) = writer.await?;
+            match result {
+                Ok(()) => winners.push(body),
+                Err(err) => ensure_precondition_failed(&err)?,
+            }
+        }
+        ensure!(
+            winners.len() == 1,
+            "round {round}: {} of {WRITERS} concurrent puts-if-absent succeeded",
+            winners.len()
+        );
+        assert_eq!(content(&s3, &bucket, &key).await?, winners[0]);
+    }
+    Ok(())
+}
