@@ -221,9 +221,23 @@ impl Ingestor {
             let mut failed: HashMap<usize, IngestError> = HashMap::new();
             let targets = session.targets.into_inner();
             for (uri, files) in per_table {
-                let Some(target) = targets.get(&uri) else { continue };
-                let mut table = target.table.clone();
                 let indices: Vec<usize> = files.iter().map(|(i, _)| *i).collect();
+                let mut fail_all = |message: String| {
+                    for &i in &indices {
+                        failed.entry(i).or_insert_with(|| IngestError::Commit {
+                            object: objects[i].uri(),
+                            table: uri.clone(),
+                            message: message.clone(),
+                        });
+                    }
+                };
+                let Some(target) = targets.get(&uri) else {
+                    // Files of a table this attempt never opened: impossible by construction, and
+                    // never reported as ingested.
+                    fail_all("the table was not opened by this attempt".into());
+                    continue;
+                };
+                let mut table = target.table.clone();
                 let rows: u64 = files.iter().map(|(_, f)| f.rows()).sum();
                 match commit_sources(&uri, &mut table, files.into_iter().map(|(_, f)| f).collect()).await {
                     Ok(outcome) => {
@@ -235,14 +249,7 @@ impl Ingestor {
                         retry.extend(indices);
                     }
                     Err(e) => {
-                        let message = e.to_string();
-                        for i in indices {
-                            failed.entry(i).or_insert_with(|| IngestError::Commit {
-                                object: objects[i].uri(),
-                                table: uri.clone(),
-                                message: message.clone(),
-                            });
-                        }
+                        fail_all(e.to_string());
                         self.tables.lock().await.remove(&uri);
                     }
                 }
