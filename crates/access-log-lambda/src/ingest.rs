@@ -334,6 +334,58 @@ struct Output<B> {
     builder: B,
 }
 
+/// The Arrow builders rows are buffered in before they are written.
+trait Buffer {
+    fn buffered(&self) -> usize;
+    fn take_batch(&mut self) -> Result<RecordBatch, arrow::error::ArrowError>;
+}
+
+impl Buffer for AccessLogBatchBuilder {
+    fn buffered(&self) -> usize {
+        self.len()
+    }
+
+    fn take_batch(&mut self) -> Result<RecordBatch, arrow::error::ArrowError> {
+        self.finish()
+    }
+}
+
+impl Buffer for RejectsBatchBuilder {
+    fn buffered(&self) -> usize {
+        self.len()
+    }
+
+    fn take_batch(&mut self) -> Result<RecordBatch, arrow::error::ArrowError> {
+        self.finish()
+    }
+}
+
+impl<B: Buffer> Output<B> {
+    /// Writes the buffered rows into the data file once a batch is full.
+    async fn write_when_full(&mut self, source: &str) -> Result<(), IngestError> {
+        if self.builder.buffered() < BATCH_ROWS {
+            return Ok(());
+        }
+        let batch = self.builder.take_batch().map_err(|e| arrow_error(source, e))?;
+        if let Some(writer) = &mut self.writer {
+            writer.write(batch).await.map_err(|e| IngestError::Table {
+                object: source.to_owned(),
+                source: e,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The writer, with the rows still buffered, for the table the object is new to.
+    fn into_open(mut self, source: &str) -> Result<Option<(String, SourceWriter, RecordBatch)>, IngestError> {
+        let batch = self.builder.take_batch().map_err(|e| arrow_error(source, e))?;
+        Ok(self
+            .writer
+            .take()
+            .map(|writer| (self.target.uri.clone(), writer, batch)))
+    }
+}
+
 impl<'a> Session<'a> {
     async fn target(&self, uri: &str, spec: impl FnOnce() -> TableSpec) -> Result<Arc<Target>, LakeError> {
         let mut targets = self.targets.lock().await;
@@ -530,20 +582,13 @@ impl ObjectState<'_, '_> {
         };
         self.report.latest_request = self.report.latest_request.max(Some(record.request_time));
         let output = &mut self.rows[index];
-        let Some(writer) = &mut output.writer else {
+        if output.writer.is_none() {
             self.report.duplicates += 1;
             return Ok(());
-        };
+        }
         output.builder.append(record, &self.source, number as i64);
         self.report.rows += 1;
-        if output.builder.len() >= BATCH_ROWS {
-            let batch = output.builder.finish().map_err(|e| arrow_error(&self.source, e))?;
-            writer.write(batch).await.map_err(|e| IngestError::Table {
-                object: self.source.clone(),
-                source: e,
-            })?;
-        }
-        Ok(())
+        output.write_when_full(&self.source).await
     }
 
     async fn reject(&mut self, number: u64, line: &[u8], reason: &str) -> Result<(), IngestError> {
@@ -557,36 +602,23 @@ impl ObjectState<'_, '_> {
             self.rejects = Some(output);
         }
         let Some(output) = &mut self.rejects else { return Ok(()) };
-        let Some(writer) = &mut output.writer else {
+        if output.writer.is_none() {
             self.report.duplicates += 1;
             return Ok(());
-        };
+        }
         output.builder.append(&self.source, number as i64, line, reason);
         self.report.rejects += 1;
-        if output.builder.len() >= BATCH_ROWS {
-            let batch = output.builder.finish().map_err(|e| arrow_error(&self.source, e))?;
-            writer.write(batch).await.map_err(|e| IngestError::Table {
-                object: self.source.clone(),
-                source: e,
-            })?;
-        }
-        Ok(())
+        output.write_when_full(&self.source).await
     }
 
     /// Writes what is buffered and closes the data files.
     async fn finish(mut self) -> Result<ObjectFiles, IngestError> {
         let mut open: Vec<(String, SourceWriter, RecordBatch)> = Vec::new();
-        for mut output in std::mem::take(&mut self.rows) {
-            let batch = output.builder.finish().map_err(|e| arrow_error(&self.source, e))?;
-            if let Some(writer) = output.writer.take() {
-                open.push((output.target.uri.clone(), writer, batch));
-            }
+        for output in std::mem::take(&mut self.rows) {
+            open.extend(output.into_open(&self.source)?);
         }
-        if let Some(mut output) = self.rejects.take() {
-            let batch = output.builder.finish().map_err(|e| arrow_error(&self.source, e))?;
-            if let Some(writer) = output.writer.take() {
-                open.push((output.target.uri.clone(), writer, batch));
-            }
+        if let Some(output) = self.rejects.take() {
+            open.extend(output.into_open(&self.source)?);
         }
         let mut tables = Vec::with_capacity(open.len());
         let mut open = open.into_iter();

@@ -243,23 +243,10 @@ mod tests {
     use std::sync::Arc;
 
     use arrow::array::{Date32Array, StringArray, TimestampMicrosecondArray};
-    use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 
     use super::*;
-    use crate::{StorageConfig, TableSpec, open_or_create, open_table};
-
-    fn spec() -> TableSpec {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("id", DataType::Utf8, false),
-            Field::new(
-                "at",
-                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-                false,
-            ),
-            Field::new("day", DataType::Date32, false),
-        ]));
-        TableSpec::new("things", schema, &["day"])
-    }
+    use crate::table::tests::spec;
+    use crate::{StorageConfig, open_or_create, open_table};
 
     fn batch(ids: &[&str], day: i32) -> RecordBatch {
         let n = ids.len();

@@ -178,7 +178,7 @@ fn check_schema(location: &str, table: &DeltaTable, spec: &TableSpec) -> Result<
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::Arc;
 
     use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
