@@ -123,8 +123,11 @@ pub struct AccessLogBatchBuilder {
     log_object: StringBuilder,
     log_line: Int64Builder,
     rows: usize,
+    /// The rows the builder was made for.
+    capacity: usize,
 }
 
+#[inline(always)]
 fn put(builder: &mut StringBuilder, value: &Option<Cow<'_, str>>) {
     builder.append_option(value.as_deref());
 }
@@ -137,43 +140,53 @@ impl AccessLogBatchBuilder {
 
     /// A builder with room for `rows` rows before it reallocates.
     pub fn with_capacity(ingested_at: i64, rows: usize) -> Self {
-        let s = || StringBuilder::with_capacity(rows, rows * 16);
+        Self::sized(ingested_at, rows, None)
+    }
+
+    /// Builders with room for `rows` rows, and for as many bytes in each text column as `like` holds
+    /// or a guess per row, whichever is more.
+    fn sized(ingested_at: i64, rows: usize, like: Option<&Self>) -> Self {
+        let s = |guess: usize, column: fn(&Self) -> &StringBuilder| {
+            let used = like.map_or(0, |like| column(like).values_slice().len());
+            StringBuilder::with_capacity(rows, used.max(rows * guess))
+        };
         let ts = || TimestampMicrosecondBuilder::with_capacity(rows).with_timezone(UTC);
         let long = || Int64Builder::with_capacity(rows);
         Self {
             ingested_at,
-            bucket_owner: StringBuilder::with_capacity(rows, rows * 64),
-            bucket: s(),
+            bucket_owner: s(64, |b| &b.bucket_owner),
+            bucket: s(16, |b| &b.bucket),
             request_time: ts(),
-            remote_ip: s(),
-            requester: StringBuilder::with_capacity(rows, rows * 64),
-            request_id: s(),
-            operation: s(),
-            key: StringBuilder::with_capacity(rows, rows * 48),
-            request_uri: StringBuilder::with_capacity(rows, rows * 64),
+            remote_ip: s(16, |b| &b.remote_ip),
+            requester: s(64, |b| &b.requester),
+            request_id: s(16, |b| &b.request_id),
+            operation: s(16, |b| &b.operation),
+            key: s(48, |b| &b.key),
+            request_uri: s(64, |b| &b.request_uri),
             http_status: Int32Builder::with_capacity(rows),
-            error_code: s(),
+            error_code: s(16, |b| &b.error_code),
             bytes_sent: long(),
             object_size: long(),
             total_time_ms: long(),
             turn_around_time_ms: long(),
-            referer: s(),
-            user_agent: StringBuilder::with_capacity(rows, rows * 48),
-            version_id: s(),
-            host_id: StringBuilder::with_capacity(rows, rows * 76),
-            signature_version: s(),
-            cipher_suite: StringBuilder::with_capacity(rows, rows * 28),
-            authentication_type: s(),
-            host_header: StringBuilder::with_capacity(rows, rows * 40),
-            tls_version: s(),
-            access_point_arn: s(),
+            referer: s(16, |b| &b.referer),
+            user_agent: s(48, |b| &b.user_agent),
+            version_id: s(16, |b| &b.version_id),
+            host_id: s(76, |b| &b.host_id),
+            signature_version: s(16, |b| &b.signature_version),
+            cipher_suite: s(28, |b| &b.cipher_suite),
+            authentication_type: s(16, |b| &b.authentication_type),
+            host_header: s(40, |b| &b.host_header),
+            tls_version: s(16, |b| &b.tls_version),
+            access_point_arn: s(16, |b| &b.access_point_arn),
             acl_required: BooleanBuilder::with_capacity(rows),
-            source_region: s(),
-            extra_fields: StringBuilder::with_capacity(rows, 0),
+            source_region: s(16, |b| &b.source_region),
+            extra_fields: s(0, |b| &b.extra_fields),
             request_date: Date32Builder::with_capacity(rows),
-            log_object: StringBuilder::with_capacity(rows, rows * 64),
+            log_object: s(64, |b| &b.log_object),
             log_line: long(),
             rows: 0,
+            capacity: rows,
         }
     }
 
@@ -225,41 +238,45 @@ impl AccessLogBatchBuilder {
 
     /// The rows appended so far as one batch; the builder is empty again afterwards.
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
-        let rows = std::mem::take(&mut self.rows);
+        // Finishing an Arrow builder leaves it without capacity: the next batch gets builders as
+        // large as this one's instead of growing them from nothing again.
+        let rows = self.rows;
+        let next = Self::sized(self.ingested_at, rows.max(self.capacity), Some(self));
+        let mut done = std::mem::replace(self, next);
         let mut ingested_at = TimestampMicrosecondBuilder::with_capacity(rows).with_timezone(UTC);
-        ingested_at.append_value_n(self.ingested_at, rows);
+        ingested_at.append_value_n(done.ingested_at, rows);
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(self.bucket_owner.finish()),
-            Arc::new(self.bucket.finish()),
-            Arc::new(self.request_time.finish()),
-            Arc::new(self.remote_ip.finish()),
-            Arc::new(self.requester.finish()),
-            Arc::new(self.request_id.finish()),
-            Arc::new(self.operation.finish()),
-            Arc::new(self.key.finish()),
-            Arc::new(self.request_uri.finish()),
-            Arc::new(self.http_status.finish()),
-            Arc::new(self.error_code.finish()),
-            Arc::new(self.bytes_sent.finish()),
-            Arc::new(self.object_size.finish()),
-            Arc::new(self.total_time_ms.finish()),
-            Arc::new(self.turn_around_time_ms.finish()),
-            Arc::new(self.referer.finish()),
-            Arc::new(self.user_agent.finish()),
-            Arc::new(self.version_id.finish()),
-            Arc::new(self.host_id.finish()),
-            Arc::new(self.signature_version.finish()),
-            Arc::new(self.cipher_suite.finish()),
-            Arc::new(self.authentication_type.finish()),
-            Arc::new(self.host_header.finish()),
-            Arc::new(self.tls_version.finish()),
-            Arc::new(self.access_point_arn.finish()),
-            Arc::new(self.acl_required.finish()),
-            Arc::new(self.source_region.finish()),
-            Arc::new(self.extra_fields.finish()),
-            Arc::new(self.request_date.finish()),
-            Arc::new(self.log_object.finish()),
-            Arc::new(self.log_line.finish()),
+            Arc::new(done.bucket_owner.finish()),
+            Arc::new(done.bucket.finish()),
+            Arc::new(done.request_time.finish()),
+            Arc::new(done.remote_ip.finish()),
+            Arc::new(done.requester.finish()),
+            Arc::new(done.request_id.finish()),
+            Arc::new(done.operation.finish()),
+            Arc::new(done.key.finish()),
+            Arc::new(done.request_uri.finish()),
+            Arc::new(done.http_status.finish()),
+            Arc::new(done.error_code.finish()),
+            Arc::new(done.bytes_sent.finish()),
+            Arc::new(done.object_size.finish()),
+            Arc::new(done.total_time_ms.finish()),
+            Arc::new(done.turn_around_time_ms.finish()),
+            Arc::new(done.referer.finish()),
+            Arc::new(done.user_agent.finish()),
+            Arc::new(done.version_id.finish()),
+            Arc::new(done.host_id.finish()),
+            Arc::new(done.signature_version.finish()),
+            Arc::new(done.cipher_suite.finish()),
+            Arc::new(done.authentication_type.finish()),
+            Arc::new(done.host_header.finish()),
+            Arc::new(done.tls_version.finish()),
+            Arc::new(done.access_point_arn.finish()),
+            Arc::new(done.acl_required.finish()),
+            Arc::new(done.source_region.finish()),
+            Arc::new(done.extra_fields.finish()),
+            Arc::new(done.request_date.finish()),
+            Arc::new(done.log_object.finish()),
+            Arc::new(done.log_line.finish()),
             Arc::new(ingested_at.finish()),
         ];
         RecordBatch::try_new(access_logs_schema(), columns)

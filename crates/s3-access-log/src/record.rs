@@ -2,12 +2,10 @@
 
 use std::borrow::Cow;
 
-use percent_encoding::percent_decode;
-
 use crate::error::ParseError;
 use crate::field::Field;
 use crate::time::{date_of, parse_request_time};
-use crate::tokenizer::Fields;
+use crate::tokenizer::{Fields, find_either};
 
 /// One parsed access-log line. Text borrows from the line unless it had to be decoded (the key) or
 /// was not valid UTF-8 (replaced lossily). `None` is `-` in the line or a field the line's era lacks.
@@ -76,7 +74,8 @@ impl<'a> AccessLogRecord<'a> {
     /// Parses one line (without its line terminator).
     pub fn parse(line: &'a [u8]) -> Result<Self, ParseError> {
         let f = Fields::split(line)?;
-        let text = |field| f.get(field).and_then(nullable).map(String::from_utf8_lossy);
+        let utf8 = Utf8Line::new(line);
+        let text = |field| utf8.field(&f, field);
         let time = f
             .get(Field::RequestTime)
             .and_then(nullable)
@@ -113,7 +112,7 @@ impl<'a> AccessLogRecord<'a> {
             access_point_arn: text(Field::AccessPointArn),
             acl_required: acl_required(&f)?,
             source_region: text(Field::SourceRegion),
-            extra_fields: f.extra().map(String::from_utf8_lossy),
+            extra_fields: f.extra().map(|raw| utf8.text(raw)),
         })
     }
 
@@ -123,7 +122,45 @@ impl<'a> AccessLogRecord<'a> {
     }
 }
 
+/// A line, validated as UTF-8 once rather than field by field.
+struct Utf8Line<'a> {
+    line: &'a [u8],
+    text: Option<&'a str>,
+}
+
+impl<'a> Utf8Line<'a> {
+    fn new(line: &'a [u8]) -> Self {
+        Self {
+            line,
+            text: std::str::from_utf8(line).ok(),
+        }
+    }
+
+    /// The text of `field`, `None` if it is `-` or the line's era lacks it.
+    #[inline(always)]
+    fn field(&self, f: &Fields<'a>, field: Field) -> Option<Cow<'a, str>> {
+        f.get(field).and_then(nullable).map(|raw| self.text(raw))
+    }
+
+    /// The text of `raw`, a slice of the line: borrowed when the line is UTF-8 (fields begin and
+    /// end at ASCII delimiters, so at character boundaries), lossily decoded otherwise.
+    #[inline(always)]
+    fn text(&self, raw: &'a [u8]) -> Cow<'a, str> {
+        if let Some(text) = self.text {
+            let start = (raw.as_ptr() as usize).wrapping_sub(self.line.as_ptr() as usize);
+            // Out of range (or wrapped around) gives `None`, as does a slice of another buffer.
+            if let Some(within) = text.get(start..start.wrapping_add(raw.len()))
+                && within.as_ptr() == raw.as_ptr()
+            {
+                return Cow::Borrowed(within);
+            }
+        }
+        String::from_utf8_lossy(raw)
+    }
+}
+
 /// `-` means null in every field.
+#[inline]
 fn nullable(raw: &[u8]) -> Option<&[u8]> {
     (raw != b"-").then_some(raw)
 }
@@ -150,8 +187,9 @@ fn http_status(f: &Fields<'_>) -> Result<Option<i32>, ParseError> {
     let Some(raw) = f.get(Field::HttpStatus).and_then(nullable) else {
         return Ok(None);
     };
+    // A leading zero is not a status: `020` would read as 20, which has no three-digit form.
     match (raw.len(), parse_u63(raw)) {
-        (3, Some(code)) => Ok(Some(code as i32)),
+        (3, Some(code)) if code >= 100 => Ok(Some(code as i32)),
         _ => Err(ParseError::invalid(
             Field::HttpStatus,
             "expected a three-digit status or -",
@@ -172,19 +210,38 @@ fn acl_required(f: &Fields<'_>) -> Result<Option<bool>, ParseError> {
 /// Decodes a key form-style: `+` is a space, then percent-decoding. Keys S3 logged with bytes that
 /// do not decode to UTF-8 are kept as written.
 pub fn decode_key(raw: &[u8]) -> Cow<'_, str> {
-    let raw_text = String::from_utf8_lossy(raw);
-    if memchr::memchr2(b'%', b'+', raw).is_none() {
-        return raw_text;
+    if find_either(raw, b'%', b'+').is_none() {
+        return text_of(raw);
     }
-    let plus_as_space: Cow<'_, [u8]> = if raw.contains(&b'+') {
-        Cow::Owned(raw.iter().map(|&b| if b == b'+' { b' ' } else { b }).collect())
-    } else {
-        Cow::Borrowed(raw)
-    };
-    let decoded: Cow<'_, [u8]> = percent_decode(&plus_as_space).into();
-    match std::str::from_utf8(&decoded) {
-        Ok(text) => Cow::Owned(text.to_owned()),
-        Err(_) => raw_text,
+    // One pass: `+` is never a hex digit, so it cannot be part of an escape.
+    let mut decoded = Vec::with_capacity(raw.len());
+    let mut rest = raw;
+    while let Some(i) = find_either(rest, b'%', b'+') {
+        decoded.extend_from_slice(&rest[..i]);
+        let (byte, width) = match (rest[i], rest.get(i + 1).and_then(hex), rest.get(i + 2).and_then(hex)) {
+            (b'+', _, _) => (b' ', 1),
+            (_, Some(high), Some(low)) => (high << 4 | low, 3),
+            _ => (b'%', 1),
+        };
+        decoded.push(byte);
+        rest = &rest[i + width..];
+    }
+    decoded.extend_from_slice(rest);
+    match String::from_utf8(decoded) {
+        Ok(text) => Cow::Owned(text),
+        Err(_) => text_of(raw),
+    }
+}
+
+fn hex(digit: &u8) -> Option<u8> {
+    char::from(*digit).to_digit(16).map(|d| d as u8)
+}
+
+/// `raw` as text, borrowed if it is UTF-8, with replacement characters if not.
+fn text_of(raw: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(raw) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(raw),
     }
 }
 
@@ -285,6 +342,32 @@ mod tests {
     }
 
     #[test]
+    fn keys_decode_like_plus_then_percent_decoding() {
+        // Every key of up to five bytes from an alphabet of escapes, digits and odd bytes.
+        let alphabet = [b'a', b'%', b'+', b'2', b'B', b'f', b'F', b'g', 0xC3, 0xA9, 0xFF];
+        let reference = |raw: &[u8]| -> String {
+            let spaced: Vec<u8> = raw.iter().map(|&b| if b == b'+' { b' ' } else { b }).collect();
+            let decoded: Vec<u8> = percent_encoding::percent_decode(&spaced).collect();
+            match String::from_utf8(decoded) {
+                Ok(text) => text,
+                Err(_) => String::from_utf8_lossy(raw).into_owned(),
+            }
+        };
+        let mut raw = Vec::new();
+        for len in 0..=5u32 {
+            for n in 0..alphabet.len().pow(len) {
+                raw.clear();
+                let mut n = n;
+                for _ in 0..len {
+                    raw.push(alphabet[n % alphabet.len()]);
+                    n /= alphabet.len();
+                }
+                assert_eq!(decode_key(&raw), reference(&raw), "{raw:?}");
+            }
+        }
+    }
+
+    #[test]
     fn dash_status_and_unquoted_uri() {
         let l = format!(
             "{OWNER} b [06/Feb/2019:00:00:38 -0700] 192.0.2.3 - ID REST.PUT.OBJECT a%2Fb+c - - AccessDenied - - - - - -"
@@ -297,6 +380,16 @@ mod tests {
         assert_eq!(r.error_code.as_deref(), Some("AccessDenied"));
         assert_eq!(r.referer, None);
         assert_eq!(r.user_agent, None);
+    }
+
+    #[test]
+    fn status_with_a_leading_zero_is_invalid() {
+        // Found by fuzzing: `020` parsed as 20, which renders as `20` and is then not a status.
+        let l = line("").replace(" 200 ", " 020 ");
+        let err = AccessLogRecord::parse(l.as_bytes()).unwrap_err().to_string();
+        assert_eq!(err, "http_status: expected a three-digit status or -: \"020\"");
+        let l = line("").replace(" 200 ", " 100 ");
+        assert_eq!(AccessLogRecord::parse(l.as_bytes()).unwrap().http_status, Some(100));
     }
 
     #[test]

@@ -16,7 +16,7 @@
 //! A referer that itself contains `" "` is ambiguous in the format; the tokenizer then gives the
 //! referer the shorter reading, and every other field is still recovered.
 
-use memchr::{memchr, memchr_iter};
+use memchr::memchr;
 
 use crate::error::ParseError;
 use crate::field::Field;
@@ -37,27 +37,31 @@ pub struct Fields<'a> {
 
 impl<'a> Fields<'a> {
     /// Splits `line` (without its line terminator) into fields.
+    #[inline]
     pub fn split(line: &'a [u8]) -> Result<Self, ParseError> {
+        const TIME: usize = Field::RequestTime as usize;
+        const URI: usize = Field::RequestUri as usize;
+        const REFERER: usize = Field::Referer as usize;
+        const AGENT: usize = Field::UserAgent as usize;
         let mut fields: [&'a [u8]; NAMED_FIELDS] = [&[]; NAMED_FIELDS];
         let mut count = 0;
-        let mut pos = 0;
+        let mut pos = skip_spaces(line, 0);
         let len = line.len();
-        while count < NAMED_FIELDS {
-            pos = skip_spaces(line, pos);
-            if pos >= len {
-                break;
-            }
-            let field = Field::ALL[count];
-            let (value, next) = match (field, line[pos]) {
-                (Field::RequestTime, b'[') => close_bracket(line, pos)?,
-                (Field::RequestUri, b'"') => close_quote(line, pos, field, request_uri_closes_at)?,
-                (Field::Referer, b'"') => close_quote(line, pos, field, referer_closes_at)?,
-                (Field::UserAgent, b'"') => close_quote(line, pos, field, user_agent_closes_at)?,
+        while count < NAMED_FIELDS && pos < len {
+            let (value, next) = match (count, line[pos]) {
+                (TIME, b'[') => close_bracket(line, pos)?,
+                (URI, b'"') => close_quote(line, pos, Field::RequestUri, request_uri_closes_at)?,
+                (REFERER, b'"') => close_quote(line, pos, Field::Referer, referer_closes_at)?,
+                (AGENT, b'"') => close_quote(line, pos, Field::UserAgent, user_agent_closes_at)?,
                 _ => token(line, pos),
             };
             fields[count] = value;
             count += 1;
-            pos = next;
+            // Fields are separated by one space, seldom more.
+            pos = match line.get(next) {
+                Some(b' ') => skip_spaces(line, next + 1),
+                _ => next,
+            };
         }
         if count < MIN_FIELDS {
             return Err(ParseError::TooFewFields {
@@ -77,6 +81,7 @@ impl<'a> Fields<'a> {
 
     /// The raw text of `field`, without brackets or quotes; `None` when the line is of an era that
     /// predates the field.
+    #[inline]
     pub fn get(&self, field: Field) -> Option<&'a [u8]> {
         let index = field as usize;
         (index < self.count).then(|| self.fields[index])
@@ -88,6 +93,7 @@ impl<'a> Fields<'a> {
     }
 }
 
+#[inline]
 fn skip_spaces(line: &[u8], mut pos: usize) -> usize {
     while pos < line.len() && line[pos] == b' ' {
         pos += 1;
@@ -103,16 +109,57 @@ fn trim_end_spaces(mut s: &[u8]) -> &[u8] {
 }
 
 /// A field that runs to the next space.
+#[inline]
 fn token(line: &[u8], start: usize) -> (&[u8], usize) {
-    match memchr(b' ', &line[start..]) {
+    match find_space(&line[start..]) {
         Some(i) => (&line[start..start + i], start + i),
         None => (&line[start..], line.len()),
     }
 }
 
+const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+
+/// A high bit in each byte of `word` that equals `byte`: exact up to the first such byte, which is
+/// all [`find_byte`] needs.
+#[inline(always)]
+fn bytes_equal(word: u64, byte: u8) -> u64 {
+    let x = word ^ u64::from_ne_bytes([byte; 8]);
+    x.wrapping_sub(ONES) & !x & HIGHS
+}
+
+/// The position of the first space in `s`.
+#[inline]
+fn find_space(s: &[u8]) -> Option<usize> {
+    find_byte(s, b' ')
+}
+
+/// The position of the first `byte` in `s`, eight bytes at a time. The fields and quoted values
+/// searched are mostly short, and for them `memchr`'s set-up costs more than the search.
+#[inline]
+pub(crate) fn find_byte(s: &[u8], byte: u8) -> Option<usize> {
+    find_either(s, byte, byte)
+}
+
+/// The position of the first `a` or `b` in `s`, eight bytes at a time.
+#[inline]
+pub(crate) fn find_either(s: &[u8], a: u8, b: u8) -> Option<usize> {
+    let mut i = 0;
+    while let Some(chunk) = s[i..].first_chunk::<8>() {
+        let word = u64::from_le_bytes(*chunk);
+        // Each mask is exact up to its first match, so the lowest bit of either is the first match.
+        let found = bytes_equal(word, a) | bytes_equal(word, b);
+        if found != 0 {
+            return Some(i + found.trailing_zeros() as usize / 8);
+        }
+        i += 8;
+    }
+    s[i..].iter().position(|&c| c == a || c == b).map(|j| i + j)
+}
+
 /// `[06/Feb/2019:00:00:38 +0000]`: the text between the brackets.
 fn close_bracket(line: &[u8], start: usize) -> Result<(&[u8], usize), ParseError> {
-    match memchr(b']', &line[start + 1..]) {
+    match find_byte(&line[start + 1..], b']') {
         Some(i) => {
             let end = start + 1 + i;
             Ok((&line[start + 1..end], end + 1))
@@ -129,14 +176,16 @@ fn close_quote(
     line: &[u8],
     start: usize,
     field: Field,
-    closes_at: fn(&[u8], usize) -> bool,
+    closes_at: impl Fn(&[u8], usize) -> bool,
 ) -> Result<(&[u8], usize), ParseError> {
     let body = start + 1;
-    for i in memchr_iter(b'"', &line[body..]) {
-        let quote = body + i;
+    let mut from = body;
+    while let Some(i) = find_byte(&line[from..], b'"') {
+        let quote = from + i;
         if closes_at(line, quote) {
             return Ok((&line[body..quote], quote + 1));
         }
+        from = quote + 1;
     }
     Err(ParseError::Unterminated {
         field,
@@ -145,8 +194,29 @@ fn close_quote(
 }
 
 /// Words of `line` from `pos` on, separated by runs of spaces.
-fn words(line: &[u8], pos: usize) -> impl Iterator<Item = &[u8]> {
-    line[pos..].split(|&b| b == b' ').filter(|w| !w.is_empty())
+fn words(line: &[u8], pos: usize) -> Words<'_> {
+    Words { line, pos }
+}
+
+struct Words<'a> {
+    line: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Iterator for Words<'a> {
+    type Item = &'a [u8];
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let start = skip_spaces(self.line, self.pos);
+        if start >= self.line.len() {
+            self.pos = start;
+            return None;
+        }
+        let (word, end) = token(self.line, start);
+        self.pos = end;
+        Some(word)
+    }
 }
 
 fn is_number_or_dash(word: &[u8]) -> bool {
@@ -159,23 +229,37 @@ fn request_uri_closes_at(line: &[u8], quote: usize) -> bool {
         return false;
     }
     let mut rest = words(line, quote + 1);
-    let status = rest.next();
-    let status_ok = status.is_some_and(|s| s == b"-" || (s.len() == 3 && s.iter().all(u8::is_ascii_digit)));
-    status_ok
-        && rest.next().is_some()
-        && rest.by_ref().take(4).filter(|w| is_number_or_dash(w)).count() == 4
-        && rest.next().is_some_and(|w| w[0] == b'"' || w == b"-")
+    let status_ok = rest
+        .next()
+        .is_some_and(|s| s == b"-" || (s.len() == 3 && s.iter().all(u8::is_ascii_digit)));
+    if !status_ok || rest.next().is_none() {
+        return false;
+    }
+    for _ in 0..4 {
+        if !rest.next().is_some_and(is_number_or_dash) {
+            return false;
+        }
+    }
+    rest.next().is_some_and(|w| w[0] == b'"' || w == b"-")
 }
 
 /// After the user agent come fields 18 to 27, none of which contains a quote.
 fn user_agent_closes_at(line: &[u8], quote: usize) -> bool {
     match line.get(quote + 1) {
         None => true,
-        Some(b' ') => words(line, quote + 1)
-            .take(NAMED_FIELDS - Field::UserAgent.number())
-            .all(|w| !w.contains(&b'"')),
+        // The next ten words are free of quotes when the next quote, if any, is in a later word.
+        Some(b' ') => match memchr(b'"', &line[quote + 1..]) {
+            None => true,
+            Some(i) => words_started(&line[quote + 1..=quote + 1 + i]) > NAMED_FIELDS - Field::UserAgent.number(),
+        },
         Some(_) => false,
     }
+}
+
+/// How many words (runs of bytes other than spaces) begin in `s`.
+fn words_started(s: &[u8]) -> usize {
+    let first = usize::from(s.first().is_some_and(|&b| b != b' '));
+    first + s.windows(2).filter(|w| w[0] == b' ' && w[1] != b' ').count()
 }
 
 /// After the referer comes the user agent: a quoted field or a lone `-`.
@@ -264,6 +348,55 @@ mod tests {
         assert_eq!(f.count(), 27);
         assert_eq!(text(&f, Field::SourceRegion), Some("eu-west-1"));
         assert_eq!(f.extra(), Some(&b"future  fields \"q\""[..]));
+    }
+
+    #[test]
+    fn find_space_in_every_position() {
+        for len in 0..40 {
+            let mut s = vec![b'x'; len];
+            assert_eq!(find_space(&s), None);
+            for at in 0..len {
+                s[at] = b' ';
+                assert_eq!(find_space(&s), Some(at), "{len} {at}");
+                // Bytes that trip naive zero-byte tricks, before and after the space.
+                s[..at].fill(0x80);
+                s[at + 1..].fill(0x21);
+                assert_eq!(find_space(&s), Some(at), "{len} {at}");
+                s.fill(b'x');
+            }
+        }
+    }
+
+    #[test]
+    fn find_either_in_every_position() {
+        for len in 0..40 {
+            let mut s: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8 | 0x80).collect();
+            let expected = |s: &[u8]| s.iter().position(|&c| c == b'%' || c == b'+');
+            assert_eq!(find_either(&s, b'%', b'+'), expected(&s));
+            for at in 0..len {
+                s[at] = if at % 2 == 0 { b'%' } else { b'+' };
+                assert_eq!(find_either(&s, b'%', b'+'), expected(&s), "{len} {at}");
+                assert_eq!(find_byte(&s, s[at]), s.iter().position(|&c| c == s[at]), "{len} {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn user_agent_closes_before_ten_words_free_of_quotes() {
+        let ten = "a b c d e f g h i j";
+        // The inner quote is followed by ten words free of quotes, so the agent ends there.
+        let line = format!("{HEAD} - 200 - 1 1 1 1 \"-\" \"x\" {ten} \"y\"");
+        let f = split(&line);
+        assert_eq!(text(&f, Field::UserAgent), Some("x"));
+        assert_eq!(f.count(), 27);
+        // With nine, the tenth word has a quote: the agent runs on.
+        let line = format!("{HEAD} - 200 - 1 1 1 1 \"-\" \"x\" {}\"", &ten[..17]);
+        let f = split(&line);
+        assert_eq!(text(&f, Field::UserAgent), Some(&format!("x\" {}", &ten[..17])[..]));
+        assert_eq!(f.count(), 17);
+        let line = format!("{HEAD} - 200 - 1 1 1 1 \"-\" \"x\"   y  \"");
+        let f = split(&line);
+        assert_eq!(text(&f, Field::UserAgent), Some("x\"   y  "));
     }
 
     #[test]
