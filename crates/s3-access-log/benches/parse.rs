@@ -1,1 +1,88 @@
-fn main() {}
+//! Throughput of the access-log parser into Arrow batches, against the regex of Athena's documented
+//! `CREATE TABLE` for S3 server access logs.
+//!
+//! Run with `cargo bench -p s3-access-log --features synth --bench parse`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use regex::bytes::Regex;
+use s3_access_log::synth::{SynthConfig, corpus};
+use s3_access_log::{AccessLogBatchBuilder, RejectsBatchBuilder, parse_lines};
+
+/// The corpus size: every era and quirk mixed, a few malformed lines.
+const CORPUS_BYTES: usize = 50 << 20;
+
+/// Rows per Arrow batch.
+const BATCH_ROWS: usize = 8192;
+
+const LOG_OBJECT: &str = "s3://raw-logs/2024-06-01-00-00-00-0123456789ABCDEF";
+
+/// The `input.regex` of the table Athena's documentation creates over S3 server access logs.
+const ATHENA_REGEX: &str = r#"([^ ]*) ([^ ]*) \[(.*?)\] ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ("[^"]*"|-) (-|[0-9]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ("[^"]*"|-) ([^ ]*)(?: ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*))?.*$"#;
+
+/// Parses every line into Arrow batches of `BATCH_ROWS` rows; returns (rows, rejects).
+fn into_arrow(corpus: &[u8]) -> (usize, usize) {
+    let mut batch = AccessLogBatchBuilder::with_capacity(0, BATCH_ROWS);
+    let mut rejects = RejectsBatchBuilder::new(0);
+    let mut rows = 0;
+    for (number, line, parsed) in parse_lines(corpus) {
+        match parsed {
+            Ok(record) => {
+                batch.append(&record, LOG_OBJECT, number as i64);
+                if batch.len() == BATCH_ROWS {
+                    rows += black_box(batch.finish().expect("batch")).num_rows();
+                }
+            }
+            Err(err) => rejects.append(LOG_OBJECT, number as i64, line, &err.to_string()),
+        }
+    }
+    rows += black_box(batch.finish().expect("batch")).num_rows();
+    let rejected = black_box(rejects.finish().expect("rejects")).num_rows();
+    (rows, rejected)
+}
+
+/// Matches every line with the Athena regex and touches every capture group; returns (matched
+/// lines, bytes captured).
+fn with_regex(re: &Regex, corpus: &[u8]) -> (usize, usize) {
+    let (mut matched, mut captured) = (0, 0);
+    for line in corpus.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        if let Some(caps) = re.captures(line) {
+            matched += 1;
+            for group in caps.iter().skip(1).flatten() {
+                captured += black_box(group.as_bytes()).len();
+            }
+        }
+    }
+    (matched, captured)
+}
+
+fn parse(c: &mut Criterion) {
+    let config = SynthConfig {
+        quirk_rate: 0.05,
+        malformed_rate: 0.001,
+        ..Default::default()
+    };
+    let corpus = corpus(config, CORPUS_BYTES);
+    let lines = corpus.iter().filter(|&&b| b == b'\n').count();
+    let re = Regex::new(ATHENA_REGEX).expect("Athena's regex compiles");
+    let (rows, rejected) = into_arrow(&corpus);
+    let (matched, _) = with_regex(&re, &corpus);
+    eprintln!(
+        "corpus: {} bytes, {lines} lines; parser: {rows} rows, {rejected} rejects; Athena regex: {matched} matches",
+        corpus.len()
+    );
+
+    let mut group = c.benchmark_group("access_log_parse");
+    group.throughput(Throughput::Bytes(corpus.len() as u64));
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(10));
+    group.bench_function("arrow", |b| b.iter(|| into_arrow(black_box(&corpus))));
+    group.bench_function("regex_athena", |b| b.iter(|| with_regex(&re, black_box(&corpus))));
+    group.finish();
+}
+
+criterion_group!(benches, parse);
+criterion_main!(benches);
