@@ -163,6 +163,27 @@ pub async fn commit_sources(
     table: &mut DeltaTable,
     sources: Vec<SourceFiles>,
 ) -> Result<AppendOutcome, LakeError> {
+    commit(uri, table, sources, true).await
+}
+
+/// Commits the files of `sources` as one new version of `table`, as plain appends: no `txn` is
+/// recorded, so writing the same rows again adds them again. For sources whose rows carry their
+/// own identity (game events and their `eventId`), where duplicates are removed later and a `txn`
+/// per invocation would only grow the log. Failures behave as in [`commit_sources`].
+pub async fn commit_appends(
+    uri: &str,
+    table: &mut DeltaTable,
+    sources: Vec<SourceFiles>,
+) -> Result<AppendOutcome, LakeError> {
+    commit(uri, table, sources, false).await
+}
+
+async fn commit(
+    uri: &str,
+    table: &mut DeltaTable,
+    sources: Vec<SourceFiles>,
+    record_sources: bool,
+) -> Result<AppendOutcome, LakeError> {
     if sources.is_empty() {
         return Ok(AppendOutcome::default());
     }
@@ -176,10 +197,15 @@ pub async fn commit_sources(
     let mut txns = Vec::with_capacity(sources.len());
     let mut actions = Vec::new();
     for files in sources {
-        txns.push(Transaction::new_with_last_update(&files.source, 1, Some(now_ms)));
+        if record_sources {
+            txns.push(Transaction::new_with_last_update(&files.source, 1, Some(now_ms)));
+        }
         outcome.rows += files.rows;
         outcome.files += files.adds.len();
         actions.extend(files.adds.into_iter().map(Action::Add));
+    }
+    if actions.is_empty() && txns.is_empty() {
+        return Ok(outcome);
     }
     let paths: Vec<Path> = actions
         .iter()
@@ -288,6 +314,27 @@ mod tests {
         }
         let files = write_source(uri, table, source, rows).await;
         commit_sources(uri, table, vec![files]).await
+    }
+
+    #[tokio::test]
+    async fn plain_appends_record_no_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("t").to_str().unwrap().to_owned();
+        let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+        for expected_version in [1, 2] {
+            let files = write_source(&uri, &table, "kinesis batch", &["1", "2"]).await;
+            let outcome = commit_appends(&uri, &mut table, vec![files]).await.unwrap();
+            assert_eq!(outcome.version, Some(expected_version));
+            assert_eq!((outcome.rows, outcome.files), (4, 2));
+        }
+        assert!(!is_committed(&uri, &table, "kinesis batch").await.unwrap());
+        assert_eq!(row_count(&table), 8);
+        // Nothing to commit is no commit.
+        let nothing = commit_appends(&uri, &mut table, vec![SourceFiles::empty("none")])
+            .await
+            .unwrap();
+        assert_eq!(nothing.version, None);
+        assert_eq!(table.version(), Some(2));
     }
 
     #[tokio::test]

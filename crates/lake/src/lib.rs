@@ -12,6 +12,7 @@
 //!   action per source in a single commit. A source whose `txn` is already in the table
 //!   ([`is_committed`]) is skipped, and a concurrent writer that commits the same source first
 //!   makes the commit fail with [`LakeError::Conflict`] instead of writing it twice.
+//!   [`commit_appends`] commits files without a `txn`, for rows that carry their own identity.
 //! * Commits rely on S3 conditional writes (put-if-absent): no lock table, no unsafe rename.
 
 #![warn(missing_docs)]
@@ -21,7 +22,7 @@ mod error;
 mod storage;
 mod table;
 
-pub use append::{AppendOutcome, SourceFiles, SourceWriter, commit_sources, is_committed, now_micros};
+pub use append::{AppendOutcome, SourceFiles, SourceWriter, commit_appends, commit_sources, is_committed, now_micros};
 pub use error::LakeError;
 pub use storage::{StorageConfig, table_url};
 pub use table::{FileStats, TableSpec, file_stats, open_or_create, open_table};
