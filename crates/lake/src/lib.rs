@@ -14,11 +14,18 @@
 //!   makes the commit fail with [`LakeError::Conflict`] instead of writing it twice.
 //!   [`commit_appends`] commits files without a `txn`, for rows that carry their own identity.
 //! * Commits rely on S3 conditional writes (put-if-absent): no lock table, no unsafe rename.
+//! * [`maintenance`] keeps tables fed by many small appends healthy: compaction of closed
+//!   partitions (with removal of duplicate rows by a key), checkpoints, expired log cleanup and
+//!   VACUUM.
 
 #![warn(missing_docs)]
 
 mod append;
 mod error;
+pub mod maintenance;
+mod maintenance_compact;
+#[cfg(test)]
+mod maintenance_tests;
 mod storage;
 mod table;
 

@@ -1,0 +1,433 @@
+//! Table maintenance: compaction of small files (with removal of duplicate rows), checkpoints,
+//! expired log cleanup and VACUUM, for the scheduled `lake-maintenance` Lambda and the
+//! `lakelog optimize|vacuum|checkpoint` commands, which run the same code.
+//!
+//! Tables fed by many small appends accumulate small files; readers then spend their time opening
+//! files instead of reading rows. [`compact`] rewrites the small files of *closed* partitions into
+//! files near a target size:
+//!
+//! * A partition is closed when its partition date (the table's `date` partition column, read
+//!   from the table's metadata: `request_date` for access logs, `eventDate` for game events) ended
+//!   longer ago than a grace period. Tables without a date partition column (the rejects table)
+//!   count a file as closed once it is older than the grace period. Appends go to the open
+//!   partitions, and Delta appends never touch existing files, so compaction does not race the
+//!   appenders; even a late append into a closed partition only adds a file, which the next run
+//!   picks up.
+//! * Each closed partition's small files are bin-packed, in the order they were written, into
+//!   bins of at most the target size; every bin of two or more files is read with the parquet
+//!   reader, written back through delta-rs' [`RecordBatchWriter`](deltalake::writer::RecordBatchWriter)
+//!   (statistics included) and committed as one Delta version that removes the old files and adds
+//!   the new ones.
+//! * With a deduplication key (`eventId` for game events), rows whose key was already seen in the
+//!   partition are dropped, keeping the first (in the order the files were written). Files written
+//!   by a deduplicating compaction are tagged ([`DEDUP_TAG`]); any untagged file of a closed
+//!   partition is rewritten, so late duplicates are removed too.
+//! * A bin without dropped rows is committed as `OPTIMIZE` with `dataChange = false`: readers,
+//!   streaming ones included, see the same rows. A bin that dropped duplicates changed the table's
+//!   rows, so it is committed as a `DELETE` with `dataChange = true` and the number of rows removed
+//!   in the commit info.
+//! * Each commit first checks, against the table version it is written on top of, that every file
+//!   the bin read (its own files, the partition's files whose keys were used for deduplication, and
+//!   the files of the bins committed before it) is still active, and is then written as exactly the
+//!   next version (S3 conditional write). A concurrent maintenance run that rewrote the same files
+//!   makes the check fail: the bin is dropped, its new files deleted, and nothing is lost or
+//!   duplicated. Concurrent appends only add files and never fail the check.
+//! * Work stops starting new bins when a deadline passes (the Lambda's remaining time less a
+//!   reserve); every committed bin is complete, and the next run finds the rest still to do.
+//!
+//! [`checkpoint`] writes a checkpoint of the current version (when the last one is older) and
+//! deletes log files older than `delta.logRetentionDuration` that the checkpoint makes
+//! unnecessary. [`vacuum`] deletes data files that were removed longer ago than the retention
+//! (at least 7 days unless forced) and files that no commit references, so time travel within the
+//! retention keeps working.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use deltalake::DeltaTable;
+use deltalake::DeltaTableBuilder;
+use deltalake::Path;
+use deltalake::checkpoints::{cleanup_metadata, create_checkpoint};
+use deltalake::operations::vacuum::VacuumMode;
+use futures::TryStreamExt as _;
+use object_store::ObjectStoreExt as _;
+use tracing::{info, warn};
+
+use crate::error::LakeError;
+use crate::storage::{StorageConfig, table_url};
+
+pub use crate::maintenance_compact::{
+    BinOutcome, CompactOptions, CompactProgress, CompactionPlan, CompactionReport, DEDUP_TAG, NoProgress,
+    PartitionPlan, compact, plan_compaction,
+};
+
+/// The shortest VACUUM retention accepted without `force`: files removed less than 7 days ago
+/// may still be read by running queries and by time travel.
+pub const MIN_VACUUM_RETENTION: TimeDelta = TimeDelta::days(7);
+
+/// What can go wrong while maintaining a table.
+#[derive(Debug, thiserror::Error)]
+pub enum MaintenanceError {
+    /// Opening or reading the table failed.
+    #[error(transparent)]
+    Lake(#[from] LakeError),
+    /// delta-rs failed in a maintenance operation.
+    #[error("table {uri}: {operation}: {source}")]
+    Delta {
+        /// The table.
+        uri: String,
+        /// The operation (compaction, checkpoint, vacuum, ...).
+        operation: &'static str,
+        /// What delta-rs said.
+        #[source]
+        source: Box<deltalake::DeltaTableError>,
+    },
+    /// A data file of the table could not be read.
+    #[error("table {uri}: data file {file}: {reason}")]
+    ReadFile {
+        /// The table.
+        uri: String,
+        /// The file, relative to the table.
+        file: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The deduplication key cannot be used on this table.
+    #[error("table {uri}: deduplication key {key:?}: {reason}")]
+    DedupKey {
+        /// The table.
+        uri: String,
+        /// The key column.
+        key: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// The table uses a Delta feature that compaction does not rewrite correctly.
+    #[error("table {uri}: cannot compact: {reason}")]
+    Unsupported {
+        /// The table.
+        uri: String,
+        /// The feature.
+        reason: String,
+    },
+    /// The files written by a compaction do not hold the rows read; nothing was committed.
+    #[error("table {uri}: partition {partition}: rewritten files hold {written} rows, expected {expected}")]
+    RowCount {
+        /// The table.
+        uri: String,
+        /// The partition.
+        partition: String,
+        /// Rows the new files' statistics report.
+        written: u64,
+        /// Rows read less duplicates dropped.
+        expected: u64,
+    },
+    /// A VACUUM retention below [`MIN_VACUUM_RETENTION`] was asked for without `force`.
+    #[error(
+        "table {uri}: VACUUM retention of {hours} hours is below the minimum of {} hours; \
+         files removed more recently may still be read (time travel, running queries): force it only \
+         if no reader needs them",
+        MIN_VACUUM_RETENTION.num_hours()
+    )]
+    RetentionTooShort {
+        /// The table.
+        uri: String,
+        /// The retention asked for, in hours.
+        hours: i64,
+    },
+    /// A location listing tables could not be listed.
+    #[error("cannot list tables under {prefix}: {reason}")]
+    Discover {
+        /// The location.
+        prefix: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+impl MaintenanceError {
+    pub(crate) fn delta(uri: &str, operation: &'static str, source: deltalake::DeltaTableError) -> Self {
+        MaintenanceError::Delta {
+            uri: uri.to_owned(),
+            operation,
+            source: Box::new(source),
+        }
+    }
+}
+
+/// What [`checkpoint`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CheckpointReport {
+    /// The table version checkpointed (or already checkpointed).
+    pub version: u64,
+    /// Whether a new checkpoint was written (false: the last one is of this version already).
+    pub created: bool,
+    /// Log files deleted because they are older than `delta.logRetentionDuration` and covered by a
+    /// checkpoint.
+    pub logs_removed: usize,
+}
+
+/// Writes a checkpoint of the table's current version unless the last checkpoint is of that
+/// version, then, with `cleanup_logs`, deletes expired log files (older than the table's
+/// `delta.logRetentionDuration` and older than a checkpoint, so every version within the retention
+/// can still be loaded).
+pub async fn checkpoint(
+    uri: &str,
+    table: &mut DeltaTable,
+    cleanup_logs: bool,
+) -> Result<CheckpointReport, MaintenanceError> {
+    table
+        .update_incremental(None)
+        .await
+        .map_err(|e| MaintenanceError::delta(uri, "checkpoint", e))?;
+    let version = table
+        .version()
+        .ok_or_else(|| MaintenanceError::delta(uri, "checkpoint", deltalake::DeltaTableError::NotInitialized))?;
+    let last = last_checkpoint_version(table).await;
+    let created = last != Some(version);
+    if created {
+        create_checkpoint(table, None)
+            .await
+            .map_err(|e| MaintenanceError::delta(uri, "checkpoint", e))?;
+        info!(table = uri, version, "checkpoint written");
+    }
+    let logs_removed = if cleanup_logs {
+        cleanup_metadata(table, None)
+            .await
+            .map_err(|e| MaintenanceError::delta(uri, "expired log cleanup", e))?
+    } else {
+        0
+    };
+    Ok(CheckpointReport {
+        version,
+        created,
+        logs_removed,
+    })
+}
+
+/// The version in `_delta_log/_last_checkpoint`, if it can be read.
+async fn last_checkpoint_version(table: &DeltaTable) -> Option<u64> {
+    let store = table.object_store();
+    let bytes = store
+        .get(&Path::from("_delta_log/_last_checkpoint"))
+        .await
+        .ok()?
+        .bytes()
+        .await
+        .ok()?;
+    let hint: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    hint.get("version")?.as_u64()
+}
+
+/// How [`vacuum`] runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VacuumOptions {
+    /// Data files removed from the table longer ago than this are deleted. Default 7 days.
+    pub retention: TimeDelta,
+    /// Accept a retention below [`MIN_VACUUM_RETENTION`] and the table's
+    /// `delta.deletedFileRetentionDuration`.
+    pub force: bool,
+    /// Only list what would be deleted.
+    pub dry_run: bool,
+    /// Also delete files that no commit references (left by writers that failed before their
+    /// commit) once they are older than the retention. Default true.
+    pub full: bool,
+}
+
+impl Default for VacuumOptions {
+    fn default() -> Self {
+        Self {
+            retention: MIN_VACUUM_RETENTION,
+            force: false,
+            dry_run: false,
+            full: true,
+        }
+    }
+}
+
+/// What [`vacuum`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VacuumReport {
+    /// Whether this was a dry run (nothing deleted).
+    pub dry_run: bool,
+    /// The files deleted (or, in a dry run, that would be).
+    pub files: Vec<String>,
+}
+
+/// Deletes data files that were removed from the table longer ago than the retention, and with
+/// `full` unreferenced files older than it. A retention below [`MIN_VACUUM_RETENTION`] is refused
+/// unless `force` is set.
+pub async fn vacuum(
+    uri: &str,
+    table: &mut DeltaTable,
+    options: &VacuumOptions,
+) -> Result<VacuumReport, MaintenanceError> {
+    if options.retention < MIN_VACUUM_RETENTION && !options.force {
+        return Err(MaintenanceError::RetentionTooShort {
+            uri: uri.to_owned(),
+            hours: options.retention.num_hours(),
+        });
+    }
+    table
+        .update_incremental(None)
+        .await
+        .map_err(|e| MaintenanceError::delta(uri, "vacuum", e))?;
+    let mode = if options.full {
+        VacuumMode::Full
+    } else {
+        VacuumMode::Lite
+    };
+    let (vacuumed, metrics) = table
+        .clone()
+        .vacuum()
+        .with_retention_period(options.retention)
+        .with_enforce_retention_duration(!options.force)
+        .with_dry_run(options.dry_run)
+        .with_mode(mode)
+        .await
+        .map_err(|e| MaintenanceError::delta(uri, "vacuum", e))?;
+    *table = vacuumed;
+    info!(
+        table = uri,
+        files = metrics.files_deleted.len(),
+        dry_run = options.dry_run,
+        "vacuum"
+    );
+    Ok(VacuumReport {
+        dry_run: metrics.dry_run,
+        files: metrics.files_deleted,
+    })
+}
+
+/// Everything one maintenance pass over a table does.
+#[derive(Debug, Clone)]
+pub struct MaintenanceOptions {
+    /// Compaction, or `None` to skip it.
+    pub compact: Option<CompactOptions>,
+    /// Checkpoint (and, with `cleanup_logs`, delete expired log files).
+    pub checkpoint: bool,
+    /// Delete expired log files after the checkpoint.
+    pub cleanup_logs: bool,
+    /// VACUUM, or `None` to skip it.
+    pub vacuum: Option<VacuumOptions>,
+    /// Nothing is started after this instant (compaction stops between bins; checkpoint and vacuum
+    /// are skipped).
+    pub stop_at: Option<Instant>,
+}
+
+/// What one maintenance pass over a table did.
+#[derive(Debug, Clone, Default)]
+pub struct TableReport {
+    /// The table.
+    pub uri: String,
+    /// Compaction, if it ran.
+    pub compaction: Option<CompactionReport>,
+    /// Checkpoint, if it ran.
+    pub checkpoint: Option<CheckpointReport>,
+    /// VACUUM, if it ran.
+    pub vacuum: Option<VacuumReport>,
+    /// Steps skipped because the deadline passed.
+    pub skipped: Vec<&'static str>,
+}
+
+/// Runs compaction, checkpoint (with expired log cleanup) and VACUUM on the table at `uri`, as
+/// `options` says, stopping at the deadline.
+pub async fn maintain(
+    uri: &str,
+    storage: &StorageConfig,
+    options: &MaintenanceOptions,
+    progress: &dyn CompactProgress,
+) -> Result<TableReport, MaintenanceError> {
+    let mut table = crate::open_table(uri, storage).await?;
+    let mut report = TableReport {
+        uri: uri.to_owned(),
+        ..TableReport::default()
+    };
+    let past_deadline = || options.stop_at.is_some_and(|at| Instant::now() >= at);
+    if let Some(compact_options) = &options.compact {
+        let mut compact_options = compact_options.clone();
+        compact_options.stop_at = match (compact_options.stop_at, options.stop_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        report.compaction = Some(compact(uri, &mut table, &compact_options, progress).await?);
+    }
+    if options.checkpoint {
+        if past_deadline() {
+            report.skipped.push("checkpoint");
+        } else {
+            report.checkpoint = Some(checkpoint(uri, &mut table, options.cleanup_logs).await?);
+        }
+    }
+    if let Some(vacuum_options) = &options.vacuum {
+        if past_deadline() {
+            report.skipped.push("vacuum");
+        } else {
+            report.vacuum = Some(vacuum(uri, &mut table, vacuum_options).await?);
+        }
+    }
+    if !report.skipped.is_empty() {
+        warn!(table = uri, skipped = ?report.skipped, "deadline reached, the next run goes on");
+    }
+    Ok(report)
+}
+
+/// The Delta tables directly under `prefix` (a local path or `s3://bucket/prefix`): every folder
+/// that has a `_delta_log/`. Their URIs are `prefix/FOLDER`, sorted.
+pub async fn discover_tables(prefix: &str, storage: &StorageConfig) -> Result<Vec<String>, MaintenanceError> {
+    let discover = |reason: String| MaintenanceError::Discover {
+        prefix: prefix.to_owned(),
+        reason,
+    };
+    let url = table_url(prefix)?;
+    let options = storage.options_for(&url);
+    let log_store = DeltaTableBuilder::from_url(url)
+        .map_err(|e| discover(e.to_string()))?
+        .with_storage_options(options)
+        .build_storage()
+        .map_err(|e| discover(e.to_string()))?;
+    let store = log_store.object_store(None);
+    let listing = store
+        .list_with_delimiter(None)
+        .await
+        .map_err(|e| discover(e.to_string()))?;
+    let mut tables = Vec::new();
+    for folder in listing.common_prefixes {
+        let Some(name) = folder.filename().map(str::to_owned) else {
+            continue;
+        };
+        let log = folder.clone().join("_delta_log");
+        let first = store
+            .list(Some(&log))
+            .try_next()
+            .await
+            .map_err(|e| discover(format!("{log}: {e}")))?;
+        if first.is_some() {
+            tables.push(format!("{}/{name}", prefix.trim_end_matches('/')));
+        }
+    }
+    tables.sort();
+    Ok(tables)
+}
+
+/// The partition values of a file as `col=value/col=value` (`(unpartitioned)` for none), in the
+/// table's partition column order.
+pub(crate) fn partition_label(columns: &[String], values: &HashMap<String, Option<String>>) -> String {
+    if columns.is_empty() {
+        return "(unpartitioned)".to_owned();
+    }
+    columns
+        .iter()
+        .map(|c| match values.get(c).and_then(|v| v.as_deref()) {
+            Some(v) => format!("{c}={v}"),
+            None => format!("{c}=null"),
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Now, for options that take the current time.
+pub(crate) fn now() -> DateTime<Utc> {
+    Utc::now()
+}

@@ -1,0 +1,880 @@
+//! Compaction of closed partitions: planning (bin-packing of small files) and rewriting, with
+//! removal of duplicate rows by a key column. See [`crate::maintenance`] for the rules.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{BuildHasher, RandomState};
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{Array, AsArray, BooleanArray};
+use arrow::compute::{cast, filter_record_batch};
+use arrow::datatypes::DataType as ArrowType;
+use arrow::record_batch::RecordBatch;
+use bytes::Bytes;
+use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+use deltalake::kernel::{Action, Add, DataType, LogicalFileView};
+use deltalake::parquet::arrow::ProjectionMask;
+use deltalake::parquet::arrow::arrow_reader::ArrowReaderOptions;
+use deltalake::parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
+use deltalake::parquet::errors::ParquetError;
+use deltalake::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use deltalake::protocol::DeltaOperation;
+use deltalake::writer::{DeltaWriter as _, RecordBatchWriter, WriteMode};
+use deltalake::{DeltaTable, ObjectStore, Path};
+use futures::future::BoxFuture;
+use futures::{FutureExt as _, TryStreamExt as _};
+use indexmap::IndexMap;
+use object_store::ObjectStoreExt as _;
+use percent_encoding::percent_decode_str;
+use tracing::{debug, info, warn};
+
+use crate::maintenance::{MaintenanceError, now, partition_label};
+
+/// Tag of the files written by a deduplicating compaction, with the key column as its value: such
+/// a file has no row whose key is in an earlier file of its partition. Files without it (fresh
+/// appends) are rewritten by the next compaction of their closed partition.
+pub const DEDUP_TAG: &str = "lakelog.deduplicatedBy";
+
+/// Default target size of compacted files: 128 MiB.
+pub const DEFAULT_TARGET_FILE_SIZE: u64 = 128 << 20;
+
+/// Default grace period after a partition's date has ended before it is compacted.
+pub const DEFAULT_GRACE: TimeDelta = TimeDelta::hours(48);
+
+/// How many times a bin's commit is tried again after other writers committed first.
+const COMMIT_ATTEMPTS: usize = 50;
+
+/// Rows per batch read from the files being compacted.
+const BATCH_ROWS: usize = 8192;
+
+/// How [`compact`] runs.
+#[derive(Debug, Clone)]
+pub struct CompactOptions {
+    /// Files are packed into new files of about this many bytes; files of at least this size are
+    /// left alone (unless they need deduplication). Default 128 MiB.
+    pub target_file_size: u64,
+    /// A partition is compacted once its date ended this long ago (a file of a table without a
+    /// date partition column, once it is this old). Default 48 hours.
+    pub grace: TimeDelta,
+    /// Drop rows whose value in this column was already seen in the partition (the first is
+    /// kept). Rows where it is null are all kept.
+    pub dedup_key: Option<String>,
+    /// The time that decides which partitions are closed.
+    pub now: DateTime<Utc>,
+    /// No bin is started after this instant.
+    pub stop_at: Option<Instant>,
+    /// Plan only: nothing is read, written or committed.
+    pub dry_run: bool,
+}
+
+impl Default for CompactOptions {
+    fn default() -> Self {
+        Self {
+            target_file_size: DEFAULT_TARGET_FILE_SIZE,
+            grace: DEFAULT_GRACE,
+            dedup_key: None,
+            now: now(),
+            stop_at: None,
+            dry_run: false,
+        }
+    }
+}
+
+/// A data file of the plan.
+#[derive(Clone)]
+struct DataFile {
+    /// Path relative to the table, decoded.
+    path: String,
+    size: u64,
+    modified: i64,
+    rows: Option<u64>,
+    /// Written by a deduplicating compaction with the plan's key.
+    deduplicated: bool,
+    /// The file as the log has it, to remove it.
+    view: LogicalFileView,
+}
+
+impl std::fmt::Debug for DataFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataFile")
+            .field("path", &self.path)
+            .field("size", &self.size)
+            .field("modified", &self.modified)
+            .field("rows", &self.rows)
+            .field("deduplicated", &self.deduplicated)
+            .finish()
+    }
+}
+
+/// The work in one closed partition.
+#[derive(Debug, Clone)]
+pub struct PartitionPlan {
+    /// `column=value` of the partition.
+    pub label: String,
+    /// Files of the partition that stay, whose keys count as seen when deduplicating.
+    kept: Vec<DataFile>,
+    /// Groups of files, each rewritten into new files and committed as one version.
+    bins: Vec<Vec<DataFile>>,
+}
+
+impl PartitionPlan {
+    /// Files to rewrite.
+    pub fn files(&self) -> usize {
+        self.bins.iter().map(Vec::len).sum()
+    }
+
+    /// Bytes of the files to rewrite.
+    pub fn bytes(&self) -> u64 {
+        self.bins.iter().flatten().map(|f| f.size).sum()
+    }
+
+    /// Bins (commits) of this partition.
+    pub fn bins(&self) -> usize {
+        self.bins.len()
+    }
+}
+
+/// What compaction would do to a table.
+#[derive(Debug, Clone)]
+pub struct CompactionPlan {
+    /// The table's partition columns.
+    pub partition_columns: Vec<String>,
+    /// The date partition column that decides which partitions are closed, if the table has one.
+    pub date_column: Option<String>,
+    /// Active data files of the table.
+    pub active_files: usize,
+    /// Partitions (or, without a date column, groups of files) still open.
+    pub open_partitions: usize,
+    /// Closed partitions with work, newest first.
+    pub partitions: Vec<PartitionPlan>,
+}
+
+impl CompactionPlan {
+    /// Files to rewrite.
+    pub fn files(&self) -> usize {
+        self.partitions.iter().map(PartitionPlan::files).sum()
+    }
+
+    /// Bytes of the files to rewrite.
+    pub fn bytes(&self) -> u64 {
+        self.partitions.iter().map(PartitionPlan::bytes).sum()
+    }
+
+    /// Bins (commits) to write.
+    pub fn bins(&self) -> usize {
+        self.partitions.iter().map(PartitionPlan::bins).sum()
+    }
+}
+
+/// What one committed bin did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BinOutcome {
+    /// The partition.
+    pub partition: String,
+    /// The table version committed.
+    pub version: u64,
+    /// Files removed.
+    pub files_removed: usize,
+    /// Bytes of the files removed.
+    pub bytes_removed: u64,
+    /// Files added.
+    pub files_added: usize,
+    /// Bytes of the files added.
+    pub bytes_added: u64,
+    /// Rows written to the new files.
+    pub rows: u64,
+    /// Duplicate rows dropped.
+    pub duplicates: u64,
+}
+
+/// What [`compact`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompactionReport {
+    /// Active data files before.
+    pub files_before: usize,
+    /// Active data files after.
+    pub files_after: usize,
+    /// Partitions with work.
+    pub partitions_planned: usize,
+    /// Bins planned.
+    pub bins_planned: usize,
+    /// Bins committed.
+    pub bins: Vec<BinOutcome>,
+    /// Partitions left because a concurrent commit rewrote files they read.
+    pub conflicts: Vec<String>,
+    /// Whether the deadline stopped the work before the plan was done.
+    pub stopped_early: bool,
+    /// Whether this was a dry run.
+    pub dry_run: bool,
+}
+
+impl CompactionReport {
+    /// Files removed by all bins.
+    pub fn files_removed(&self) -> usize {
+        self.bins.iter().map(|b| b.files_removed).sum()
+    }
+
+    /// Files added by all bins.
+    pub fn files_added(&self) -> usize {
+        self.bins.iter().map(|b| b.files_added).sum()
+    }
+
+    /// Bytes read and rewritten.
+    pub fn bytes_removed(&self) -> u64 {
+        self.bins.iter().map(|b| b.bytes_removed).sum()
+    }
+
+    /// Duplicate rows dropped.
+    pub fn duplicates(&self) -> u64 {
+        self.bins.iter().map(|b| b.duplicates).sum()
+    }
+}
+
+/// Progress of a compaction, for progress bars. Calls come from the compacting task.
+pub trait CompactProgress: Sync {
+    /// The plan is made.
+    fn planned(&self, _plan: &CompactionPlan) {}
+    /// A file of `bytes` was read (and its rows written).
+    fn file_read(&self, _bytes: u64) {}
+    /// A bin was committed.
+    fn bin_done(&self, _outcome: &BinOutcome) {}
+}
+
+/// No progress reporting.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProgress;
+
+impl CompactProgress for NoProgress {}
+
+/// Plans the compaction of `table` (named `uri` in errors): its closed partitions with work,
+/// newest first, each with its bins.
+pub fn plan_compaction(
+    uri: &str,
+    table: &DeltaTable,
+    options: &CompactOptions,
+) -> Result<CompactionPlan, MaintenanceError> {
+    let delta = |e| MaintenanceError::delta(uri, "compaction plan", e);
+    let snapshot = table.snapshot().map_err(delta)?;
+    let partition_columns = snapshot.metadata().partition_columns().to_vec();
+    let schema = snapshot.schema();
+    let date_column = partition_columns
+        .iter()
+        .find(|c| {
+            schema
+                .field(c.as_str())
+                .is_some_and(|f| f.data_type() == &DataType::DATE)
+        })
+        .cloned();
+    if let Some(key) = &options.dedup_key {
+        let reason = match schema.field(key) {
+            None => Some("no such column".to_owned()),
+            Some(_) if partition_columns.contains(key) => Some("is a partition column".to_owned()),
+            Some(f) if !matches!(f.data_type(), DataType::Primitive(_)) => {
+                Some(format!("is a {:?}, expected a primitive column", f.data_type()))
+            }
+            Some(_) => None,
+        };
+        if let Some(reason) = reason {
+            return Err(MaintenanceError::DedupKey {
+                uri: uri.to_owned(),
+                key: key.clone(),
+                reason,
+            });
+        }
+    }
+    let closed_before_ms = (options.now - options.grace).timestamp_millis();
+    let closed_date = |date: NaiveDate| {
+        date.succ_opt()
+            .and_then(|next| next.and_hms_opt(0, 0, 0))
+            .is_some_and(|end| end.and_utc() + options.grace <= options.now)
+    };
+
+    // Files of each partition, by partition values in partition column order.
+    let mut partitions: BTreeMap<Vec<Option<String>>, (String, Vec<DataFile>)> = BTreeMap::new();
+    let mut active_files = 0;
+    for view in snapshot.log_data().iter() {
+        active_files += 1;
+        if view.deletion_vector_descriptor().is_some() {
+            return Err(MaintenanceError::Unsupported {
+                uri: uri.to_owned(),
+                reason: format!("file {} has a deletion vector", view.path()),
+            });
+        }
+        let values = view.partition_values_map();
+        let key: Vec<Option<String>> = partition_columns
+            .iter()
+            .map(|c| values.get(c).cloned().flatten())
+            .collect();
+        let deduplicated = options.dedup_key.as_deref().is_some_and(|k| has_dedup_tag(&view, k));
+        let file = DataFile {
+            path: view.path().into_owned(),
+            size: u64::try_from(view.size()).unwrap_or(0),
+            modified: view.modification_time(),
+            rows: view.num_records().map(|n| n as u64),
+            deduplicated,
+            view,
+        };
+        partitions
+            .entry(key)
+            .or_insert_with(|| (partition_label(&partition_columns, &values), Vec::new()))
+            .1
+            .push(file);
+    }
+    let column_mapping = snapshot.metadata().configuration().get("delta.columnMapping.mode");
+    if column_mapping.is_some_and(|mode| mode != "none") {
+        return Err(MaintenanceError::Unsupported {
+            uri: uri.to_owned(),
+            reason: "the table uses column mapping".into(),
+        });
+    }
+
+    let date_index = date_column
+        .as_ref()
+        .and_then(|d| partition_columns.iter().position(|c| c == d));
+    let mut plans = Vec::new();
+    let mut open_partitions = 0;
+    // Newest partitions first: they are the ones read most.
+    for (key, (label, mut files)) in partitions.into_iter().rev() {
+        files.sort_by(|a, b| (a.modified, &a.path).cmp(&(b.modified, &b.path)));
+        let date = date_index
+            .and_then(|i| key[i].as_deref())
+            .and_then(|v| NaiveDate::parse_from_str(v, "%Y-%m-%d").ok());
+        let (closed, young): (Vec<DataFile>, Vec<DataFile>) = match date {
+            Some(date) if closed_date(date) => (files, Vec::new()),
+            Some(_) => (Vec::new(), files),
+            // No date to go by: files are closed once they are old enough.
+            None => files.into_iter().partition(|f| f.modified <= closed_before_ms),
+        };
+        if !young.is_empty() {
+            open_partitions += 1;
+        }
+        if let Some(plan) = plan_partition(label, closed, options) {
+            plans.push(plan);
+        }
+    }
+    Ok(CompactionPlan {
+        partition_columns,
+        date_column,
+        active_files,
+        open_partitions,
+        partitions: plans,
+    })
+}
+
+/// Bins the closed files of one partition: next-fit in the order the files were written, so a
+/// bin holds files written close in time. A bin is rewritten when it has two files or more, or,
+/// when deduplicating, a file not yet deduplicated.
+fn plan_partition(label: String, files: Vec<DataFile>, options: &CompactOptions) -> Option<PartitionPlan> {
+    let dedup = options.dedup_key.is_some();
+    let target = options.target_file_size.max(1);
+    let mut kept = Vec::new();
+    let mut bins: Vec<Vec<DataFile>> = Vec::new();
+    let mut current: Vec<DataFile> = Vec::new();
+    let mut current_size = 0u64;
+    for file in files {
+        let candidate = file.size < target || (dedup && !file.deduplicated);
+        if !candidate {
+            kept.push(file);
+            continue;
+        }
+        if !current.is_empty() && current_size + file.size > target {
+            bins.push(std::mem::take(&mut current));
+            current_size = 0;
+        }
+        current_size += file.size;
+        current.push(file);
+    }
+    if !current.is_empty() {
+        bins.push(current);
+    }
+    let (rewrite, leave): (Vec<_>, Vec<_>) = bins
+        .into_iter()
+        .partition(|bin| bin.len() > 1 || (dedup && bin.iter().any(|f| !f.deduplicated)));
+    kept.extend(leave.into_iter().flatten());
+    (!rewrite.is_empty()).then_some(PartitionPlan {
+        label,
+        kept,
+        bins: rewrite,
+    })
+}
+
+#[allow(deprecated)] // The only accessor of a file's tags; see `LogicalFileView::add_action`.
+fn has_dedup_tag(view: &LogicalFileView, key: &str) -> bool {
+    view.add_action()
+        .tags
+        .as_ref()
+        .and_then(|tags| tags.get(DEDUP_TAG))
+        .is_some_and(|v| v.as_deref() == Some(key))
+}
+
+/// Compacts the closed partitions of `table` (named `uri` in errors and logs), newest first, bin
+/// by bin, until the plan is done or `options.stop_at` passes. Each bin is one commit.
+pub async fn compact(
+    uri: &str,
+    table: &mut DeltaTable,
+    options: &CompactOptions,
+    progress: &dyn CompactProgress,
+) -> Result<CompactionReport, MaintenanceError> {
+    table
+        .update_incremental(None)
+        .await
+        .map_err(|e| MaintenanceError::delta(uri, "compaction", e))?;
+    let plan = plan_compaction(uri, table, options)?;
+    progress.planned(&plan);
+    let mut report = CompactionReport {
+        files_before: plan.active_files,
+        files_after: plan.active_files,
+        partitions_planned: plan.partitions.len(),
+        bins_planned: plan.bins(),
+        dry_run: options.dry_run,
+        ..CompactionReport::default()
+    };
+    info!(
+        table = uri,
+        partitions = plan.partitions.len(),
+        bins = plan.bins(),
+        files = plan.files(),
+        bytes = plan.bytes(),
+        open_partitions = plan.open_partitions,
+        "compaction planned"
+    );
+    if options.dry_run {
+        return Ok(report);
+    }
+    'partitions: for partition in &plan.partitions {
+        let mut work = PartitionWork::new(uri, partition, options);
+        if let Some(key) = &options.dedup_key {
+            for file in &partition.kept {
+                if past(options.stop_at) {
+                    report.stopped_early = true;
+                    break 'partitions;
+                }
+                work.remember_keys(table, file, key).await?;
+            }
+        }
+        for bin in &partition.bins {
+            if past(options.stop_at) {
+                report.stopped_early = true;
+                break 'partitions;
+            }
+            match work.rewrite(table, bin, progress).await? {
+                Some(outcome) => {
+                    report.files_after = report.files_after + outcome.files_added - outcome.files_removed;
+                    progress.bin_done(&outcome);
+                    report.bins.push(outcome);
+                }
+                None => {
+                    report.conflicts.push(partition.label.clone());
+                    continue 'partitions;
+                }
+            }
+        }
+    }
+    info!(
+        table = uri,
+        bins = report.bins.len(),
+        files_removed = report.files_removed(),
+        files_added = report.files_added(),
+        duplicates = report.duplicates(),
+        conflicts = report.conflicts.len(),
+        stopped_early = report.stopped_early,
+        "compaction done"
+    );
+    Ok(report)
+}
+
+fn past(stop_at: Option<Instant>) -> bool {
+    stop_at.is_some_and(|at| Instant::now() >= at)
+}
+
+/// Keys seen in a partition, as 128-bit fingerprints (two independently keyed SipHash values):
+/// 16 bytes per row whatever the key's length. Two different keys share a fingerprint with
+/// probability 2^-128 per pair, far below any hardware error rate even for billions of rows.
+struct KeySet {
+    first: RandomState,
+    second: RandomState,
+    seen: HashSet<u128>,
+}
+
+impl KeySet {
+    fn new() -> Self {
+        Self {
+            first: RandomState::new(),
+            second: RandomState::new(),
+            seen: HashSet::new(),
+        }
+    }
+
+    /// Records `key`; false if it was seen before.
+    fn insert(&mut self, key: &str) -> bool {
+        let fingerprint = (u128::from(self.first.hash_one(key)) << 64) | u128::from(self.second.hash_one(key));
+        self.seen.insert(fingerprint)
+    }
+}
+
+/// The state of one partition's compaction: the keys seen so far and the files whose rows they
+/// came from.
+struct PartitionWork<'a> {
+    uri: &'a str,
+    partition: &'a PartitionPlan,
+    options: &'a CompactOptions,
+    keys: KeySet,
+    /// Files read so far that are not rewritten by the current bin: they must still be active
+    /// when a bin commits, or a concurrent commit may have changed what was seen.
+    read: Vec<String>,
+}
+
+impl<'a> PartitionWork<'a> {
+    fn new(uri: &'a str, partition: &'a PartitionPlan, options: &'a CompactOptions) -> Self {
+        Self {
+            uri,
+            partition,
+            options,
+            keys: KeySet::new(),
+            read: Vec::new(),
+        }
+    }
+
+    fn read_error(&self, file: &str, reason: impl ToString) -> MaintenanceError {
+        MaintenanceError::ReadFile {
+            uri: self.uri.to_owned(),
+            file: file.to_owned(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Adds the keys of a file that stays to the seen keys (reading only the key column).
+    async fn remember_keys(&mut self, table: &DeltaTable, file: &DataFile, key: &str) -> Result<(), MaintenanceError> {
+        let builder = self.open(table, file).await?;
+        let index = builder
+            .schema()
+            .index_of(key)
+            .map_err(|_| self.read_error(&file.path, format!("has no column {key}")))?;
+        let mask = ProjectionMask::roots(builder.parquet_schema(), [index]);
+        let mut stream = builder
+            .with_projection(mask)
+            .with_batch_size(BATCH_ROWS)
+            .build()
+            .map_err(|e| self.read_error(&file.path, e))?;
+        while let Some(batch) = stream.try_next().await.map_err(|e| self.read_error(&file.path, e))? {
+            let keys = self.key_strings(&file.path, batch.column(0))?;
+            for key in keys.iter().flatten() {
+                self.keys.insert(key);
+            }
+        }
+        self.read.push(file.path.clone());
+        Ok(())
+    }
+
+    async fn open(
+        &self,
+        table: &DeltaTable,
+        file: &DataFile,
+    ) -> Result<ParquetRecordBatchStreamBuilder<StoreFile>, MaintenanceError> {
+        let reader = StoreFile {
+            store: table.object_store(),
+            path: file.view.object_store_path(),
+            size: file.size,
+        };
+        ParquetRecordBatchStreamBuilder::new(reader)
+            .await
+            .map_err(|e| self.read_error(&file.path, e))
+    }
+
+    /// The key column as strings (any primitive type is cast).
+    fn key_strings(&self, file: &str, column: &Arc<dyn Array>) -> Result<arrow::array::StringArray, MaintenanceError> {
+        let strings = cast(column, &ArrowType::Utf8).map_err(|e| self.read_error(file, format!("key column: {e}")))?;
+        Ok(strings.as_string::<i32>().clone())
+    }
+
+    /// Drops the rows of `batch` whose key was seen, recording the others' keys.
+    fn deduplicate(
+        &mut self,
+        file: &str,
+        batch: RecordBatch,
+        key: &str,
+    ) -> Result<(RecordBatch, u64), MaintenanceError> {
+        let column = batch
+            .column_by_name(key)
+            .ok_or_else(|| self.read_error(file, format!("has no column {key}")))?;
+        let keys = self.key_strings(file, column)?;
+        let keep: BooleanArray = keys
+            .iter()
+            .map(|k| Some(k.is_none_or(|k| self.keys.insert(k))))
+            .collect();
+        let dropped = keep.false_count() as u64;
+        if dropped == 0 {
+            return Ok((batch, 0));
+        }
+        let kept = filter_record_batch(&batch, &keep).map_err(|e| self.read_error(file, e))?;
+        Ok((kept, dropped))
+    }
+
+    /// Rewrites one bin and commits it. `None` when a concurrent commit removed a file this
+    /// partition's work read: nothing of the bin is committed, and the partition is left for the
+    /// next run.
+    async fn rewrite(
+        &mut self,
+        table: &mut DeltaTable,
+        bin: &[DataFile],
+        progress: &dyn CompactProgress,
+    ) -> Result<Option<BinOutcome>, MaintenanceError> {
+        let uri = self.uri;
+        let delta = |e| MaintenanceError::delta(uri, "compaction", e);
+        let values: IndexMap<String, _> = bin[0]
+            .view
+            .partition_values()
+            .map(|values| {
+                values
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().clone())
+                    .zip(values.values().iter().cloned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut writer = RecordBatchWriter::for_table(table)
+            .map_err(delta)?
+            .with_target_file_size(self.options.target_file_size);
+        let mut rows_read = 0u64;
+        let mut duplicates = 0u64;
+        let written = async {
+            for file in bin {
+                let mut stream = self
+                    .open(table, file)
+                    .await?
+                    .with_batch_size(BATCH_ROWS)
+                    .build()
+                    .map_err(|e| self.read_error(&file.path, e))?;
+                let mut file_rows = 0u64;
+                while let Some(batch) = stream.try_next().await.map_err(|e| self.read_error(&file.path, e))? {
+                    file_rows += batch.num_rows() as u64;
+                    let batch = match &self.options.dedup_key {
+                        Some(key) => {
+                            let (batch, dropped) = self.deduplicate(&file.path, batch, key)?;
+                            duplicates += dropped;
+                            batch
+                        }
+                        None => batch,
+                    };
+                    if batch.num_rows() > 0 {
+                        writer
+                            .write_partition(batch, &values, WriteMode::Default)
+                            .await
+                            .map_err(delta)?;
+                    }
+                }
+                if let Some(expected) = file.rows
+                    && expected != file_rows
+                {
+                    return Err(self.read_error(&file.path, format!("holds {file_rows} rows, the log says {expected}")));
+                }
+                rows_read += file_rows;
+                progress.file_read(file.size);
+            }
+            writer.flush().await.map_err(delta)
+        }
+        .await;
+        let mut adds = match written {
+            Ok(adds) => adds,
+            Err(e) => {
+                writer.reset();
+                return Err(e);
+            }
+        };
+        let store = table.object_store();
+        let rows_written: u64 = adds.iter().map(add_rows).sum();
+        let expected = rows_read - duplicates;
+        if rows_written != expected {
+            delete_files(&store, &adds).await;
+            return Err(MaintenanceError::RowCount {
+                uri: uri.to_owned(),
+                partition: self.partition.label.clone(),
+                written: rows_written,
+                expected,
+            });
+        }
+        let data_change = duplicates > 0;
+        let mut actions: Vec<Action> = Vec::with_capacity(bin.len() + adds.len());
+        for file in bin {
+            actions.push(Action::Remove(file.view.remove_action(data_change)));
+        }
+        for add in &mut adds {
+            add.data_change = data_change;
+            if let Some(key) = &self.options.dedup_key {
+                add.tags
+                    .get_or_insert_with(HashMap::new)
+                    .insert(DEDUP_TAG.to_owned(), Some(key.clone()));
+            }
+        }
+        actions.extend(adds.iter().cloned().map(Action::Add));
+        let operation = if data_change {
+            DeltaOperation::Delete {
+                predicate: Some(format!(
+                    "{} duplicates of earlier rows in {}",
+                    self.options.dedup_key.as_deref().unwrap_or_default(),
+                    self.partition.label
+                )),
+            }
+        } else {
+            DeltaOperation::Optimize {
+                predicate: Some(self.partition.label.clone()),
+                target_size: i64::try_from(self.options.target_file_size).unwrap_or(i64::MAX),
+            }
+        };
+        let metadata = [
+            ("lakelog.operation".to_owned(), serde_json::json!("compaction")),
+            ("lakelog.partition".to_owned(), serde_json::json!(self.partition.label)),
+            ("lakelog.duplicatesRemoved".to_owned(), serde_json::json!(duplicates)),
+        ];
+        let must_be_active: Vec<&str> = self
+            .read
+            .iter()
+            .map(String::as_str)
+            .chain(bin.iter().map(|f| f.path.as_str()))
+            .collect();
+        let version = match commit_rewrite(uri, table, actions, operation, metadata, &must_be_active).await {
+            Ok(Some(version)) => version,
+            Ok(None) => {
+                warn!(table = uri, partition = %self.partition.label, "a concurrent commit rewrote files of this partition; left for the next run");
+                delete_files(&store, &adds).await;
+                return Ok(None);
+            }
+            Err(e) => {
+                delete_files(&store, &adds).await;
+                return Err(e);
+            }
+        };
+        // The new files are read by the next bins' checks: they hold rows whose keys were seen.
+        self.read.extend(adds.iter().map(|a| decode(&a.path)));
+        let outcome = BinOutcome {
+            partition: self.partition.label.clone(),
+            version,
+            files_removed: bin.len(),
+            bytes_removed: bin.iter().map(|f| f.size).sum(),
+            files_added: adds.len(),
+            bytes_added: adds.iter().map(|a| u64::try_from(a.size).unwrap_or(0)).sum(),
+            rows: rows_written,
+            duplicates,
+        };
+        debug!(table = uri, ?outcome, "bin committed");
+        Ok(Some(outcome))
+    }
+}
+
+/// A parquet file of the table's object store, read by byte ranges.
+#[derive(Debug, Clone)]
+struct StoreFile {
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    size: u64,
+}
+
+fn store_error(e: object_store::Error) -> ParquetError {
+    ParquetError::External(Box::new(e))
+}
+
+impl AsyncFileReader for StoreFile {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, deltalake::parquet::errors::Result<Bytes>> {
+        async move { self.store.get_range(&self.path, range).await.map_err(store_error) }.boxed()
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, deltalake::parquet::errors::Result<Vec<Bytes>>> {
+        async move { self.store.get_ranges(&self.path, &ranges).await.map_err(store_error) }.boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        _options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, deltalake::parquet::errors::Result<Arc<ParquetMetaData>>> {
+        async move {
+            let size = self.size;
+            let metadata = ParquetMetaDataReader::new().load_and_finish(self, size).await?;
+            Ok(Arc::new(metadata))
+        }
+        .boxed()
+    }
+}
+
+/// Rows of a new file, from its statistics.
+fn add_rows(add: &Add) -> u64 {
+    add.stats
+        .as_deref()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+        .and_then(|s| s.get("numRecords").and_then(serde_json::Value::as_u64))
+        .unwrap_or(0)
+}
+
+fn decode(path: &str) -> String {
+    percent_decode_str(path).decode_utf8_lossy().into_owned()
+}
+
+async fn delete_files(store: &Arc<dyn ObjectStore>, adds: &[Add]) {
+    for add in adds {
+        let path = Path::from(decode(&add.path));
+        if let Err(e) = store.delete(&path).await {
+            debug!(file = %path, error = %e, "could not remove an uncommitted file");
+        }
+    }
+}
+
+/// Commits `actions` as exactly the version after the newest one, provided every file of
+/// `must_be_active` is active in that newest version; tried again while other writers commit
+/// first. `Ok(None)` when a file is no longer active.
+async fn commit_rewrite(
+    uri: &str,
+    table: &mut DeltaTable,
+    actions: Vec<Action>,
+    operation: DeltaOperation,
+    metadata: [(String, serde_json::Value); 3],
+    must_be_active: &[&str],
+) -> Result<Option<u64>, MaintenanceError> {
+    let delta = |e| MaintenanceError::delta(uri, "compaction commit", e);
+    for attempt in 1..=COMMIT_ATTEMPTS {
+        table.update_incremental(None).await.map_err(delta)?;
+        let snapshot = table.snapshot().map_err(delta)?;
+        let base = snapshot.version();
+        let active: HashSet<String> = snapshot.log_data().iter().map(|f| f.path().into_owned()).collect();
+        if let Some(gone) = must_be_active.iter().find(|p| !active.contains(**p)) {
+            debug!(table = uri, file = gone, "file no longer active");
+            return Ok(None);
+        }
+        // No retries inside delta-rs: its conflict checker does not see two compactions removing
+        // the same file without data change, so every attempt is checked here, on the version it
+        // must follow.
+        let properties = CommitProperties::default()
+            .with_max_retries(0)
+            .with_metadata(metadata.clone());
+        let result = CommitBuilder::from(properties)
+            .with_actions(actions.clone())
+            .build(Some(snapshot), table.log_store(), operation.clone())
+            .await;
+        match result {
+            Ok(finalized) => {
+                let version = finalized.version();
+                if let Err(e) = table.update_incremental(Some(version)).await {
+                    warn!(table = uri, error = %e, "could not refresh the table after compaction");
+                }
+                return Ok(Some(version));
+            }
+            Err(e) => {
+                let latest = table.log_store().get_latest_version(base).await.map_err(delta)?;
+                if latest <= base {
+                    return Err(delta(e));
+                }
+                debug!(
+                    table = uri,
+                    attempt, base, latest, "another commit came first, checking again"
+                );
+            }
+        }
+    }
+    Err(delta(deltalake::DeltaTableError::Generic(format!(
+        "no commit after {COMMIT_ATTEMPTS} attempts: the table changes faster than a commit can follow"
+    ))))
+}

@@ -1,0 +1,515 @@
+//! Maintenance on local tables: a table built by 500 small commits, compacted, deduplicated,
+//! vacuumed, and read back file by file with the parquet reader.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, Date32Array, Float64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow::datatypes::{DataType, Field, Schema, TimeUnit, TimestampMicrosecondType};
+use chrono::{TimeDelta, Utc};
+use deltalake::DeltaTable;
+use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use crate::maintenance::{
+    CompactOptions, MaintenanceError, MaintenanceOptions, NoProgress, VacuumOptions, checkpoint, compact,
+    discover_tables, maintain, plan_compaction, vacuum,
+};
+use crate::{SourceWriter, StorageConfig, TableSpec, commit_sources, file_stats, open_or_create, open_table};
+
+const DAY: i32 = 19_000; // 2022-01-08
+const MICROS_PER_DAY: i64 = 86_400_000_000;
+
+/// A game_events-like table: events with an id, a name, a time, an amount and a device, by date.
+fn spec() -> TableSpec {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("eventId", DataType::Utf8, false),
+        Field::new("eventName", DataType::Utf8, false),
+        Field::new(
+            "eventTime",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+        ),
+        Field::new("device_id", DataType::Utf8, true),
+        Field::new("amount", DataType::Float64, true),
+        Field::new("eventDate", DataType::Date32, false),
+    ]));
+    TableSpec::new("game_events", schema, &["eventDate"])
+}
+
+/// One event; its id decides everything else, so a duplicate is the same row again.
+#[derive(Debug, Clone, PartialEq)]
+struct Event {
+    id: String,
+    name: &'static str,
+    micros: i64,
+    device: String,
+    amount: Option<f64>,
+    day: i32,
+}
+
+fn event(n: u64, day: i32) -> Event {
+    let purchase = n.is_multiple_of(7);
+    Event {
+        id: format!("00000000-0000-4000-8000-{n:012}"),
+        name: if purchase { "purchaseEvent" } else { "levelUp" },
+        micros: i64::from(day) * MICROS_PER_DAY + (n as i64 % 24) * 3_600_000_000 + n as i64,
+        device: format!("device-{}", n % 37),
+        amount: purchase.then_some((n % 100) as f64 + 0.99),
+        day,
+    }
+}
+
+fn batch(events: &[Event]) -> RecordBatch {
+    RecordBatch::try_new(
+        spec().schema,
+        vec![
+            Arc::new(StringArray::from_iter_values(events.iter().map(|e| e.id.as_str()))),
+            Arc::new(StringArray::from_iter_values(events.iter().map(|e| e.name))),
+            Arc::new(TimestampMicrosecondArray::from_iter_values(events.iter().map(|e| e.micros)).with_timezone("UTC")),
+            Arc::new(StringArray::from_iter(events.iter().map(|e| Some(e.device.as_str())))),
+            Arc::new(Float64Array::from_iter(events.iter().map(|e| e.amount))),
+            Arc::new(Date32Array::from_iter_values(events.iter().map(|e| e.day))),
+        ],
+    )
+    .unwrap()
+}
+
+async fn append(uri: &str, table: &mut DeltaTable, source: &str, events: &[Event]) {
+    let mut writer = SourceWriter::new(uri, table, source).unwrap();
+    writer.write(batch(events)).await.unwrap();
+    let files = writer.finish().await.unwrap();
+    commit_sources(uri, table, vec![files]).await.unwrap();
+}
+
+/// Every row of the table's loaded version, read file by file (partition value from the log).
+fn rows(table: &DeltaTable) -> Vec<Event> {
+    let root = table.table_url().to_file_path().unwrap();
+    let mut out = Vec::new();
+    for file in table.snapshot().unwrap().log_data().iter() {
+        let day: i32 = {
+            let values = file.partition_values_map();
+            let date = values["eventDate"].clone().unwrap();
+            let date = chrono::NaiveDate::parse_from_str(&date, "%Y-%m-%d").unwrap();
+            (date - chrono::NaiveDate::from_ymd_opt(1970, 1, 1).unwrap()).num_days() as i32
+        };
+        let reader = std::fs::File::open(root.join(file.path().as_ref())).unwrap();
+        for batch in ParquetRecordBatchReaderBuilder::try_new(reader)
+            .unwrap()
+            .build()
+            .unwrap()
+        {
+            let batch = batch.unwrap();
+            let col = |name: &str| batch.column_by_name(name).unwrap().clone();
+            let ids = col("eventId");
+            let names = col("eventName");
+            let times = col("eventTime");
+            let devices = col("device_id");
+            let amounts = col("amount");
+            let (ids, names, devices) = (
+                ids.as_string::<i32>(),
+                names.as_string::<i32>(),
+                devices.as_string::<i32>(),
+            );
+            let times = times.as_primitive::<TimestampMicrosecondType>();
+            let amounts = amounts.as_primitive::<arrow::datatypes::Float64Type>();
+            for i in 0..batch.num_rows() {
+                out.push(Event {
+                    id: ids.value(i).to_owned(),
+                    name: if names.value(i) == "purchaseEvent" {
+                        "purchaseEvent"
+                    } else {
+                        "levelUp"
+                    },
+                    micros: times.value(i),
+                    device: devices.value(i).to_owned(),
+                    amount: amounts.is_valid(i).then(|| amounts.value(i)),
+                    day,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Files of the loaded version that are not on disk.
+fn missing_files(table: &DeltaTable) -> usize {
+    let root = table.table_url().to_file_path().unwrap();
+    let snapshot = table.snapshot().unwrap();
+    snapshot
+        .log_data()
+        .iter()
+        .filter(|f| !root.join(f.path().as_ref()).exists())
+        .count()
+}
+
+async fn history(table: &DeltaTable, limit: usize) -> Vec<deltalake::kernel::CommitInfo> {
+    use futures::TryStreamExt as _;
+    table.history(Some(limit)).try_collect().await.unwrap()
+}
+
+/// The game KPIs over distinct events: events per hour, bookings per hour (sum of amount of
+/// purchases, in cents), daily active devices.
+#[derive(Debug, PartialEq, Eq)]
+struct Kpis {
+    events_per_hour: BTreeMap<i64, usize>,
+    bookings_per_hour: BTreeMap<i64, i64>,
+    daily_active_devices: BTreeMap<i32, usize>,
+}
+
+fn kpis(rows: &[Event]) -> Kpis {
+    let mut distinct: BTreeMap<&str, &Event> = BTreeMap::new();
+    for row in rows {
+        distinct.entry(&row.id).or_insert(row);
+    }
+    let mut kpis = Kpis {
+        events_per_hour: BTreeMap::new(),
+        bookings_per_hour: BTreeMap::new(),
+        daily_active_devices: BTreeMap::new(),
+    };
+    let mut devices: BTreeMap<i32, BTreeSet<&str>> = BTreeMap::new();
+    for e in distinct.values() {
+        let hour = e.micros / 3_600_000_000;
+        *kpis.events_per_hour.entry(hour).or_default() += 1;
+        if e.name == "purchaseEvent" {
+            *kpis.bookings_per_hour.entry(hour).or_default() += (e.amount.unwrap() * 100.0).round() as i64;
+        }
+        devices.entry(e.day).or_default().insert(&e.device);
+    }
+    kpis.daily_active_devices = devices.into_iter().map(|(d, s)| (d, s.len())).collect();
+    kpis
+}
+
+fn sorted(mut rows: Vec<Event>) -> Vec<Event> {
+    rows.sort_by(|a, b| (&a.id, a.day).cmp(&(&b.id, b.day)));
+    rows
+}
+
+fn today() -> i32 {
+    (Utc::now().date_naive() - chrono::NaiveDate::from_ymd_opt(1970, 1, 1).unwrap()).num_days() as i32
+}
+
+/// 500 commits of 12 events over three closed days, every tenth commit resending three events of
+/// an earlier one (as retries do), and 5 commits into today's (open) partition.
+async fn build_table(uri: &str) -> DeltaTable {
+    let mut table = open_or_create(uri, &spec(), &StorageConfig::default()).await.unwrap();
+    let mut n = 0u64;
+    let mut sent: Vec<Event> = Vec::new();
+    for commit in 0..500u64 {
+        let mut events: Vec<Event> = (0..12)
+            .map(|i| {
+                n += 1;
+                event(n, DAY + ((commit + i) % 3) as i32)
+            })
+            .collect();
+        sent.extend(events.iter().cloned());
+        if commit % 10 == 9 {
+            // Retries: events of an earlier commit again, the same rows.
+            let earlier = sent.len() - 40;
+            events.extend(sent[earlier..earlier + 3].iter().cloned());
+        }
+        if commit.is_multiple_of(100) {
+            events.push(event(1_000_000 + commit, today()));
+        }
+        append(uri, &mut table, &format!("commit-{commit}"), &events).await;
+    }
+    table
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_of_500_small_commits_keeps_every_event_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("game_events").to_str().unwrap().to_owned();
+    let mut table = build_table(&uri).await;
+    let before_version = table.version().unwrap();
+    let before = rows(&table);
+    let before_files = file_stats(&table).unwrap().files;
+    assert!(before_files >= 1500, "{before_files} files");
+    let distinct_before: BTreeSet<&str> = before.iter().map(|e| e.id.as_str()).collect();
+    assert!(
+        before.len() > distinct_before.len(),
+        "the table has duplicates to remove"
+    );
+
+    // Nothing is closed within the grace period.
+    let options = CompactOptions {
+        grace: TimeDelta::days(365 * 100),
+        dedup_key: Some("eventId".into()),
+        ..CompactOptions::default()
+    };
+    let plan = plan_compaction(&uri, &table, &options).unwrap();
+    assert!(plan.partitions.is_empty(), "{plan:?}");
+    assert_eq!(plan.date_column.as_deref(), Some("eventDate"));
+
+    let options = CompactOptions {
+        dedup_key: Some("eventId".into()),
+        ..CompactOptions::default()
+    };
+    let report = compact(&uri, &mut table, &options, &NoProgress).await.unwrap();
+    assert_eq!(report.partitions_planned, 3, "today's partition is open");
+    assert!(report.conflicts.is_empty() && !report.stopped_early, "{report:?}");
+    assert_eq!(report.duplicates(), (before.len() - distinct_before.len()) as u64);
+
+    let after = rows(&table);
+    let after_files = file_stats(&table).unwrap().files;
+    assert!(
+        before_files >= 50 * after_files,
+        "{before_files} -> {after_files} files"
+    );
+    assert_eq!(report.files_after as u64, after_files);
+    // Every event once: the distinct events are the rows now, and no row is new.
+    let distinct_after: BTreeSet<&str> = after.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(after.len(), distinct_after.len(), "duplicates are gone");
+    assert_eq!(distinct_after, distinct_before);
+    let mut first: HashMap<&str, &Event> = HashMap::new();
+    for e in &before {
+        first.entry(&e.id).or_insert(e);
+    }
+    let expected: Vec<Event> = sorted(first.values().map(|e| (*e).clone()).collect());
+    assert_eq!(sorted(after.clone()), expected);
+    assert_eq!(kpis(&after), kpis(&before));
+    // Today's partition was not touched.
+    let today_files = table
+        .snapshot()
+        .unwrap()
+        .log_data()
+        .iter()
+        .filter(|f| f.partition_values_map()["eventDate"].as_deref() != Some("2022-01-08"))
+        .filter(|f| !["2022-01-09", "2022-01-10"].contains(&f.partition_values_map()["eventDate"].as_deref().unwrap()))
+        .count();
+    assert_eq!(today_files, 5);
+
+    // A second run has nothing left to do.
+    let again = compact(&uri, &mut table, &options, &NoProgress).await.unwrap();
+    assert_eq!((again.partitions_planned, again.bins.len()), (0, 0), "{again:?}");
+
+    // VACUUM within the retention keeps the removed files: time travel still works.
+    let refused = vacuum(
+        &uri,
+        &mut table,
+        &VacuumOptions {
+            retention: TimeDelta::hours(1),
+            ..VacuumOptions::default()
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(refused, MaintenanceError::RetentionTooShort { hours: 1, .. }),
+        "{refused}"
+    );
+    let vacuumed = vacuum(&uri, &mut table, &VacuumOptions::default()).await.unwrap();
+    assert!(vacuumed.files.is_empty(), "{vacuumed:?}");
+    let mut old = open_table(&uri, &StorageConfig::default()).await.unwrap();
+    old.load_version(before_version).await.unwrap();
+    assert_eq!(missing_files(&old), 0);
+    assert_eq!(sorted(rows(&old)), sorted(before.clone()));
+
+    // Forced to no retention, VACUUM deletes them: the version before compaction is gone (so the
+    // check above would have failed had the files been deleted).
+    let forced = vacuum(
+        &uri,
+        &mut table,
+        &VacuumOptions {
+            retention: TimeDelta::zero(),
+            force: true,
+            ..VacuumOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(forced.files.len() as u64 >= before_files - 5, "{}", forced.files.len());
+    assert!(
+        missing_files(&old) as u64 >= before_files - 5,
+        "files of the old version are deleted"
+    );
+    assert_eq!(sorted(rows(&table)), expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_duplicates_and_a_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("t").to_str().unwrap().to_owned();
+    let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+    for i in 0..6u64 {
+        let events: Vec<Event> = (0..5).map(|j| event(i * 5 + j, DAY + (i % 2) as i32)).collect();
+        append(&uri, &mut table, &format!("c{i}"), &events).await;
+    }
+    let options = CompactOptions {
+        dedup_key: Some("eventId".into()),
+        ..CompactOptions::default()
+    };
+    // A deadline already passed: nothing starts, nothing changes.
+    let stopped = compact(
+        &uri,
+        &mut table,
+        &CompactOptions {
+            stop_at: Some(std::time::Instant::now()),
+            ..options.clone()
+        },
+        &NoProgress,
+    )
+    .await
+    .unwrap();
+    assert!(stopped.stopped_early && stopped.bins.is_empty(), "{stopped:?}");
+    assert_eq!(stopped.bins_planned, 2);
+    let version = table.version();
+    let report = compact(&uri, &mut table, &options, &NoProgress).await.unwrap();
+    assert_eq!((report.bins.len(), report.duplicates()), (2, 0));
+    assert_eq!(table.version().unwrap(), version.unwrap() + 2);
+    // Without duplicates, compaction is no data change.
+    let commits = history(&table, 2).await;
+    assert!(
+        commits.iter().all(|c| c.operation.as_deref() == Some("OPTIMIZE")),
+        "{commits:?}"
+    );
+    assert_eq!(file_stats(&table).unwrap().files, 2);
+
+    // A retry lands after compaction: one late file with a duplicate and a new event. The
+    // partition is rewritten (the late file is not deduplicated yet), dropping the duplicate.
+    append(&uri, &mut table, "late", &[event(0, DAY), event(100, DAY)]).await;
+    let late = compact(&uri, &mut table, &options, &NoProgress).await.unwrap();
+    assert_eq!((late.bins.len(), late.duplicates()), (1, 1), "{late:?}");
+    let commits = history(&table, 1).await;
+    assert_eq!(
+        commits[0].operation.as_deref(),
+        Some("DELETE"),
+        "rows were removed: a data change"
+    );
+    let all = rows(&table);
+    let ids: BTreeSet<&str> = all.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!((all.len(), ids.len()), (31, 31));
+    let after = compact(&uri, &mut table, &options, &NoProgress).await.unwrap();
+    assert_eq!(after.bins_planned, 0, "converged: {after:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_compactions_and_appends_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("t").to_str().unwrap().to_owned();
+    let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+    for i in 0..40u64 {
+        let events: Vec<Event> = (0..3).map(|j| event(i * 3 + j, DAY)).collect();
+        append(&uri, &mut table, &format!("c{i}"), &events).await;
+    }
+    let expected = sorted(rows(&table));
+    // Two maintenance runs and an appender at once, on the same partition.
+    let runs: Vec<_> = (0..2)
+        .map(|_| {
+            let uri = uri.clone();
+            tokio::spawn(async move {
+                let mut table = open_table(&uri, &StorageConfig::default()).await.unwrap();
+                compact(&uri, &mut table, &CompactOptions::default(), &NoProgress).await
+            })
+        })
+        .collect();
+    let appender = {
+        let uri = uri.clone();
+        tokio::spawn(async move {
+            let mut table = open_table(&uri, &StorageConfig::default()).await.unwrap();
+            for i in 0..5u64 {
+                append(&uri, &mut table, &format!("late-{i}"), &[event(1000 + i, DAY)]).await;
+            }
+        })
+    };
+    let mut committed = 0;
+    for run in runs {
+        let report = run.await.unwrap().unwrap();
+        committed += report.bins.len();
+    }
+    appender.await.unwrap();
+    assert!(committed >= 1);
+    let mut table = open_table(&uri, &StorageConfig::default()).await.unwrap();
+    let mut want = expected.clone();
+    want.extend((0..5).map(|i| event(1000 + i, DAY)));
+    assert_eq!(sorted(rows(&table)), sorted(want.clone()), "every row exactly once");
+    // What is left is picked up by the next run.
+    compact(&uri, &mut table, &CompactOptions::default(), &NoProgress)
+        .await
+        .unwrap();
+    assert_eq!(file_stats(&table).unwrap().files, 1);
+    assert_eq!(sorted(rows(&table)), sorted(want));
+}
+
+#[tokio::test]
+async fn unpartitioned_tables_go_by_file_age_and_checkpoints_discovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let uri = lake.join("rejects").to_str().unwrap().to_owned();
+    let mut spec = spec();
+    spec.partition_columns.clear();
+    let mut table = open_or_create(&uri, &spec, &StorageConfig::default()).await.unwrap();
+    for i in 0..4u64 {
+        append(&uri, &mut table, &format!("c{i}"), &[event(i, DAY)]).await;
+    }
+    // Young files stay; with no grace they are all closed.
+    let young = compact(&uri, &mut table, &CompactOptions::default(), &NoProgress)
+        .await
+        .unwrap();
+    assert_eq!(young.partitions_planned, 0);
+    let options = CompactOptions {
+        grace: TimeDelta::zero(),
+        target_file_size: 1 << 20,
+        ..CompactOptions::default()
+    };
+    let plan = plan_compaction(&uri, &table, &options).unwrap();
+    assert_eq!(
+        (plan.date_column.clone(), plan.partitions[0].label.as_str()),
+        (None, "(unpartitioned)")
+    );
+    let report = compact(&uri, &mut table, &options, &NoProgress).await.unwrap();
+    assert_eq!((report.files_before, report.files_after), (4, 1));
+
+    // A checkpoint of the current version, once.
+    let first = checkpoint(&uri, &mut table, true).await.unwrap();
+    assert!(first.created);
+    assert_eq!(first.version, table.version().unwrap());
+    let second = checkpoint(&uri, &mut table, true).await.unwrap();
+    assert!(!second.created);
+
+    // The dedup key must be a data column.
+    let bad = plan_compaction(
+        &uri,
+        &table,
+        &CompactOptions {
+            dedup_key: Some("nope".into()),
+            ..CompactOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        bad.to_string().contains("deduplication key \"nope\": no such column"),
+        "{bad}"
+    );
+
+    // Every table under a prefix, and nothing else.
+    open_or_create(
+        lake.join("b-table").to_str().unwrap(),
+        &self::spec(),
+        &StorageConfig::default(),
+    )
+    .await
+    .unwrap();
+    std::fs::create_dir_all(lake.join("not-a-table/x")).unwrap();
+    let found = discover_tables(lake.to_str().unwrap(), &StorageConfig::default())
+        .await
+        .unwrap();
+    let lake = lake.to_str().unwrap();
+    assert_eq!(found, vec![format!("{lake}/b-table"), format!("{lake}/rejects")]);
+
+    // One pass of everything.
+    let report = maintain(
+        &uri,
+        &StorageConfig::default(),
+        &MaintenanceOptions {
+            compact: Some(options),
+            checkpoint: true,
+            cleanup_logs: true,
+            vacuum: Some(VacuumOptions::default()),
+            stop_at: None,
+        },
+        &NoProgress,
+    )
+    .await
+    .unwrap();
+    assert!(report.skipped.is_empty() && report.checkpoint.is_some() && report.vacuum.is_some());
+}

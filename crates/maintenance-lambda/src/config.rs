@@ -1,0 +1,239 @@
+//! Configuration: the tables of the deployment and the maintenance settings, read and validated
+//! once at cold start.
+
+use std::time::Duration;
+
+use chrono::TimeDelta;
+use lake::maintenance::MIN_VACUUM_RETENTION;
+
+/// A configuration value that is missing or wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A required setting is not set.
+    #[error("{name} is not set")]
+    Missing {
+        /// The setting.
+        name: &'static str,
+    },
+    /// A setting has a value that cannot be used.
+    #[error("{name}={value:?}: {reason}")]
+    Invalid {
+        /// The setting.
+        name: &'static str,
+        /// Its value (or the entry of a list that is wrong).
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// Where the tables of one `LAKE_TABLES` entry are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// One table.
+    Table(String),
+    /// Every Delta table directly under this prefix (the entry ended in `/*`), listed at each run:
+    /// the access-log tables, one per observed bucket, appear as buckets start logging.
+    Prefix(String),
+}
+
+/// One entry of `LAKE_TABLES`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableEntry {
+    /// The table or tables.
+    pub location: Location,
+    /// Column whose duplicate values compaction removes (`eventId` for game events).
+    pub dedup_key: Option<String>,
+}
+
+impl TableEntry {
+    /// Parses `LOCATION[#dedup=COLUMN]`, where a location ending in `/*` stands for every table
+    /// directly under it.
+    pub fn parse(entry: &str) -> Result<Self, ConfigError> {
+        let invalid = |reason: &str| ConfigError::Invalid {
+            name: "LAKE_TABLES",
+            value: entry.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let (location, options) = match entry.split_once('#') {
+            Some((location, options)) => (location, Some(options)),
+            None => (entry, None),
+        };
+        let dedup_key = match options {
+            None => None,
+            Some(options) => match options.split_once('=') {
+                Some(("dedup", column)) if is_column_name(column) => Some(column.to_owned()),
+                Some(("dedup", _)) => return Err(invalid("the dedup column must be a plain column name")),
+                _ => return Err(invalid("the only option is #dedup=COLUMN")),
+            },
+        };
+        if let Some(scheme) = location.split_once("://").map(|(s, _)| s)
+            && !matches!(scheme, "s3" | "s3a" | "file")
+        {
+            return Err(invalid("use s3://bucket/prefix, file:///path or a local path"));
+        }
+        let location = match location.strip_suffix("/*") {
+            Some(prefix) if !prefix.is_empty() && !prefix.ends_with("//") => Location::Prefix(prefix.to_owned()),
+            Some(_) => return Err(invalid("a prefix needs a bucket or folder before /*")),
+            None if location.contains('*') || location.contains('{') => {
+                return Err(invalid("the only pattern is a final /* for every table under a prefix"));
+            }
+            None if location.is_empty() => return Err(invalid("empty location")),
+            None => Location::Table(location.to_owned()),
+        };
+        Ok(Self { location, dedup_key })
+    }
+}
+
+fn is_column_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The settings of the maintenance function, as it reads them from its environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `LAKE_TABLES`: the tables to maintain, separated by commas or white space.
+    pub tables: Vec<TableEntry>,
+    /// `COMPACT_TARGET_FILE_MB`: target size of compacted files, in MiB (default 128).
+    pub target_file_size: u64,
+    /// `COMPACT_GRACE_HOURS`: a partition is compacted once its date ended this long ago
+    /// (default 48).
+    pub grace: TimeDelta,
+    /// `VACUUM_RETENTION_HOURS`: VACUUM deletes files removed longer ago (default and minimum
+    /// 168, 7 days; the function never forces a shorter one).
+    pub vacuum_retention: TimeDelta,
+    /// `MAINTENANCE_RESERVE_SECONDS`: no new work starts when less than this is left of the
+    /// invocation (default 180).
+    pub reserve: Duration,
+}
+
+impl Config {
+    /// Reads the settings through `var` (the process environment in the Lambda).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let tables = var("LAKE_TABLES").unwrap_or_default();
+        let tables = tables
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|e| !e.is_empty())
+            .map(TableEntry::parse)
+            .collect::<Result<Vec<_>, _>>()?;
+        if tables.is_empty() {
+            return Err(ConfigError::Missing { name: "LAKE_TABLES" });
+        }
+        let number = |name: &'static str, default: u64, range: std::ops::RangeInclusive<u64>| match var(name) {
+            None => Ok(default),
+            Some(value) if value.trim().is_empty() => Ok(default),
+            Some(value) => match value.trim().parse::<u64>() {
+                Ok(n) if range.contains(&n) => Ok(n),
+                _ => Err(ConfigError::Invalid {
+                    name,
+                    value,
+                    reason: format!("expected a whole number from {} to {}", range.start(), range.end()),
+                }),
+            },
+        };
+        let min_retention = MIN_VACUUM_RETENTION.num_hours() as u64;
+        let target_mb = number("COMPACT_TARGET_FILE_MB", 128, 1..=4096)?;
+        let grace_hours = number("COMPACT_GRACE_HOURS", 48, 0..=24 * 366)?;
+        let retention_hours = number("VACUUM_RETENTION_HOURS", min_retention, min_retention..=24 * 3660)?;
+        let reserve = number("MAINTENANCE_RESERVE_SECONDS", 180, 0..=900)?;
+        Ok(Self {
+            tables,
+            target_file_size: target_mb << 20,
+            grace: TimeDelta::hours(grace_hours as i64),
+            vacuum_retention: TimeDelta::hours(retention_hours as i64),
+            reserve: Duration::from_secs(reserve),
+        })
+    }
+
+    /// Reads the settings from the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let vars: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::from_vars(|name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn tables_and_defaults() {
+        let c = config(&[(
+            "LAKE_TABLES",
+            "s3://lake/access_logs/*, s3://lake/game_events#dedup=eventId\n./local/t",
+        )])
+        .unwrap();
+        assert_eq!(
+            c.tables,
+            vec![
+                TableEntry {
+                    location: Location::Prefix("s3://lake/access_logs".into()),
+                    dedup_key: None
+                },
+                TableEntry {
+                    location: Location::Table("s3://lake/game_events".into()),
+                    dedup_key: Some("eventId".into())
+                },
+                TableEntry {
+                    location: Location::Table("./local/t".into()),
+                    dedup_key: None
+                },
+            ]
+        );
+        assert_eq!(c.target_file_size, 128 << 20);
+        assert_eq!(c.grace, TimeDelta::hours(48));
+        assert_eq!(c.vacuum_retention, TimeDelta::days(7));
+        assert_eq!(c.reserve, Duration::from_secs(180));
+        let c = config(&[
+            ("LAKE_TABLES", "s3://lake/t"),
+            ("COMPACT_TARGET_FILE_MB", "64"),
+            ("COMPACT_GRACE_HOURS", "0"),
+            ("VACUUM_RETENTION_HOURS", "720"),
+            ("MAINTENANCE_RESERVE_SECONDS", "60"),
+        ])
+        .unwrap();
+        assert_eq!(c.target_file_size, 64 << 20);
+        assert_eq!(c.grace, TimeDelta::zero());
+        assert_eq!(c.vacuum_retention, TimeDelta::days(30));
+        assert_eq!(c.reserve, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn bad_settings_name_the_variable_and_entry() {
+        assert_eq!(config(&[]).unwrap_err().to_string(), "LAKE_TABLES is not set");
+        assert_eq!(
+            config(&[("LAKE_TABLES", " , ")]).unwrap_err().to_string(),
+            "LAKE_TABLES is not set"
+        );
+        for (entry, reason) in [
+            ("s3://lake/t#dedup=event-id", "plain column name"),
+            ("s3://lake/t#dedup=", "plain column name"),
+            ("s3://lake/t#key=eventId", "the only option"),
+            ("gs://lake/t", "use s3://"),
+            ("s3://lake/*/t", "the only pattern"),
+            ("s3:///*", "needs a bucket"),
+            ("s3://lake/{bucket}", "the only pattern"),
+        ] {
+            let err = config(&[("LAKE_TABLES", &format!("s3://ok/t,{entry}"))]).unwrap_err();
+            let text = err.to_string();
+            assert!(text.starts_with(&format!("LAKE_TABLES={entry:?}")), "{text}");
+            assert!(text.contains(reason), "{entry}: {text}");
+        }
+        let err = config(&[("LAKE_TABLES", "s3://l/t"), ("VACUUM_RETENTION_HOURS", "24")]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("VACUUM_RETENTION_HOURS=\"24\": expected a whole number from 168"),
+            "{err}"
+        );
+        let err = config(&[("LAKE_TABLES", "s3://l/t"), ("COMPACT_TARGET_FILE_MB", "big")]).unwrap_err();
+        assert!(err.to_string().starts_with("COMPACT_TARGET_FILE_MB"), "{err}");
+        let err = config(&[("LAKE_TABLES", "s3://l/t"), ("MAINTENANCE_RESERVE_SECONDS", "901")]).unwrap_err();
+        assert!(err.to_string().starts_with("MAINTENANCE_RESERVE_SECONDS"), "{err}");
+    }
+}

@@ -1,0 +1,258 @@
+//! The Lambda handler: a scheduled EventBridge event in, one maintenance pass over every table of
+//! the deployment, a report out.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use lake::StorageConfig;
+use lake::maintenance::{
+    CompactOptions, MaintenanceOptions, NoProgress, TableReport, VacuumOptions, discover_tables, maintain,
+};
+use lambda_runtime::LambdaEvent;
+use serde::Serialize;
+use tracing::{error, info};
+
+use crate::config::{Config, Location};
+
+/// Some tables could not be maintained. The others were; the invocation is reported as failed so
+/// that the error alarm fires and the event goes to the failure destination.
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    /// Maintenance of one or more tables failed.
+    #[error("{failed} of {total} tables failed; first: {first}")]
+    TablesFailed {
+        /// Tables (or prefixes that could not be listed) that failed.
+        failed: usize,
+        /// All tables and prefixes.
+        total: usize,
+        /// The first failure.
+        first: String,
+    },
+}
+
+impl From<HandlerError> for lambda_runtime::Diagnostic {
+    fn from(e: HandlerError) -> Self {
+        lambda_runtime::Diagnostic {
+            error_type: "LakeMaintenance.TablesFailed".into(),
+            error_message: e.to_string(),
+        }
+    }
+}
+
+/// The maintenance function's dependencies, built once per instance.
+#[derive(Debug, Clone)]
+pub struct Maintainer {
+    config: Config,
+    storage: StorageConfig,
+}
+
+impl Maintainer {
+    /// A maintainer of the tables `config` names.
+    pub fn new(config: Config, storage: StorageConfig) -> Self {
+        Self { config, storage }
+    }
+}
+
+/// What one table's maintenance did, as the function reports and logs it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TableSummary {
+    /// The table (or, for a prefix that could not be listed, the prefix).
+    pub table: String,
+    /// Active data files before compaction.
+    pub files_before: usize,
+    /// Active data files after compaction.
+    pub files_after: usize,
+    /// Commits written by compaction.
+    pub bins: usize,
+    /// Bins planned (more than committed when the deadline stopped the work).
+    pub bins_planned: usize,
+    /// Duplicate rows removed.
+    pub duplicates_removed: u64,
+    /// Partitions left because of a concurrent rewrite.
+    pub conflicts: Vec<String>,
+    /// The version checkpointed.
+    pub checkpoint_version: Option<u64>,
+    /// Expired log files deleted.
+    pub logs_removed: usize,
+    /// Data files deleted by VACUUM.
+    pub files_vacuumed: usize,
+    /// Steps not done because the deadline came first.
+    pub skipped: Vec<String>,
+    /// Why maintenance of this table failed.
+    pub error: Option<String>,
+}
+
+impl From<TableReport> for TableSummary {
+    fn from(report: TableReport) -> Self {
+        let compaction = report.compaction.unwrap_or_default();
+        let mut skipped: Vec<String> = report.skipped.iter().map(|s| (*s).to_owned()).collect();
+        if compaction.stopped_early {
+            skipped.insert(0, "compaction (partly)".to_owned());
+        }
+        Self {
+            table: report.uri,
+            files_before: compaction.files_before,
+            files_after: compaction.files_after,
+            bins: compaction.bins.len(),
+            bins_planned: compaction.bins_planned,
+            duplicates_removed: compaction.duplicates(),
+            conflicts: compaction.conflicts,
+            checkpoint_version: report.checkpoint.map(|c| c.version),
+            logs_removed: report.checkpoint.map_or(0, |c| c.logs_removed),
+            files_vacuumed: report.vacuum.map_or(0, |v| v.files.len()),
+            skipped,
+            error: None,
+        }
+    }
+}
+
+/// The function's response.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// One entry per table.
+    pub tables: Vec<TableSummary>,
+    /// Whether the deadline stopped the pass before every table was done; the next scheduled run
+    /// goes on from there.
+    pub stopped_early: bool,
+}
+
+/// Maintains every table of the configuration: compaction of closed partitions (deduplicating by
+/// the entry's key), checkpoint with expired log cleanup, VACUUM. Starts no new work once less
+/// than the configured reserve is left before the invocation's deadline. The tables are taken
+/// in a rotating order (by the hour of the event), so that no table waits behind a large one run
+/// after run. A table that fails does not stop the others.
+pub async fn handle(event: LambdaEvent<EventBridgeEvent>, maintainer: &Maintainer) -> Result<Report, HandlerError> {
+    let stop_at = stop_at(event.context.deadline, maintainer.config.reserve);
+    let config = &maintainer.config;
+    info!(
+        id = event.payload.id.as_deref(),
+        detail_type = %event.payload.detail_type,
+        "maintenance pass"
+    );
+
+    // The tables, with their deduplication keys; prefixes are listed now.
+    let mut tables: Vec<(String, Option<String>)> = Vec::new();
+    let mut report = Report::default();
+    for entry in &config.tables {
+        match &entry.location {
+            Location::Table(uri) => tables.push((uri.clone(), entry.dedup_key.clone())),
+            Location::Prefix(prefix) => match discover_tables(prefix, &maintainer.storage).await {
+                Ok(found) => tables.extend(found.into_iter().map(|t| (t, entry.dedup_key.clone()))),
+                Err(e) => {
+                    error!(prefix = %prefix, error = %e, "cannot list tables");
+                    report.tables.push(TableSummary {
+                        table: format!("{prefix}/*"),
+                        error: Some(e.to_string()),
+                        ..TableSummary::default()
+                    });
+                }
+            },
+        }
+    }
+    if !tables.is_empty() {
+        let hour = event
+            .payload
+            .time
+            .map_or_else(|| chrono::Utc::now().timestamp(), |t| t.timestamp())
+            / 3600;
+        let start = usize::try_from(hour.rem_euclid(tables.len() as i64)).unwrap_or(0);
+        tables.rotate_left(start);
+    }
+
+    for (uri, dedup_key) in tables {
+        if stop_at.is_some_and(|at| Instant::now() >= at) {
+            report.stopped_early = true;
+            report.tables.push(TableSummary {
+                table: uri,
+                skipped: vec!["all (deadline)".to_owned()],
+                ..TableSummary::default()
+            });
+            continue;
+        }
+        let options = MaintenanceOptions {
+            compact: Some(CompactOptions {
+                target_file_size: config.target_file_size,
+                grace: config.grace,
+                dedup_key,
+                ..CompactOptions::default()
+            }),
+            checkpoint: true,
+            cleanup_logs: true,
+            vacuum: Some(VacuumOptions {
+                retention: config.vacuum_retention,
+                ..VacuumOptions::default()
+            }),
+            stop_at,
+        };
+        let summary = match maintain(&uri, &maintainer.storage, &options, &NoProgress).await {
+            Ok(table_report) => {
+                let summary = TableSummary::from(table_report);
+                report.stopped_early |= !summary.skipped.is_empty();
+                summary
+            }
+            Err(e) => {
+                error!(table = %uri, error = %e, "maintenance failed");
+                TableSummary {
+                    table: uri,
+                    error: Some(e.to_string()),
+                    ..TableSummary::default()
+                }
+            }
+        };
+        info!(
+            table = %summary.table,
+            files_before = summary.files_before,
+            files_after = summary.files_after,
+            bins = summary.bins,
+            duplicates_removed = summary.duplicates_removed,
+            files_vacuumed = summary.files_vacuumed,
+            "table maintained"
+        );
+        report.tables.push(summary);
+    }
+
+    let failures: Vec<&TableSummary> = report.tables.iter().filter(|t| t.error.is_some()).collect();
+    if let Some(first) = failures.first() {
+        return Err(HandlerError::TablesFailed {
+            failed: failures.len(),
+            total: report.tables.len(),
+            first: format!("{}: {}", first.table, first.error.as_deref().unwrap_or_default()),
+        });
+    }
+    Ok(report)
+}
+
+/// The instant after which no new work starts: the invocation's deadline (milliseconds since the
+/// epoch; 0 when unknown, as in a local run) less the reserve.
+fn stop_at(deadline_ms: u64, reserve: Duration) -> Option<Instant> {
+    if deadline_ms == 0 {
+        return None;
+    }
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let remaining = Duration::from_millis(deadline_ms.saturating_sub(now_ms));
+    Some(Instant::now() + remaining.saturating_sub(reserve))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reserve_comes_off_the_deadline() {
+        assert_eq!(stop_at(0, Duration::from_secs(60)), None);
+        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+        let at = stop_at(now_ms + 600_000, Duration::from_secs(180)).unwrap();
+        let left = at.duration_since(Instant::now());
+        assert!(
+            left <= Duration::from_secs(420) && left > Duration::from_secs(410),
+            "{left:?}"
+        );
+        // A deadline already closer than the reserve: nothing starts.
+        let at = stop_at(now_ms + 10_000, Duration::from_secs(180)).unwrap();
+        assert!(at <= Instant::now());
+    }
+}

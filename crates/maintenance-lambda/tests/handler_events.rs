@@ -1,0 +1,146 @@
+//! The handler driven by `events/scheduled-maintenance.json` over local tables: a game-events-like
+//! table with duplicates, access-log-like tables found under a prefix, and a broken entry.
+
+use std::sync::Arc;
+
+use arrow::array::{Date32Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use lake::{SourceWriter, StorageConfig, TableSpec, commit_sources, file_stats, open_or_create, open_table};
+use lake_maintenance::{Config, HandlerError, Maintainer, handle};
+use lambda_runtime::{Context, LambdaEvent};
+
+const DAY: i32 = 19_000;
+
+fn event() -> EventBridgeEvent {
+    let path = format!("{}/../../events/scheduled-maintenance.json", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// A Lambda context with 15 minutes left.
+fn context() -> Context {
+    let mut context = Context::default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    context.deadline = now + 15 * 60 * 1000;
+    context
+}
+
+fn spec(partition: &str) -> TableSpec {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new(partition, DataType::Date32, false),
+    ]));
+    TableSpec::new("t", schema, &[partition])
+}
+
+/// A table of `commits` small commits of `ids`, all in one closed day.
+async fn table(uri: &str, partition: &str, commits: usize, ids: &[&str]) {
+    let spec = spec(partition);
+    let mut table = open_or_create(uri, &spec, &StorageConfig::default()).await.unwrap();
+    for commit in 0..commits {
+        let batch = RecordBatch::try_new(
+            spec.schema.clone(),
+            vec![
+                Arc::new(StringArray::from(ids.to_vec())),
+                Arc::new(Date32Array::from(vec![DAY; ids.len()])),
+            ],
+        )
+        .unwrap();
+        let mut writer = SourceWriter::new(uri, &table, &format!("source-{commit}")).unwrap();
+        writer.write(batch).await.unwrap();
+        let files = writer.finish().await.unwrap();
+        commit_sources(uri, &mut table, vec![files]).await.unwrap();
+    }
+}
+
+async fn stats(uri: &str) -> lake::FileStats {
+    file_stats(&open_table(uri, &StorageConfig::default()).await.unwrap()).unwrap()
+}
+
+fn maintainer(tables: &str) -> Maintainer {
+    let config = Config::from_vars(|name| (name == "LAKE_TABLES").then(|| tables.to_owned())).unwrap();
+    Maintainer::new(config, StorageConfig::default())
+}
+
+#[tokio::test]
+async fn a_scheduled_event_maintains_every_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().display();
+    let game = format!("{root}/game_events");
+    // The same three events sent five times: 15 rows, 3 distinct.
+    table(&game, "eventDate", 5, &["a", "b", "c"]).await;
+    for bucket in ["web-assets", "backups"] {
+        table(&format!("{root}/access_logs/{bucket}"), "request_date", 4, &["1", "2"]).await;
+    }
+    let tables = format!("{game}#dedup=id, {root}/access_logs/*");
+
+    let report = handle(LambdaEvent::new(event(), context()), &maintainer(&tables))
+        .await
+        .unwrap();
+    assert!(!report.stopped_early, "{report:?}");
+    assert_eq!(report.tables.len(), 3, "{report:?}");
+    let game_report = report.tables.iter().find(|t| t.table == game).unwrap();
+    assert_eq!(game_report.duplicates_removed, 12);
+    assert_eq!((game_report.files_before, game_report.files_after), (5, 1));
+    assert!(game_report.checkpoint_version.is_some());
+    assert_eq!(stats(&game).await.rows, 3);
+    for bucket in ["web-assets", "backups"] {
+        let uri = format!("{root}/access_logs/{bucket}");
+        let summary = report.tables.iter().find(|t| t.table == uri).unwrap();
+        assert_eq!(
+            (summary.files_before, summary.files_after, summary.duplicates_removed),
+            (4, 1, 0)
+        );
+        let stats = stats(&uri).await;
+        assert_eq!((stats.files, stats.rows), (1, 8), "no deduplication without a key");
+    }
+    let json = serde_json::to_value(&report).unwrap();
+    assert!(json["tables"][0]["checkpointVersion"].as_u64().is_some(), "{json}");
+
+    // The next run has nothing to compact.
+    let again = handle(LambdaEvent::new(event(), context()), &maintainer(&tables))
+        .await
+        .unwrap();
+    assert!(
+        again.tables.iter().all(|t| t.bins == 0 && t.error.is_none()),
+        "{again:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_broken_table_fails_the_invocation_after_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().display();
+    let good = format!("{root}/good");
+    table(&good, "day", 3, &["x"]).await;
+    std::fs::create_dir_all(format!("{root}/not-a-table")).unwrap();
+    let tables = format!("{root}/not-a-table,{good}");
+    let err = handle(LambdaEvent::new(event(), context()), &maintainer(&tables))
+        .await
+        .unwrap_err();
+    let HandlerError::TablesFailed { failed, total, first } = &err;
+    assert_eq!((*failed, *total), (1, 2));
+    assert!(first.starts_with(&format!("{root}/not-a-table: ")), "{first}");
+    assert_eq!(stats(&good).await.files, 1, "the good table was maintained");
+    let diagnostic = lambda_runtime::Diagnostic::from(err);
+    assert_eq!(diagnostic.error_type, "LakeMaintenance.TablesFailed");
+}
+
+#[tokio::test]
+async fn nothing_starts_inside_the_reserve() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = format!("{}/t", dir.path().display());
+    table(&uri, "day", 3, &["x"]).await;
+    let mut context = context();
+    // Two minutes left, three minutes of reserve.
+    context.deadline -= 13 * 60 * 1000;
+    let report = handle(LambdaEvent::new(event(), context), &maintainer(&uri))
+        .await
+        .unwrap();
+    assert!(report.stopped_early);
+    assert_eq!(report.tables[0].skipped, vec!["all (deadline)"]);
+    assert_eq!(stats(&uri).await.files, 3, "the table is untouched");
+}
