@@ -1,0 +1,48 @@
+//! Mobile game events: the event model, validation, server-side stamping and the Kinesis record
+//! envelope of lakelog's game pipeline. No AWS and no async dependency.
+//!
+//! Game clients POST one event object or `{"events": [...]}` to the API. [`parse_events`] reads
+//! and validates a body, listing every problem of every invalid event by index and field;
+//! [`GameEvent::stamp`] gives an event the server's `eventTime` (epoch seconds) and its `eventId`
+//! (the client's UUID, or a new one). Each event travels through Kinesis in the seed's shape: the
+//! API Gateway proxy request as JSON with `body` replaced by the stamped event ([`Envelope`]), and
+//! the sink reads it back with [`decode_record`].
+//!
+//! ```
+//! use chrono::{TimeZone, Utc};
+//! use game_events::{Envelope, decode_record, parse_events};
+//!
+//! let body = br#"{"events": [{"eventName": "purchaseEvent",
+//!                             "eventParams": {"amount": 4.99, "device_id": "D-1", "sku": "gems"}}]}"#;
+//! let events = parse_events(body)?;
+//! let received = Utc.timestamp_opt(1_717_243_200, 0).unwrap();
+//! let stamped = events.into_iter().next().unwrap().stamp(received);
+//!
+//! let request = serde_json::json!({"httpMethod": "POST", "path": "/events", "body": "..."});
+//! let envelope = Envelope::new(request.as_object().unwrap().clone());
+//! let record = envelope.record(&stamped)?;
+//!
+//! let back = decode_record(&record)?;
+//! assert_eq!(back.event_time.timestamp(), 1_717_243_200);
+//! assert_eq!(back.booking(), Some(4.99));
+//! assert_eq!(back.event_params.unwrap().extra["sku"], "gems");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![warn(missing_docs)]
+
+mod body;
+mod envelope;
+mod error;
+mod event;
+#[cfg(feature = "synth")]
+pub mod synth;
+pub mod time;
+
+pub use body::{EVENTS, MAX_EVENTS_PER_REQUEST, parse_events};
+pub use envelope::{BODY, DERIVED_ID_NAMESPACE, Envelope, IS_BASE64_ENCODED, MAX_RECORD_BYTES, decode_record};
+pub use error::{BodyError, EventProblem, FieldProblem, InvalidEvents, RecordError};
+pub use event::{
+    EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, EventParams, GameEvent, PARAM_FIELDS, PURCHASE_EVENT,
+    RESERVED_FIELDS, StampedEvent,
+};
