@@ -32,6 +32,17 @@ pub enum Command {
     Ingest(IngestArgs),
     /// Write synthetic S3 access-log objects (every field era, quoting quirks, malformed lines).
     GenerateLogs(GenerateLogsArgs),
+    /// Compact the small files of a table's closed partitions (and drop duplicate rows by a key).
+    ///
+    /// The maintenance Lambda's code: partitions whose date ended longer ago than the grace period
+    /// are bin-packed toward the target file size, bin by bin, each bin one commit; appends to open
+    /// partitions are never touched. With --dedup-key, a row whose key was already seen in its
+    /// partition is dropped (the first is kept).
+    Optimize(crate::commands::optimize::OptimizeArgs),
+    /// Delete data files removed from a table longer ago than the retention (7 days by default).
+    Vacuum(crate::commands::vacuum::VacuumArgs),
+    /// Checkpoint a table's current version and delete its expired log files.
+    Checkpoint(crate::commands::checkpoint::CheckpointArgs),
 }
 
 /// Arguments of `lakelog parse`.

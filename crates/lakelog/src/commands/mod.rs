@@ -1,5 +1,8 @@
 //! One module per subcommand.
 
+pub mod checkpoint;
 pub mod generate;
 pub mod ingest;
+pub mod optimize;
 pub mod parse;
+pub mod vacuum;

@@ -1,0 +1,59 @@
+//! `lakelog checkpoint`: write a checkpoint of a table's current version and delete log files
+//! older than its `delta.logRetentionDuration` that the checkpoint makes unnecessary.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use lake::StorageConfig;
+use lake::maintenance::checkpoint;
+
+/// Arguments of `lakelog checkpoint`.
+#[derive(Debug, Args)]
+pub struct CheckpointArgs {
+    /// The table: a local path or s3://bucket/prefix.
+    #[arg(long, value_name = "URI")]
+    pub table: String,
+    /// Keep expired log files.
+    #[arg(long)]
+    pub no_cleanup: bool,
+    /// No spinner.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Runs `lakelog checkpoint`.
+pub fn run(args: &CheckpointArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let storage = StorageConfig::from_env();
+        let mut table = lake::open_table(&args.table, &storage).await?;
+        let spinner = if args.quiet {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new_spinner()
+        };
+        spinner.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        spinner.set_message(format!("checkpoint {}", args.table));
+        spinner.enable_steady_tick(Duration::from_millis(120));
+        let report = checkpoint(&args.table, &mut table, !args.no_cleanup).await;
+        spinner.finish_and_clear();
+        let report = report?;
+        println!(
+            "version {}: {}, {} expired log files deleted",
+            report.version,
+            if report.created {
+                "checkpoint written"
+            } else {
+                "already checkpointed"
+            },
+            report.logs_removed
+        );
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,142 @@
+//! `lakelog optimize`: compaction of a table's closed partitions (with removal of duplicate rows
+//! by a key), the maintenance Lambda's code on one machine, with a progress bar.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use chrono::TimeDelta;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use lake::StorageConfig;
+use lake::maintenance::{BinOutcome, CompactOptions, CompactProgress, CompactionPlan, compact};
+
+/// Arguments of `lakelog optimize`.
+#[derive(Debug, Args)]
+pub struct OptimizeArgs {
+    /// The table: a local path or s3://bucket/prefix.
+    #[arg(long, value_name = "URI")]
+    pub table: String,
+    /// Drop rows whose value in this column was already seen in their partition, keeping the
+    /// first (game_events: eventId).
+    #[arg(long, value_name = "COLUMN")]
+    pub dedup_key: Option<String>,
+    /// Target size of the compacted files, in MiB.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub target_file_mb: u64,
+    /// Compact a partition once its date ended this many hours ago (tables without a date
+    /// partition column: files this old).
+    #[arg(long, default_value_t = 48)]
+    pub grace_hours: u32,
+    /// Start no new bin after this many seconds; the next run goes on.
+    #[arg(long, value_name = "SECONDS")]
+    pub max_seconds: Option<u64>,
+    /// Print the plan and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+struct Bar(ProgressBar);
+
+impl CompactProgress for Bar {
+    fn planned(&self, plan: &CompactionPlan) {
+        self.0.set_length(plan.bytes());
+        self.0.set_message(format!(
+            "{} partitions, {} files to rewrite",
+            plan.partitions.len(),
+            plan.files()
+        ));
+    }
+
+    fn file_read(&self, bytes: u64) {
+        self.0.inc(bytes);
+    }
+
+    fn bin_done(&self, outcome: &BinOutcome) {
+        self.0.set_message(format!(
+            "{}: {} files -> {} (version {})",
+            outcome.partition, outcome.files_removed, outcome.files_added, outcome.version
+        ));
+    }
+}
+
+/// Runs `lakelog optimize`.
+pub fn run(args: &OptimizeArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(optimize(args))
+}
+
+async fn optimize(args: &OptimizeArgs) -> anyhow::Result<ExitCode> {
+    let storage = StorageConfig::from_env();
+    let mut table = lake::open_table(&args.table, &storage).await?;
+    let options = CompactOptions {
+        target_file_size: args.target_file_mb << 20,
+        grace: TimeDelta::hours(i64::from(args.grace_hours)),
+        dedup_key: args.dedup_key.clone(),
+        stop_at: args.max_seconds.map(|s| Instant::now() + Duration::from_secs(s)),
+        dry_run: args.dry_run,
+        ..CompactOptions::default()
+    };
+    if args.dry_run {
+        let plan = lake::maintenance::plan_compaction(&args.table, &table, &options)?;
+        for partition in &plan.partitions {
+            println!(
+                "{}: {} files, {:.1} MB in {} bins",
+                partition.label,
+                partition.files(),
+                partition.bytes() as f64 / 1e6,
+                partition.bins()
+            );
+        }
+        println!(
+            "plan: {} of {} files ({:.1} MB) in {} partitions would be rewritten in {} commits; {} partitions still open",
+            plan.files(),
+            plan.active_files,
+            plan.bytes() as f64 / 1e6,
+            plan.partitions.len(),
+            plan.bins(),
+            plan.open_partitions
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let bar = if args.quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(0)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {bytes}/{total_bytes} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let started = Instant::now();
+    let progress = Bar(bar);
+    let report = compact(&args.table, &mut table, &options, &progress).await?;
+    progress.0.finish_and_clear();
+    println!(
+        "compacted {} of {} partitions: {} -> {} files ({} commits, {} files rewritten, {:.1} MB), {} duplicate rows removed, in {:.1} s",
+        report
+            .bins
+            .iter()
+            .map(|b| &b.partition)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        report.partitions_planned,
+        report.files_before,
+        report.files_after,
+        report.bins.len(),
+        report.files_removed(),
+        report.bytes_removed() as f64 / 1e6,
+        report.duplicates(),
+        started.elapsed().as_secs_f64()
+    );
+    for partition in &report.conflicts {
+        eprintln!("lakelog optimize: {partition}: a concurrent commit rewrote files of this partition; run again");
+    }
+    if report.stopped_early {
+        eprintln!("lakelog optimize: stopped at --max-seconds; run again to go on");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,74 @@
+//! `lakelog vacuum`: delete data files removed from a table longer ago than the retention (at
+//! least 7 days unless forced), and files no commit references.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use chrono::TimeDelta;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use lake::StorageConfig;
+use lake::maintenance::{VacuumOptions, vacuum};
+
+/// Arguments of `lakelog vacuum`.
+#[derive(Debug, Args)]
+pub struct VacuumArgs {
+    /// The table: a local path or s3://bucket/prefix.
+    #[arg(long, value_name = "URI")]
+    pub table: String,
+    /// Delete files removed longer ago than this many hours. Below 168 (7 days) time travel to
+    /// recent versions and queries running now may break, so it needs --force.
+    #[arg(long, default_value_t = 168)]
+    pub retention_hours: u32,
+    /// Accept a retention below 168 hours and below the table's delta.deletedFileRetentionDuration.
+    #[arg(long)]
+    pub force: bool,
+    /// Only list the files that would be deleted.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Only files removed by commits, not files that no commit references.
+    #[arg(long)]
+    pub lite: bool,
+    /// No spinner.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Runs `lakelog vacuum`.
+pub fn run(args: &VacuumArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let storage = StorageConfig::from_env();
+        let mut table = lake::open_table(&args.table, &storage).await?;
+        let spinner = if args.quiet {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new_spinner()
+        };
+        spinner.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        spinner.set_message(format!("vacuum {}", args.table));
+        spinner.enable_steady_tick(Duration::from_millis(120));
+        let options = VacuumOptions {
+            retention: TimeDelta::hours(i64::from(args.retention_hours)),
+            force: args.force,
+            dry_run: args.dry_run,
+            full: !args.lite,
+        };
+        let report = vacuum(&args.table, &mut table, &options).await;
+        spinner.finish_and_clear();
+        let report = report?;
+        if report.dry_run {
+            for file in &report.files {
+                println!("{file}");
+            }
+            println!("would delete {} files", report.files.len());
+        } else {
+            println!("deleted {} files", report.files.len());
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
