@@ -1,0 +1,188 @@
+//! Configuration: the stream, the partition key and the time budget, read and validated once.
+
+use std::time::Duration;
+
+use crate::deliver::DeliveryConfig;
+use crate::request::MAX_BODY_BYTES;
+use crate::sink::StreamRef;
+
+/// A configuration value that is missing or wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A required setting is not set.
+    #[error("{name} is not set")]
+    Missing {
+        /// The setting.
+        name: &'static str,
+    },
+    /// A setting has a value that cannot be used.
+    #[error("{name}={value:?}: {reason}")]
+    Invalid {
+        /// The setting.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// How records are spread over shards.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PartitionKey {
+    /// A random key per event (its `eventId`, a random UUID unless the client sent one): even
+    /// spread over shards, as in the seed.
+    #[default]
+    Random,
+    /// `eventParams.device_id`, so that each device's events keep their order in one shard; events
+    /// without a device id (or with one longer than Kinesis' 256 characters) fall back to their
+    /// `eventId`.
+    DeviceId,
+}
+
+impl PartitionKey {
+    /// `random` or `device_id` (also `device-id`).
+    pub fn parse(name: &'static str, value: &str) -> Result<Self, ConfigError> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "" | "random" => Ok(Self::Random),
+            "device_id" | "device-id" => Ok(Self::DeviceId),
+            _ => Err(ConfigError::Invalid {
+                name,
+                value: value.to_owned(),
+                reason: "expected random or device_id".into(),
+            }),
+        }
+    }
+}
+
+/// What the handler needs besides the sink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiConfig {
+    /// How records are spread over shards.
+    pub partition_key: PartitionKey,
+    /// Retries and their time budget.
+    pub delivery: DeliveryConfig,
+    /// The largest body, decoded and decompressed.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            partition_key: PartitionKey::Random,
+            delivery: DeliveryConfig::default(),
+            max_body_bytes: MAX_BODY_BYTES,
+        }
+    }
+}
+
+impl ApiConfig {
+    /// Seconds a client should wait before resending what was not written: the longest backoff,
+    /// rounded up, at least 1.
+    pub fn retry_after_seconds(&self) -> u64 {
+        self.delivery.max_backoff.as_secs_f64().ceil().max(1.0) as u64
+    }
+}
+
+/// The settings of the `game-events-api` Lambda, from its environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `GAME_EVENTS_STREAM`: the Kinesis stream's name or ARN.
+    pub stream: StreamRef,
+    /// The handler's settings: `GAME_EVENTS_PARTITION_KEY` (`random` or `device_id`, default
+    /// `random`) and `GAME_EVENTS_WRITE_BUDGET_MS` (time for writing and retrying, 100 to 25000 ms,
+    /// default 10000).
+    pub api: ApiConfig,
+}
+
+/// The least and the most time a request may spend writing; API Gateway gives up at 29 s.
+pub const BUDGET_RANGE_MS: std::ops::RangeInclusive<u64> = 100..=25_000;
+
+impl Config {
+    /// Reads the settings through `var` (the process environment in the Lambda).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let stream = var("GAME_EVENTS_STREAM")
+            .filter(|v| !v.trim().is_empty())
+            .ok_or(ConfigError::Missing {
+                name: "GAME_EVENTS_STREAM",
+            })?;
+        let partition_key = match var("GAME_EVENTS_PARTITION_KEY") {
+            Some(value) => PartitionKey::parse("GAME_EVENTS_PARTITION_KEY", &value)?,
+            None => PartitionKey::Random,
+        };
+        let mut delivery = DeliveryConfig::default();
+        if let Some(value) = var("GAME_EVENTS_WRITE_BUDGET_MS") {
+            match value.trim().parse::<u64>() {
+                Ok(ms) if BUDGET_RANGE_MS.contains(&ms) => delivery.budget = Duration::from_millis(ms),
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        name: "GAME_EVENTS_WRITE_BUDGET_MS",
+                        value,
+                        reason: "expected a whole number of milliseconds from 100 to 25000".into(),
+                    });
+                }
+            }
+        }
+        Ok(Self {
+            stream: StreamRef::parse(&stream),
+            api: ApiConfig {
+                partition_key,
+                delivery,
+                max_body_bytes: MAX_BODY_BYTES,
+            },
+        })
+    }
+
+    /// Reads the settings from the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let vars: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::from_vars(|name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn defaults() {
+        let c = config(&[("GAME_EVENTS_STREAM", "game-events")]).unwrap();
+        assert_eq!(c.stream, StreamRef::Name("game-events".into()));
+        assert_eq!(c.api, ApiConfig::default());
+        assert_eq!(c.api.delivery.budget, Duration::from_secs(10));
+        assert_eq!(c.api.retry_after_seconds(), 2);
+        let c = config(&[
+            ("GAME_EVENTS_STREAM", "arn:aws:kinesis:us-east-1:1:stream/s"),
+            ("GAME_EVENTS_PARTITION_KEY", "device_id"),
+            ("GAME_EVENTS_WRITE_BUDGET_MS", "2500"),
+        ])
+        .unwrap();
+        assert!(matches!(c.stream, StreamRef::Arn(_)));
+        assert_eq!(c.api.partition_key, PartitionKey::DeviceId);
+        assert_eq!(c.api.delivery.budget, Duration::from_millis(2500));
+    }
+
+    #[test]
+    fn bad_settings_name_the_variable() {
+        assert_eq!(config(&[]).unwrap_err().to_string(), "GAME_EVENTS_STREAM is not set");
+        assert_eq!(
+            config(&[("GAME_EVENTS_STREAM", " ")]).unwrap_err().to_string(),
+            "GAME_EVENTS_STREAM is not set"
+        );
+        let err = config(&[("GAME_EVENTS_STREAM", "s"), ("GAME_EVENTS_PARTITION_KEY", "user")]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "GAME_EVENTS_PARTITION_KEY=\"user\": expected random or device_id"
+        );
+        for bad in ["0", "30000", "ten"] {
+            let err = config(&[("GAME_EVENTS_STREAM", "s"), ("GAME_EVENTS_WRITE_BUDGET_MS", bad)]).unwrap_err();
+            assert!(err.to_string().starts_with("GAME_EVENTS_WRITE_BUDGET_MS="), "{err}");
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! The handler: an API Gateway proxy request in, a JSON response out.
+//!
+//! Everything is checked before anything is written ([`prepare`]): the method, content type and
+//! encoding, the body, every event, and the size of every record. Then the records are written
+//! ([`deliver`]) and the response says, per event, whether it was.
+//!
+//! | status | when |
+//! |---|---|
+//! | 200 | every event written; `results` has each `eventId` with its shard and sequence number |
+//! | 400 | empty body, not base64 or gzip when marked so, not JSON, not an event or batch, or invalid events (`errors` lists every invalid event and field); nothing written |
+//! | 405 | not a POST |
+//! | 413 | body over 10 MiB (decoded), over 500 events, or an event whose record would pass Kinesis' 1 MiB |
+//! | 415 | a content type other than JSON in UTF-8, an encoding other than gzip |
+//! | 503 | some events still unwritten when the time budget ran out; `Retry-After`, and `results` says which (status `failed`): resend only those, with the `eventId` the response gives |
+
+use std::convert::Infallible;
+use std::time::Instant;
+
+use aws_lambda_events::apigw::{ApiGatewayProxyRequest, ApiGatewayProxyResponse};
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::http::{HeaderMap, HeaderValue, header};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use game_events::{BodyError, MAX_RECORD_BYTES, parse_events};
+use lambda_runtime::LambdaEvent;
+use serde::Serialize;
+use serde_json::json;
+use tracing::{info, warn};
+use uuid::Uuid;
+
+use crate::config::{ApiConfig, PartitionKey};
+use crate::deliver::{Delivery, Outcome, deliver};
+use crate::request::{RequestError, body_bytes, envelope};
+use crate::sink::{MAX_PARTITION_KEY_CHARS, PutEntry, RecordSink};
+
+/// Why a request is refused before anything is written.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApiError {
+    /// The method, headers or body encoding.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// The body's JSON or its events.
+    #[error(transparent)]
+    Body(#[from] BodyError),
+    /// Events too large for a Kinesis record.
+    #[error("{}", too_large_message(.events))]
+    RecordTooLarge {
+        /// Index and record size (data and partition key) of each event over the limit.
+        events: Vec<(usize, usize)>,
+    },
+    /// An event could not be serialised (never expected).
+    #[error("an event could not be serialised: {0}")]
+    Internal(String),
+}
+
+fn too_large_message(events: &[(usize, usize)]) -> String {
+    let list: Vec<String> = events
+        .iter()
+        .map(|(index, bytes)| format!("event {index} ({bytes} bytes)"))
+        .collect();
+    format!(
+        "{} too large: a Kinesis record, with the request envelope and the partition key, holds at most {MAX_RECORD_BYTES} bytes",
+        list.join(", ")
+    )
+}
+
+impl ApiError {
+    /// The HTTP status of the refusal.
+    pub fn status(&self) -> u16 {
+        match self {
+            ApiError::Request(RequestError::MethodNotAllowed { .. }) => 405,
+            ApiError::Request(RequestError::UnsupportedMediaType { .. } | RequestError::UnsupportedEncoding { .. }) => {
+                415
+            }
+            ApiError::Request(RequestError::TooLarge { .. })
+            | ApiError::Body(BodyError::TooManyEvents { .. })
+            | ApiError::RecordTooLarge { .. } => 413,
+            ApiError::Request(RequestError::BadBase64 { .. } | RequestError::BadGzip { .. }) | ApiError::Body(_) => 400,
+            ApiError::Internal(_) => 500,
+        }
+    }
+}
+
+/// A request whose every event is valid, stamped and serialised into its record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prepared {
+    /// The `eventId` of each event, in request order.
+    pub event_ids: Vec<Uuid>,
+    /// The record of each event, in request order.
+    pub entries: Vec<PutEntry>,
+}
+
+/// When API Gateway received the request (`requestContext.requestTimeEpoch`), if it says.
+pub fn request_time(request: &ApiGatewayProxyRequest) -> Option<DateTime<Utc>> {
+    let millis = request.request_context.request_time_epoch;
+    (millis > 0).then(|| DateTime::from_timestamp_millis(millis)).flatten()
+}
+
+/// Checks the request and builds the record of every event, stamped with the request's time
+/// (or `now` when API Gateway gives none); writes nothing.
+pub fn prepare(request: &ApiGatewayProxyRequest, config: &ApiConfig, now: DateTime<Utc>) -> Result<Prepared, ApiError> {
+    let body = body_bytes(request, config.max_body_bytes)?;
+    let events = parse_events(&body)?;
+    let time = request_time(request).unwrap_or(now);
+    let envelope = envelope(request).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let mut event_ids = Vec::with_capacity(events.len());
+    let mut entries = Vec::with_capacity(events.len());
+    let mut too_large = Vec::new();
+    for (index, event) in events.into_iter().enumerate() {
+        let stamped = event.stamp(time);
+        let mut data = Vec::with_capacity(envelope.overhead() + 512);
+        envelope
+            .write_record(&stamped, &mut data)
+            .map_err(|e| ApiError::Internal(format!("event {index}: {e}")))?;
+        let partition_key = match config.partition_key {
+            PartitionKey::DeviceId => stamped
+                .device_id()
+                .filter(|id| !id.is_empty() && id.chars().count() <= MAX_PARTITION_KEY_CHARS)
+                .map(str::to_owned),
+            PartitionKey::Random => None,
+        }
+        .unwrap_or_else(|| stamped.event_id.to_string());
+        let size = data.len() + partition_key.len();
+        if size > MAX_RECORD_BYTES {
+            too_large.push((index, size));
+        }
+        event_ids.push(stamped.event_id);
+        entries.push(PutEntry {
+            data: Bytes::from(data),
+            partition_key,
+        });
+    }
+    if !too_large.is_empty() {
+        return Err(ApiError::RecordTooLarge { events: too_large });
+    }
+    Ok(Prepared { event_ids, entries })
+}
+
+/// The Lambda handler: [`respond`] to the request. It never fails; every problem is a response.
+pub async fn handle<S: RecordSink>(
+    event: LambdaEvent<ApiGatewayProxyRequest>,
+    sink: &S,
+    config: &ApiConfig,
+) -> Result<ApiGatewayProxyResponse, Infallible> {
+    Ok(respond(&event.payload, sink, config).await)
+}
+
+/// Checks the request, writes its events through `sink` and says what became of each.
+pub async fn respond<S: RecordSink>(
+    request: &ApiGatewayProxyRequest,
+    sink: &S,
+    config: &ApiConfig,
+) -> ApiGatewayProxyResponse {
+    let started = Instant::now();
+    let request_id = request.request_context.request_id.as_deref().unwrap_or("");
+    let prepared = match prepare(request, config, Utc::now()) {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            let status = error.status();
+            warn!(request_id, status, error = %error, "request refused");
+            return error_response(&error);
+        }
+    };
+    let delivery = deliver(sink, &prepared.entries, &config.delivery).await;
+    let response = delivery_response(&prepared, &delivery, config);
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    if delivery.failed() == 0 {
+        info!(
+            request_id,
+            status = 200,
+            events = prepared.entries.len(),
+            calls = delivery.calls,
+            rounds = delivery.rounds,
+            elapsed_ms,
+            "events written"
+        );
+    } else {
+        warn!(
+            request_id,
+            status = 503,
+            events = prepared.entries.len(),
+            written = delivery.written(),
+            failed = delivery.failed(),
+            calls = delivery.calls,
+            rounds = delivery.rounds,
+            elapsed_ms,
+            "events not written within the budget"
+        );
+    }
+    response
+}
+
+/// A JSON response.
+pub fn json_response(
+    status: u16,
+    body: &impl Serialize,
+    extra_headers: &[(header::HeaderName, String)],
+) -> ApiGatewayProxyResponse {
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    for (name, value) in extra_headers {
+        if let Ok(value) = HeaderValue::from_str(value) {
+            headers.insert(name.clone(), value);
+        }
+    }
+    let text = serde_json::to_string(body)
+        .unwrap_or_else(|e| json!({"message": format!("the response could not be serialised: {e}")}).to_string());
+    let mut response = ApiGatewayProxyResponse::default();
+    response.status_code = i64::from(status);
+    response.headers = headers;
+    response.body = Some(Body::Text(text));
+    response.is_base64_encoded = false;
+    response
+}
+
+/// The response to a refused request: `{"message": ...}`, and `errors` listing every problem of
+/// every invalid event.
+pub fn error_response(error: &ApiError) -> ApiGatewayProxyResponse {
+    let status = error.status();
+    let mut headers = Vec::new();
+    if status == 405 {
+        headers.push((header::ALLOW, "POST".to_owned()));
+    }
+    let body = match error {
+        ApiError::Body(BodyError::Invalid(invalid)) => json!({
+            "message": format!(
+                "{} of {} events are invalid; nothing was written",
+                invalid.invalid, invalid.events
+            ),
+            "errors": invalid.problems,
+        }),
+        ApiError::RecordTooLarge { events } => json!({
+            "message": error.to_string(),
+            "errors": events
+                .iter()
+                .map(|(index, bytes)| json!({"index": index, "bytes": bytes, "limit": MAX_RECORD_BYTES}))
+                .collect::<Vec<_>>(),
+        }),
+        _ => json!({"message": error.to_string()}),
+    };
+    json_response(status, &body, &headers)
+}
+
+/// One event's line of a 200 or 503 response.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EventResult<'a> {
+    event_id: String,
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shard_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sequence_number: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_code: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_message: Option<&'a str>,
+}
+
+/// 200 when every event was written, else 503 with `Retry-After`; both list every event.
+pub fn delivery_response(prepared: &Prepared, delivery: &Delivery, config: &ApiConfig) -> ApiGatewayProxyResponse {
+    let results: Vec<EventResult<'_>> = prepared
+        .event_ids
+        .iter()
+        .zip(&delivery.outcomes)
+        .map(|(id, outcome)| match outcome {
+            Outcome::Written(written) => EventResult {
+                event_id: id.to_string(),
+                status: "written",
+                shard_id: Some(&written.shard_id),
+                sequence_number: Some(&written.sequence_number),
+                error_code: None,
+                error_message: None,
+            },
+            Outcome::Failed(failure) => EventResult {
+                event_id: id.to_string(),
+                status: "failed",
+                shard_id: None,
+                sequence_number: None,
+                error_code: Some(&failure.code),
+                error_message: Some(&failure.message),
+            },
+        })
+        .collect();
+    let (written, failed) = (delivery.written(), delivery.failed());
+    if failed == 0 {
+        let body = json!({
+            "message": format!("{written} events written"),
+            "written": written,
+            "failed": 0,
+            "results": results,
+        });
+        json_response(200, &body, &[])
+    } else {
+        let retry_after = config.retry_after_seconds();
+        let body = json!({
+            "message": format!(
+                "{failed} of {} events could not be written; resend only the events with status \"failed\", \
+                 with the eventId given here, after {retry_after} s",
+                written + failed
+            ),
+            "written": written,
+            "failed": failed,
+            "results": results,
+        });
+        json_response(503, &body, &[(header::RETRY_AFTER, retry_after.to_string())])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses() {
+        let cases: [(ApiError, u16); 8] = [
+            (RequestError::MethodNotAllowed { method: "GET".into() }.into(), 405),
+            (
+                RequestError::UnsupportedMediaType {
+                    content_type: "text/xml".into(),
+                }
+                .into(),
+                415,
+            ),
+            (RequestError::UnsupportedEncoding { encoding: "br".into() }.into(), 415),
+            (RequestError::BadGzip { reason: "x".into() }.into(), 400),
+            (
+                RequestError::TooLarge {
+                    limit: 1,
+                    decompressed: true,
+                }
+                .into(),
+                413,
+            ),
+            (BodyError::TooManyEvents { count: 501, max: 500 }.into(), 413),
+            (BodyError::Empty.into(), 400),
+            (
+                ApiError::RecordTooLarge {
+                    events: vec![(3, 2 << 20)],
+                },
+                413,
+            ),
+        ];
+        for (error, status) in cases {
+            assert_eq!(error.status(), status, "{error}");
+        }
+        assert_eq!(
+            ApiError::RecordTooLarge {
+                events: vec![(3, 1_100_000), (7, 2_000_000)]
+            }
+            .to_string(),
+            "event 3 (1100000 bytes), event 7 (2000000 bytes) too large: a Kinesis record, with the request \
+             envelope and the partition key, holds at most 1048576 bytes"
+        );
+    }
+}

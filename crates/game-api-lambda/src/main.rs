@@ -1,0 +1,14 @@
+//! `game-events-api`: API Gateway REST proxy requests -> validated, stamped events -> Kinesis.
+
+use game_api::{Config, KinesisSink, handler, kinesis_client};
+use lambda_runtime::{Error, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let config = Config::from_env()?;
+    let sdk = aws_config::load_from_env().await;
+    let sink = KinesisSink::new(kinesis_client(&sdk), config.stream.clone());
+    let (sink, api) = (&sink, &config.api);
+    lambda_runtime::run(service_fn(move |event| handler::handle(event, sink, api))).await
+}

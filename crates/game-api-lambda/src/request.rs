@@ -1,0 +1,340 @@
+//! From an API Gateway proxy request to the JSON bytes of its body, and to the envelope its
+//! records carry.
+
+use std::borrow::Cow;
+use std::io::Read;
+
+use aws_lambda_events::apigw::ApiGatewayProxyRequest;
+use aws_lambda_events::http::{self, HeaderMap, Method};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use flate2::read::MultiGzDecoder;
+use game_events::Envelope;
+use serde_json::Value;
+
+/// The most bytes of a request body once decoded from base64 and decompressed: API Gateway's
+/// payload limit.
+pub const MAX_BODY_BYTES: usize = 10 << 20;
+
+/// Headers whose values are credentials: they never reach the stream.
+pub const REDACTED_HEADERS: [&str; 4] = ["x-api-key", "authorization", "cookie", "proxy-authorization"];
+
+/// What is wrong with a request before its body is read as events.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// Not a POST.
+    #[error("{method} is not allowed: send events with POST")]
+    MethodNotAllowed {
+        /// The request's method.
+        method: String,
+    },
+    /// A `Content-Type` other than JSON in UTF-8.
+    #[error("Content-Type {content_type:?} is not supported: send application/json (UTF-8)")]
+    UnsupportedMediaType {
+        /// The request's content type.
+        content_type: String,
+    },
+    /// A `Content-Encoding` other than gzip or identity.
+    #[error("Content-Encoding {encoding:?} is not supported: send the body as is or with gzip")]
+    UnsupportedEncoding {
+        /// The request's content encoding.
+        encoding: String,
+    },
+    /// `isBase64Encoded` with a body that is not base64.
+    #[error("the body is marked base64 but is not valid base64: {reason}")]
+    BadBase64 {
+        /// The decoder's description.
+        reason: String,
+    },
+    /// `Content-Encoding: gzip` with a body that is not gzip.
+    #[error("the body is marked gzip but cannot be decompressed: {reason}")]
+    BadGzip {
+        /// The decoder's description.
+        reason: String,
+    },
+    /// A body larger than [`MAX_BODY_BYTES`] (after decoding and decompression).
+    #[error("the body is larger than {limit} bytes{after}: send fewer events per request", after = if *.decompressed { " once decompressed" } else { "" })]
+    TooLarge {
+        /// The limit.
+        limit: usize,
+        /// Whether the limit was passed while decompressing.
+        decompressed: bool,
+    },
+}
+
+/// A header of the request, from `headers` or else `multiValueHeaders` (names are
+/// case-insensitive).
+fn header<'a>(request: &'a ApiGatewayProxyRequest, name: &str) -> Option<&'a http::HeaderValue> {
+    request
+        .headers
+        .get(name)
+        .or_else(|| request.multi_value_headers.get(name))
+}
+
+fn header_text(value: &http::HeaderValue) -> String {
+    String::from_utf8_lossy(value.as_bytes()).chars().take(100).collect()
+}
+
+/// Whether the request declares a gzip body; `Err` for content types and encodings the API does
+/// not read.
+fn check_headers(request: &ApiGatewayProxyRequest) -> Result<bool, RequestError> {
+    if let Some(value) = header(request, "content-type") {
+        let text = header_text(value);
+        let mut parts = text.split(';');
+        let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let json = media == "application/json" || (media.starts_with("application/") && media.ends_with("+json"));
+        let utf8 = parts.all(|param| match param.split_once('=') {
+            Some((name, value)) if name.trim().eq_ignore_ascii_case("charset") => {
+                let charset = value.trim().trim_matches('"');
+                charset.eq_ignore_ascii_case("utf-8") || charset.eq_ignore_ascii_case("utf8")
+            }
+            _ => true,
+        });
+        if !json || !utf8 {
+            return Err(RequestError::UnsupportedMediaType { content_type: text });
+        }
+    }
+    let mut gzip = false;
+    if let Some(value) = header(request, "content-encoding") {
+        let text = header_text(value);
+        for coding in text.split(',').map(|c| c.trim().to_ascii_lowercase()) {
+            match coding.as_str() {
+                "" | "identity" => {}
+                "gzip" | "x-gzip" if !gzip => gzip = true,
+                _ => return Err(RequestError::UnsupportedEncoding { encoding: text }),
+            }
+        }
+    }
+    Ok(gzip)
+}
+
+/// The JSON bytes of the request's body: the method and headers checked, base64 decoded when
+/// `isBase64Encoded`, gzip decompressed when `Content-Encoding: gzip`, at most `max_bytes`.
+/// An absent body is empty.
+pub fn body_bytes(request: &ApiGatewayProxyRequest, max_bytes: usize) -> Result<Cow<'_, [u8]>, RequestError> {
+    if request.http_method != Method::POST {
+        return Err(RequestError::MethodNotAllowed {
+            method: request.http_method.to_string(),
+        });
+    }
+    let gzip = check_headers(request)?;
+    let raw = request.body.as_deref().unwrap_or("");
+    let too_large = |decompressed| RequestError::TooLarge {
+        limit: max_bytes,
+        decompressed,
+    };
+    let bytes: Cow<'_, [u8]> = if request.is_base64_encoded {
+        // Base64 takes 4 characters for 3 bytes: a longer text decodes to more than the limit.
+        if raw.len() / 4 * 3 > max_bytes + 3 {
+            return Err(too_large(false));
+        }
+        let cleaned: Cow<'_, str> = if raw.contains(['\r', '\n']) {
+            Cow::Owned(raw.chars().filter(|c| *c != '\r' && *c != '\n').collect())
+        } else {
+            Cow::Borrowed(raw)
+        };
+        Cow::Owned(
+            STANDARD
+                .decode(cleaned.as_bytes())
+                .map_err(|e| RequestError::BadBase64 { reason: e.to_string() })?,
+        )
+    } else {
+        Cow::Borrowed(raw.as_bytes())
+    };
+    if bytes.len() > max_bytes {
+        return Err(too_large(false));
+    }
+    if !gzip || bytes.is_empty() {
+        return Ok(bytes);
+    }
+    let mut out = Vec::with_capacity((bytes.len() * 4).min(max_bytes));
+    let read = MultiGzDecoder::new(&bytes[..])
+        .take(max_bytes as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| RequestError::BadGzip { reason: e.to_string() })?;
+    if read > max_bytes {
+        return Err(too_large(true));
+    }
+    Ok(Cow::Owned(out))
+}
+
+/// The envelope of the request's records: the request as JSON without its body, with credential
+/// headers ([`REDACTED_HEADERS`]) and `requestContext.identity.apiKey` removed, since the stream
+/// and the tables are read by many.
+pub fn envelope(request: &ApiGatewayProxyRequest) -> Result<Envelope, serde_json::Error> {
+    let mut without_body = request.clone();
+    without_body.body = None;
+    redact(&mut without_body.headers);
+    redact(&mut without_body.multi_value_headers);
+    let mut value = serde_json::to_value(&without_body)?;
+    if let Some(identity) = value
+        .pointer_mut("/requestContext/identity")
+        .and_then(Value::as_object_mut)
+    {
+        identity.remove("apiKey");
+    }
+    let map = match value {
+        Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    };
+    Ok(Envelope::new(map))
+}
+
+fn redact(headers: &mut HeaderMap) {
+    for name in REDACTED_HEADERS {
+        headers.remove(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use aws_lambda_events::http::HeaderValue;
+    use flate2::Compression;
+    use flate2::write::GzEncoder;
+
+    use super::*;
+
+    fn post(body: &str) -> ApiGatewayProxyRequest {
+        let mut request = ApiGatewayProxyRequest::default();
+        request.http_method = Method::POST;
+        request.body = Some(body.to_owned());
+        request
+    }
+
+    fn with_header(mut request: ApiGatewayProxyRequest, name: &'static str, value: &str) -> ApiGatewayProxyRequest {
+        request.headers.insert(name, HeaderValue::from_str(value).unwrap());
+        request
+    }
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut enc = GzEncoder::new(Vec::new(), Compression::fast());
+        enc.write_all(data).unwrap();
+        enc.finish().unwrap()
+    }
+
+    fn err(request: &ApiGatewayProxyRequest) -> String {
+        body_bytes(request, 1000).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn plain_base64_and_gzip_bodies() {
+        assert_eq!(&*body_bytes(&post("{}"), 1000).unwrap(), b"{}");
+        let mut b64 = post(&STANDARD.encode(b"{\"a\":1}"));
+        b64.is_base64_encoded = true;
+        assert_eq!(&*body_bytes(&b64, 1000).unwrap(), b"{\"a\":1}");
+        let mut gz = with_header(post(&STANDARD.encode(gzip(b"{\"g\":1}"))), "content-encoding", "gzip");
+        gz.is_base64_encoded = true;
+        assert_eq!(&*body_bytes(&gz, 1000).unwrap(), b"{\"g\":1}");
+        // Line breaks in base64 (as some encoders write it) are ignored.
+        let mut wrapped = post("eyJhIjox\r\nfQ==");
+        wrapped.is_base64_encoded = true;
+        assert_eq!(&*body_bytes(&wrapped, 1000).unwrap(), b"{\"a\":1}");
+        let mut none = post("");
+        none.body = None;
+        assert!(body_bytes(&none, 1000).unwrap().is_empty());
+    }
+
+    #[test]
+    fn content_types_and_encodings() {
+        for ok in [
+            "application/json",
+            "Application/JSON; charset=UTF-8",
+            "application/json;charset=\"utf-8\"",
+            "application/vnd.game+json",
+        ] {
+            assert!(
+                body_bytes(&with_header(post("{}"), "content-type", ok), 1000).is_ok(),
+                "{ok}"
+            );
+        }
+        assert_eq!(
+            err(&with_header(post("{}"), "content-type", "text/plain")),
+            "Content-Type \"text/plain\" is not supported: send application/json (UTF-8)"
+        );
+        assert!(
+            err(&with_header(
+                post("{}"),
+                "content-type",
+                "application/json; charset=latin1"
+            ))
+            .contains("latin1")
+        );
+        assert_eq!(
+            err(&with_header(post("{}"), "content-encoding", "br")),
+            "Content-Encoding \"br\" is not supported: send the body as is or with gzip"
+        );
+        assert!(err(&with_header(post("{}"), "content-encoding", "gzip, gzip")).contains("not supported"));
+        assert!(body_bytes(&with_header(post("{}"), "content-encoding", "identity"), 1000).is_ok());
+        let mut multi = post("{}");
+        multi
+            .multi_value_headers
+            .insert("Content-Type", HeaderValue::from_static("text/csv"));
+        assert!(err(&multi).contains("text/csv"));
+    }
+
+    #[test]
+    fn methods_garbage_and_sizes() {
+        let mut get = post("{}");
+        get.http_method = Method::GET;
+        assert_eq!(err(&get), "GET is not allowed: send events with POST");
+        let mut bad64 = post("not base64!");
+        bad64.is_base64_encoded = true;
+        assert!(
+            err(&bad64).starts_with("the body is marked base64 but is not valid base64: Invalid"),
+            "{}",
+            err(&bad64)
+        );
+        let garbage = with_header(post("this is not gzip"), "content-encoding", "gzip");
+        assert!(err(&garbage).starts_with("the body is marked gzip but cannot be decompressed: "));
+        let mut truncated = gzip(&[b'x'; 500]);
+        truncated.truncate(truncated.len() - 6);
+        let mut truncated = with_header(post(&STANDARD.encode(truncated)), "content-encoding", "gzip");
+        truncated.is_base64_encoded = true;
+        assert!(err(&truncated).starts_with("the body is marked gzip but cannot be decompressed"));
+        assert_eq!(
+            err(&post(&"x".repeat(1001))),
+            "the body is larger than 1000 bytes: send fewer events per request"
+        );
+        // A small gzip body that inflates past the limit is stopped while decompressing.
+        let mut bomb = with_header(
+            post(&STANDARD.encode(gzip(&[b' '; 100_000]))),
+            "content-encoding",
+            "gzip",
+        );
+        bomb.is_base64_encoded = true;
+        assert_eq!(
+            err(&bomb),
+            "the body is larger than 1000 bytes once decompressed: send fewer events per request"
+        );
+        let mut long64 = post(&"A".repeat(2000));
+        long64.is_base64_encoded = true;
+        assert!(err(&long64).starts_with("the body is larger than 1000 bytes"));
+    }
+
+    #[test]
+    fn envelopes_carry_no_credentials_and_no_body() {
+        let mut request = with_header(post("{\"secret\": 1}"), "x-api-key", "KEY123");
+        request = with_header(request, "authorization", "Bearer TOKEN");
+        request = with_header(request, "user-agent", "UnityPlayer/2022.3");
+        request
+            .multi_value_headers
+            .insert("x-api-key", HeaderValue::from_static("KEY123"));
+        request.request_context.identity.api_key = Some("KEY123".into());
+        request.request_context.identity.api_key_id = Some("key-id".into());
+        let envelope = envelope(&request).unwrap();
+        let event = game_events::GameEvent::from_value(serde_json::json!({"eventName": "x"}))
+            .unwrap()
+            .stamp(chrono::Utc::now());
+        let record = String::from_utf8(envelope.record(&event).unwrap()).unwrap();
+        for secret in ["KEY123", "TOKEN", "secret"] {
+            assert!(!record.contains(secret), "{secret} in {record}");
+        }
+        let value: Value = serde_json::from_str(&record).unwrap();
+        assert_eq!(value["headers"]["user-agent"], "UnityPlayer/2022.3");
+        assert_eq!(value["requestContext"]["identity"]["apiKeyId"], "key-id");
+        assert_eq!(value["httpMethod"], "POST");
+        assert_eq!(value["body"]["eventName"], "x");
+    }
+}
