@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod commands;
 pub mod input;
+pub mod report;
 
 use std::process::ExitCode;
 

@@ -1,0 +1,389 @@
+//! SVG charts drawn with plotters: horizontal bar charts, line charts over days, histograms.
+//!
+//! Charts are SVG text, so no font or image library is needed; plotters escapes every label,
+//! which makes the markup safe to inline in an HTML page ([`super::HtmlPage::chart`]).
+
+use chrono::NaiveDate;
+use plotters::coord::ranged1d::SegmentValue;
+use plotters::prelude::*;
+
+use super::ReportError;
+
+/// An SVG chart and its title.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Svg {
+    title: String,
+    markup: String,
+}
+
+impl Svg {
+    /// The chart's title.
+    pub fn title(&self) -> &str {
+        &self.title
+    }
+
+    /// The SVG document.
+    pub fn markup(&self) -> &str {
+        &self.markup
+    }
+}
+
+/// One line of a [`line_chart`]: a value per day.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// Legend text.
+    pub name: String,
+    /// `(day, value)`, in any order; days without a point are drawn as 0.
+    pub points: Vec<(NaiveDate, f64)>,
+}
+
+const WIDTH: u32 = 960;
+/// Longest label drawn in full; longer ones are shortened in the middle.
+const LABEL_CHARS: usize = 48;
+
+/// A horizontal bar chart, one bar per `(label, value)`, first bar on top. `unit` is the values'
+/// axis description.
+pub fn bar_chart(title: &str, unit: &str, bars: &[(String, f64)]) -> Result<Svg, ReportError> {
+    let labels: Vec<String> = bars.iter().map(|(l, _)| shorten(l)).collect();
+    let n = bars.len().max(1) as u32;
+    let max = bars.iter().map(|(_, v)| *v).fold(0.0, f64::max);
+    let label_width = labels.iter().map(|l| l.chars().count()).max().unwrap_or(4) as u32 * 7 + 16;
+    let height = 90 + 26 * n;
+    draw(title, (WIDTH, height), |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(label_width.min(WIDTH / 2))
+            .build_cartesian_2d(0.0..axis_max(max), (0u32..n).into_segmented())?;
+        let label_of = |v: &SegmentValue<u32>| match v {
+            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => labels
+                .get((n - 1 - i.min(&(n - 1))) as usize)
+                .cloned()
+                .unwrap_or_default(),
+            SegmentValue::Last => String::new(),
+        };
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(n as usize)
+            .y_label_formatter(&label_of)
+            .x_label_formatter(&|v| human(*v))
+            .x_desc(unit)
+            .draw()?;
+        chart.draw_series(
+            Histogram::horizontal(&chart)
+                .style(BLUE.mix(0.7).filled())
+                .margin(3)
+                .data(bars.iter().enumerate().map(|(i, (_, v))| (n - 1 - i as u32, *v))),
+        )?;
+        Ok(())
+    })
+}
+
+/// A histogram of counts in labelled buckets, in the order given.
+pub fn histogram(title: &str, unit: &str, buckets: &[(String, f64)]) -> Result<Svg, ReportError> {
+    let n = buckets.len().max(1) as u32;
+    let max = buckets.iter().map(|(_, v)| *v).fold(0.0, f64::max);
+    draw(title, (640, 360), |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(64)
+            .build_cartesian_2d((0u32..n).into_segmented(), 0.0..axis_max(max))?;
+        let label_of = |v: &SegmentValue<u32>| match v {
+            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
+                buckets.get(*i as usize).map(|(l, _)| shorten(l)).unwrap_or_default()
+            }
+            SegmentValue::Last => String::new(),
+        };
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n as usize)
+            .x_label_formatter(&label_of)
+            .y_label_formatter(&|v| human(*v))
+            .y_desc(unit)
+            .draw()?;
+        chart.draw_series(
+            Histogram::vertical(&chart)
+                .style(BLUE.mix(0.7).filled())
+                .margin(6)
+                .data(buckets.iter().enumerate().map(|(i, (_, v))| (i as u32, *v))),
+        )?;
+        Ok(())
+    })
+}
+
+/// A line chart of values per day, one line per series, with a legend.
+pub fn line_chart(title: &str, unit: &str, series: &[Series]) -> Result<Svg, ReportError> {
+    let days = series.iter().flat_map(|s| s.points.iter().map(|(d, _)| *d));
+    let (first, last) = match (days.clone().min(), days.max()) {
+        (Some(first), Some(last)) => (first, last),
+        _ => {
+            let today = chrono::Utc::now().date_naive();
+            (today, today)
+        }
+    };
+    let span = (last - first).num_days().max(1) as i32;
+    let max = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|(_, v)| *v))
+        .fold(0.0, f64::max);
+    draw(title, (WIDTH, 420), |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0..span, 0.0..axis_max(max))?;
+        let day_of = |i: &i32| {
+            (first + chrono::Days::new((*i).max(0) as u64))
+                .format("%m-%d")
+                .to_string()
+        };
+        chart
+            .configure_mesh()
+            .x_labels(12.min(span as usize + 1))
+            .x_label_formatter(&day_of)
+            .y_label_formatter(&|v| human(*v))
+            .y_desc(unit)
+            .draw()?;
+        for (k, s) in series.iter().enumerate() {
+            let mut values = vec![0.0; span as usize + 1];
+            for (day, v) in &s.points {
+                if let Some(slot) = values.get_mut((*day - first).num_days() as usize) {
+                    *slot += v;
+                }
+            }
+            let color = Palette99::pick(k).to_rgba();
+            chart
+                .draw_series(LineSeries::new(
+                    values.into_iter().enumerate().map(|(i, v)| (i as i32, v)),
+                    color.stroke_width(2),
+                ))?
+                .label(shorten(&s.name))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+        }
+        if !series.is_empty() {
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK.mix(0.3))
+                .position(SeriesLabelPosition::UpperRight)
+                .draw()?;
+        }
+        Ok(())
+    })
+}
+
+/// One line of an [`hourly_line_chart`]: a value per hour.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HourlySeries {
+    /// Legend text.
+    pub name: String,
+    /// `(window start, value)`, in any order; hours without a point are drawn as 0.
+    pub points: Vec<(chrono::DateTime<chrono::Utc>, f64)>,
+}
+
+/// A line chart of values per hour (windows starting on whole hours), one line per series.
+pub fn hourly_line_chart(title: &str, unit: &str, series: &[HourlySeries]) -> Result<Svg, ReportError> {
+    let hour = |t: &chrono::DateTime<chrono::Utc>| t.timestamp().div_euclid(3600);
+    let hours = series.iter().flat_map(|s| s.points.iter().map(|(t, _)| hour(t)));
+    let (first, last) = match (hours.clone().min(), hours.max()) {
+        (Some(first), Some(last)) => (first, last),
+        _ => {
+            let now = hour(&chrono::Utc::now());
+            (now, now)
+        }
+    };
+    let span = (last - first).max(1);
+    let max = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|(_, v)| *v))
+        .fold(0.0, f64::max);
+    draw(title, (WIDTH, 420), |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0..span, 0.0..axis_max(max))?;
+        let hour_of = |i: &i64| {
+            chrono::DateTime::from_timestamp((first + *i) * 3600, 0)
+                .map(|t| t.format("%m-%d %H:00").to_string())
+                .unwrap_or_default()
+        };
+        chart
+            .configure_mesh()
+            .x_labels(8.min(span as usize + 1))
+            .x_label_formatter(&hour_of)
+            .y_label_formatter(&|v| human(*v))
+            .y_desc(unit)
+            .draw()?;
+        for (k, s) in series.iter().enumerate() {
+            let mut values = vec![0.0; span as usize + 1];
+            for (t, v) in &s.points {
+                if let Some(slot) = values.get_mut((hour(t) - first) as usize) {
+                    *slot += v;
+                }
+            }
+            let color = Palette99::pick(k).to_rgba();
+            chart
+                .draw_series(LineSeries::new(
+                    values.into_iter().enumerate().map(|(i, v)| (i as i64, v)),
+                    color.stroke_width(2),
+                ))?
+                .label(shorten(&s.name))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+        }
+        if !series.is_empty() {
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK.mix(0.3))
+                .position(SeriesLabelPosition::UpperRight)
+                .draw()?;
+        }
+        Ok(())
+    })
+}
+
+/// Runs `body` on an SVG drawing area of `size` and returns the document.
+fn draw(
+    title: &str,
+    size: (u32, u32),
+    body: impl FnOnce(&DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Result<(), Box<dyn std::error::Error>>,
+) -> Result<Svg, ReportError> {
+    let error = |message: String| ReportError::Chart {
+        chart: title.to_owned(),
+        message,
+    };
+    let mut markup = String::new();
+    {
+        let root = SVGBackend::with_string(&mut markup, size).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| error(e.to_string()))?;
+        body(&root).map_err(|e| error(e.to_string()))?;
+        root.present().map_err(|e| error(e.to_string()))?;
+    }
+    Ok(Svg {
+        title: title.to_owned(),
+        markup,
+    })
+}
+
+/// The top of a value axis: a little above the largest value, and never an empty range.
+fn axis_max(max: f64) -> f64 {
+    if max.is_finite() && max > 0.0 { max * 1.08 } else { 1.0 }
+}
+
+/// `label`, shortened in the middle to at most [`LABEL_CHARS`] characters.
+fn shorten(label: &str) -> String {
+    let count = label.chars().count();
+    if count <= LABEL_CHARS {
+        return label.to_owned();
+    }
+    let keep = (LABEL_CHARS - 1) / 2;
+    let head: String = label.chars().take(keep).collect();
+    let tail: String = label.chars().skip(count - keep).collect();
+    format!("{head}…{tail}")
+}
+
+/// An axis number with an SI suffix: 950, 1.2k, 3.4M, 5.6G, 7.8T.
+pub fn human(v: f64) -> String {
+    let a = v.abs();
+    let (scaled, suffix) = if a >= 1e12 {
+        (v / 1e12, "T")
+    } else if a >= 1e9 {
+        (v / 1e9, "G")
+    } else if a >= 1e6 {
+        (v / 1e6, "M")
+    } else if a >= 1e3 {
+        (v / 1e3, "k")
+    } else {
+        (v, "")
+    };
+    let text = if scaled.fract().abs() < 1e-9 || scaled.abs() >= 10.0 {
+        format!("{scaled:.0}")
+    } else {
+        format!("{scaled:.1}")
+    };
+    format!("{text}{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(svg: &Svg, needle: &str) -> usize {
+        svg.markup().matches(needle).count()
+    }
+
+    #[test]
+    fn bar_chart_draws_a_bar_and_a_label_per_value() {
+        let bars = vec![
+            ("analytics/events/clicks/".to_owned(), 120.0),
+            ("<script>alert(1)</script>".to_owned(), 30.0),
+            ("snapshots/customers/".to_owned(), 0.0),
+        ];
+        let svg = bar_chart("Top datasets", "reads", &bars).unwrap();
+        assert!(svg.markup().starts_with("<svg"), "{}", svg.markup());
+        assert!(svg.markup().contains("analytics/events/clicks/"));
+        assert!(svg.markup().contains("&lt;script&gt;"));
+        assert!(!svg.markup().contains("<script>"));
+        assert!(svg.markup().contains("Top datasets"));
+        // Two non-empty bars (the zero bar has no area).
+        assert!(count(&svg, "<rect") >= 3, "{}", svg.markup());
+    }
+
+    #[test]
+    fn histogram_and_line_chart() {
+        let buckets: Vec<(String, f64)> = ["0", "1-6", "7-29"]
+            .iter()
+            .zip([5.0, 3.0, 1.0])
+            .map(|(l, v)| ((*l).to_owned(), v))
+            .collect();
+        let svg = histogram("Age of data read", "reads", &buckets).unwrap();
+        for label in ["1-6", "7-29", "Age of data read"] {
+            assert!(svg.markup().contains(label), "{label}");
+        }
+        let day = |d| NaiveDate::from_ymd_opt(2024, 6, d).unwrap();
+        let series = vec![
+            Series {
+                name: "events/".into(),
+                points: vec![(day(1), 3.0), (day(3), 5.0)],
+            },
+            Series {
+                name: "snapshots/".into(),
+                points: vec![(day(2), 1.0)],
+            },
+        ];
+        let svg = line_chart("Reads per day", "reads", &series).unwrap();
+        assert_eq!(
+            count(&svg, "stroke-width=\"2\" points="),
+            2 + 2,
+            "two lines and two legend marks"
+        );
+        assert!(
+            svg.markup().contains("points=\"76,186 511,371 947,63 \""),
+            "3, 0 and 5 reads"
+        );
+        assert!(svg.markup().contains("06-01") && svg.markup().contains("snapshots/"));
+        // Nothing to draw is still a chart.
+        assert!(line_chart("Empty", "reads", &[]).unwrap().markup().starts_with("<svg"));
+        assert!(bar_chart("Empty", "reads", &[]).unwrap().markup().starts_with("<svg"));
+    }
+
+    #[test]
+    fn numbers_and_labels_for_axes() {
+        assert_eq!(human(950.0), "950");
+        assert_eq!(human(1200.0), "1.2k");
+        assert_eq!(human(34_000_000.0), "34M");
+        assert_eq!(human(2.5), "2.5");
+        let long = "a/".repeat(40);
+        assert!(shorten(&long).chars().count() <= LABEL_CHARS);
+        assert_eq!(shorten("short/"), "short/");
+        assert!(shorten(&long).contains('…'));
+    }
+}
