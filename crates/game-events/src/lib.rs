@@ -31,6 +31,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "arrow")]
+pub mod batch;
 mod body;
 mod envelope;
 mod error;
