@@ -1,0 +1,216 @@
+//! The tables and the write path of one batch.
+
+use std::collections::HashSet;
+
+use arrow::record_batch::RecordBatch;
+use aws_lambda_events::event::kinesis::KinesisEventRecord;
+use game_events::batch::{
+    EVENT_DATE, GameEventsBatchBuilder, Lineage, RejectsBatchBuilder, game_events_rejects_schema, game_events_schema,
+};
+use game_events::decode_record;
+use lake::deltalake::DeltaTable;
+use lake::{AppendOutcome, LakeError, SourceWriter, StorageConfig, TableSpec};
+use tokio::sync::Mutex;
+use tracing::{info, warn};
+use uuid::Uuid;
+
+use crate::config::Config;
+
+/// The `game_events` table: partitioned by `eventDate`.
+pub fn events_table_spec() -> TableSpec {
+    TableSpec::new("game_events", game_events_schema(), &[EVENT_DATE])
+}
+
+/// The `game_events_rejects` table.
+pub fn rejects_table_spec() -> TableSpec {
+    TableSpec::new("game_events_rejects", game_events_rejects_schema(), &[])
+}
+
+/// Why a batch could not be committed.
+#[derive(Debug, thiserror::Error)]
+enum WriteError {
+    /// The rows did not make a batch of the table's schema.
+    #[error("building the batch: {0}")]
+    Arrow(#[from] arrow::error::ArrowError),
+    /// Writing or committing the files failed.
+    #[error(transparent)]
+    Lake(#[from] LakeError),
+}
+
+/// One table, open for appends.
+#[derive(Debug)]
+struct Table {
+    uri: String,
+    table: Mutex<DeltaTable>,
+}
+
+impl Table {
+    async fn open(uri: &str, spec: &TableSpec, storage: &StorageConfig) -> Result<Self, LakeError> {
+        let table = lake::open_or_create(uri, spec, storage).await?;
+        Ok(Self {
+            uri: uri.to_owned(),
+            table: Mutex::new(table),
+        })
+    }
+
+    /// Appends `batch` as one commit.
+    async fn append(&self, batch: Result<RecordBatch, arrow::error::ArrowError>) -> Result<AppendOutcome, WriteError> {
+        let batch = batch?;
+        let mut table = self.table.lock().await;
+        // Start from the newest version: a commit on an old snapshot has to be checked against
+        // every version written since, and gives up after a bounded number of them.
+        if let Err(e) = table.update_incremental(None).await {
+            warn!(table = %self.uri, error = %e, "could not refresh the table; committing on the version known");
+        }
+        let mut writer = SourceWriter::new(&self.uri, &table, "kinesis")?;
+        if let Err(e) = writer.write(batch).await {
+            writer.abort();
+            return Err(e.into());
+        }
+        let files = writer.finish().await?;
+        Ok(lake::commit_appends(&self.uri, &mut table, vec![files]).await?)
+    }
+}
+
+/// What became of one batch of records.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchReport {
+    /// Records in the batch.
+    pub records: usize,
+    /// Rows committed to `game_events`.
+    pub rows: u64,
+    /// Records whose `eventId` came earlier in the same batch, so were not written again.
+    pub duplicates: usize,
+    /// Records committed to `game_events_rejects`.
+    pub rejected: usize,
+    /// The sequence number of the first record that was not committed: it and every record after
+    /// it must be delivered again. `None` when the whole batch is in the tables.
+    pub retry_from: Option<String>,
+}
+
+/// Appends batches of Kinesis records to the `game_events` table and its rejects table.
+#[derive(Debug)]
+pub struct Sink {
+    events: Table,
+    rejects: Table,
+}
+
+/// The lineage of a record: the shard comes from the Lambda's `eventID`,
+/// `shardId-000000000000:<sequence number>`.
+fn lineage(record: &KinesisEventRecord) -> Lineage<'_> {
+    let shard_id = record
+        .event_id
+        .as_deref()
+        .and_then(|id| id.split_once(':'))
+        .map_or("unknown", |(shard, _)| shard);
+    Lineage {
+        shard_id,
+        sequence_number: &record.kinesis.sequence_number,
+        arrival: Some(record.kinesis.approximate_arrival_timestamp.0),
+    }
+}
+
+impl Sink {
+    /// Opens the tables of `config`, creating them when they are missing.
+    pub async fn open(config: &Config, storage: &StorageConfig) -> Result<Self, LakeError> {
+        Ok(Self {
+            events: Table::open(&config.events_table, &events_table_spec(), storage).await?,
+            rejects: Table::open(&config.rejects_table, &rejects_table_spec(), storage).await?,
+        })
+    }
+
+    /// The `game_events` table's location.
+    pub fn events_uri(&self) -> &str {
+        &self.events.uri
+    }
+
+    /// The rejects table's location.
+    pub fn rejects_uri(&self) -> &str {
+        &self.rejects.uri
+    }
+
+    /// Writes the records of one batch (in their shard's order): events in one commit to
+    /// `game_events`, then the records that can never be rows in one commit to the rejects table.
+    pub async fn process(&self, records: &[KinesisEventRecord]) -> BatchReport {
+        let ingested_at = lake::now_micros();
+        let mut report = BatchReport {
+            records: records.len(),
+            ..BatchReport::default()
+        };
+        let mut events = GameEventsBatchBuilder::with_capacity(records.len());
+        let mut rejects = RejectsBatchBuilder::default();
+        let mut first_reject: Option<&str> = None;
+        let mut seen: HashSet<Uuid> = HashSet::with_capacity(records.len());
+        for (index, record) in records.iter().enumerate() {
+            let lineage = lineage(record);
+            match decode_record(&record.kinesis.data) {
+                Ok(event) => {
+                    if seen.insert(event.event_id) {
+                        events.append(&event, lineage, ingested_at);
+                    } else {
+                        report.duplicates += 1;
+                    }
+                }
+                Err(reason) => {
+                    warn!(
+                        index,
+                        shard = lineage.shard_id,
+                        sequence_number = lineage.sequence_number,
+                        %reason,
+                        "record rejected"
+                    );
+                    first_reject.get_or_insert(lineage.sequence_number);
+                    rejects.append(
+                        lineage,
+                        Some(&record.kinesis.partition_key),
+                        &record.kinesis.data,
+                        &reason.to_string(),
+                        ingested_at,
+                    );
+                }
+            }
+        }
+        if events.unreadable_client_times() > 0 {
+            warn!(
+                events = events.unreadable_client_times(),
+                "client_event_time could not be read; stored as null"
+            );
+        }
+        let first = records.first().map(|r| r.kinesis.sequence_number.clone());
+        if !events.is_empty() {
+            match self.events.append(events.finish()).await {
+                Ok(outcome) => report.rows = outcome.rows,
+                Err(e) => {
+                    warn!(table = %self.events.uri, error = %e, "events not committed; the batch will be retried");
+                    report.retry_from = first;
+                    return report;
+                }
+            }
+        }
+        if !rejects.is_empty() {
+            let count = rejects.len();
+            match self.rejects.append(rejects.finish()).await {
+                Ok(_) => report.rejected = count,
+                Err(e) => {
+                    warn!(table = %self.rejects.uri, error = %e, "rejects not committed; retrying from the first");
+                    report.retry_from = first_reject.map(str::to_owned);
+                    return report;
+                }
+            }
+        }
+        let lag_ms = records
+            .iter()
+            .map(|r| r.kinesis.approximate_arrival_timestamp.0.timestamp_millis())
+            .min()
+            .map(|oldest| lake::now_micros() / 1000 - oldest);
+        info!(
+            records = report.records,
+            rows_written = report.rows,
+            duplicates = report.duplicates,
+            records_rejected = report.rejected,
+            lag_ms,
+            "batch committed"
+        );
+        report
+    }
+}
