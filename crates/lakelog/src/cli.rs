@@ -43,6 +43,55 @@ pub enum Command {
     Vacuum(crate::commands::vacuum::VacuumArgs),
     /// Checkpoint a table's current version and delete its expired log files.
     Checkpoint(crate::commands::checkpoint::CheckpointArgs),
+    /// Reports over the tables: SQL through DataFusion, text or JSON, and HTML with charts.
+    Report(ReportArgs),
+}
+
+/// Arguments of `lakelog report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Which report.
+    #[command(subcommand)]
+    pub report: ReportCommand,
+}
+
+/// The reports.
+#[derive(Debug, Subcommand)]
+pub enum ReportCommand {
+    /// Game KPIs: events per hour, bookings per hour, daily active users, by platform.
+    ///
+    /// Hourly windows follow the seed's 180-minute watermark: an event more than 180 minutes older
+    /// than the latest eventTime that arrived before it is not counted, and the report says how
+    /// many such late events there were. Every figure counts each eventId once.
+    Game(GameReportArgs),
+}
+
+/// What every report takes: the time range, the output format and the report directory.
+#[derive(Debug, Args)]
+pub struct ReportOutputArgs {
+    /// Start of the range: RFC 3339 (2024-06-01T12:00:00Z) or a date (its start, UTC).
+    #[arg(long, value_name = "T")]
+    pub from: Option<String>,
+    /// End of the range, exclusive: RFC 3339 or a date (the whole day is included).
+    #[arg(long, value_name = "T")]
+    pub to: Option<String>,
+    /// Also write the charts (SVG) and an index.html report into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// What to print on standard output.
+    #[arg(long, value_enum, default_value_t = crate::report::Format::Table)]
+    pub format: crate::report::Format,
+}
+
+/// Arguments of `lakelog report game`.
+#[derive(Debug, Args)]
+pub struct GameReportArgs {
+    /// The game_events table: a local path or s3://bucket/prefix.
+    #[arg(long, value_name = "URI")]
+    pub table: String,
+    /// Range, format and output directory.
+    #[command(flatten)]
+    pub output: ReportOutputArgs,
 }
 
 /// Arguments of `lakelog parse`.

@@ -25,6 +25,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Parse(args) => commands::parse::run(&args),
         Command::Ingest(args) => commands::ingest::run(&args),
         Command::GenerateLogs(args) => commands::generate::run(&args),
+        Command::Report(args) => commands::report::run(&args),
         Command::Optimize(args) => commands::optimize::run(&args),
         Command::Vacuum(args) => commands::vacuum::run(&args),
         Command::Checkpoint(args) => commands::checkpoint::run(&args),

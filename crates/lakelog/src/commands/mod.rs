@@ -5,4 +5,5 @@ pub mod generate;
 pub mod ingest;
 pub mod optimize;
 pub mod parse;
+pub mod report;
 pub mod vacuum;

@@ -1,0 +1,410 @@
+//! `lakelog report game`: the game KPIs of the seed's notebook over the `game_events` table.
+//!
+//! * **Events per hour**: 60-minute tumbling windows on `eventTime`. As with the seed's
+//!   `withWatermark("eventTime", "180 minutes")`, an event whose `eventTime` is more than 180
+//!   minutes older than the latest `eventTime` that arrived before it (in Kinesis arrival order:
+//!   arrival time, shard, sequence number) is late: it is not counted in its window, and the
+//!   report says how many late events there were.
+//! * **Bookings per hour**: the sum of `eventParams.amount` of `purchaseEvent`s, same windows, same
+//!   watermark.
+//! * **Daily active users**: distinct `eventParams.device_id` per UTC day of `eventTime` (every
+//!   event counts; lateness only concerns the windows).
+//! * The same three by `eventParams.platform`.
+//!
+//! Every figure counts each `eventId` once: of the copies of an event (a retried batch, a resent
+//! request) the first to arrive is the event, and the watermark is computed over those first
+//! copies. Lateness depends on what arrived before an event, so it is judged over the whole table;
+//! `--from`/`--to` then select the windows and days reported.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
+use serde_json::{Value, json};
+
+use super::chart::{self, Svg};
+use super::{HtmlPage, ReportDir, ReportError, ReportSession, TextTable, TimeRange, quote_ident};
+
+/// How much older than the latest `eventTime` seen an event may be and still count.
+pub const WATERMARK_MINUTES: i64 = 180;
+
+/// The name of the in-memory table of first copies with their lateness.
+const EVENTS: &str = "__game_kpi_events";
+
+/// One window of events per hour.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HourCount {
+    /// The window's start (a whole hour, UTC).
+    pub window_start: DateTime<Utc>,
+    /// Events in the window (distinct `eventId`, on-time only).
+    pub count: i64,
+}
+
+/// One window of bookings per hour.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HourAmount {
+    /// The window's start (a whole hour, UTC).
+    pub window_start: DateTime<Utc>,
+    /// Sum of `amount` of the window's `purchaseEvent`s.
+    pub amount: f64,
+}
+
+/// Daily active users of one day.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DayUsers {
+    /// The UTC day.
+    pub date: NaiveDate,
+    /// Distinct `device_id`s with an event that day.
+    pub users: i64,
+}
+
+/// The three KPIs over one set of events.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Kpis {
+    /// Events per hour.
+    pub events_per_hour: Vec<HourCount>,
+    /// Bookings per hour.
+    pub bookings_per_hour: Vec<HourAmount>,
+    /// Daily active users.
+    pub dau: Vec<DayUsers>,
+    /// Events not counted in their window because they arrived after the watermark had passed.
+    pub late_events: i64,
+}
+
+/// The game report: the KPIs of all events, and of each platform.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GameReport {
+    /// The range reported, for people.
+    pub range: String,
+    /// All platforms together.
+    pub all: Kpis,
+    /// Per `eventParams.platform` (`unknown` where it is missing), by name.
+    pub by_platform: BTreeMap<String, Kpis>,
+}
+
+/// Computes the report over the `game_events` table(s) registered in `session` as `table`.
+pub async fn game_report(session: &ReportSession, table: &str, range: &TimeRange) -> Result<GameReport, ReportError> {
+    let t = quote_ident(table);
+    // First copies of each eventId, in arrival order; `late` compares each with the latest
+    // eventTime among the first copies that arrived before it.
+    let order = r#""approximateArrivalTime", "shardId", length("sequenceNumber"), "sequenceNumber""#;
+    session
+        .execute("drop previous", &format!("DROP TABLE IF EXISTS {EVENTS}"))
+        .await?;
+    session
+        .execute(
+            "events with lateness",
+            &format!(
+                r#"CREATE TABLE {EVENTS} AS
+                WITH firsts AS (
+                    SELECT "eventName" AS name, "eventTime" AS t,
+                           coalesce("eventParams"['platform'], 'unknown') AS platform,
+                           "eventParams"['device_id'] AS device,
+                           "eventParams"['amount'] AS amount,
+                           "approximateArrivalTime" AS arrival, "shardId" AS shard, "sequenceNumber" AS seq
+                    FROM (
+                        SELECT *, row_number() OVER (PARTITION BY "eventId" ORDER BY {order}) AS copy
+                        FROM {t}
+                    )
+                    WHERE copy = 1
+                )
+                SELECT name, t, CAST(t AS DATE) AS day, platform, device, amount,
+                       coalesce(t < max(t) OVER (
+                           ORDER BY arrival, shard, length(seq), seq
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+                       ) - INTERVAL '{WATERMARK_MINUTES} minutes', false) AS late
+                FROM firsts"#
+            ),
+        )
+        .await?;
+    let result = kpis(session, range).await;
+    session
+        .execute("drop", &format!("DROP TABLE IF EXISTS {EVENTS}"))
+        .await?;
+    let (all, by_platform) = result?;
+    Ok(GameReport {
+        range: range.describe(),
+        all,
+        by_platform,
+    })
+}
+
+async fn kpis(session: &ReportSession, range: &TimeRange) -> Result<(Kpis, BTreeMap<String, Kpis>), ReportError> {
+    let within = range.filter("day", "t");
+    let mut all = Kpis::default();
+    let mut by_platform: BTreeMap<String, Kpis> = BTreeMap::new();
+
+    // GROUPING SETS give the totals and the per-platform figures from one pass; `platform` is
+    // NULL in the totals' rows (it is never NULL in the data: missing is 'unknown').
+    let rows = session
+        .query(
+            "events per hour",
+            &format!(
+                "SELECT date_trunc('hour', t) AS window_start, platform, count(*) AS n FROM {EVENTS}
+                 WHERE NOT late AND {within}
+                 GROUP BY GROUPING SETS ((date_trunc('hour', t)), (date_trunc('hour', t), platform))
+                 ORDER BY 1, 2"
+            ),
+        )
+        .await?;
+    for ((start, platform), n) in rows
+        .timestamps("window_start")?
+        .into_iter()
+        .zip(rows.strings("platform")?)
+        .zip(rows.i64s("n")?)
+    {
+        let (Some(window_start), Some(count)) = (start, n) else {
+            continue;
+        };
+        let kpis = match platform {
+            None => &mut all,
+            Some(p) => by_platform.entry(p).or_default(),
+        };
+        kpis.events_per_hour.push(HourCount { window_start, count });
+    }
+
+    let rows = session
+        .query(
+            "bookings per hour",
+            &format!(
+                "SELECT date_trunc('hour', t) AS window_start, platform, sum(amount) AS amount FROM {EVENTS}
+                 WHERE NOT late AND name = 'purchaseEvent' AND amount IS NOT NULL AND {within}
+                 GROUP BY GROUPING SETS ((date_trunc('hour', t)), (date_trunc('hour', t), platform))
+                 ORDER BY 1, 2"
+            ),
+        )
+        .await?;
+    for ((start, platform), amount) in rows
+        .timestamps("window_start")?
+        .into_iter()
+        .zip(rows.strings("platform")?)
+        .zip(rows.f64s("amount")?)
+    {
+        let (Some(window_start), Some(amount)) = (start, amount) else {
+            continue;
+        };
+        let kpis = match platform {
+            None => &mut all,
+            Some(p) => by_platform.entry(p).or_default(),
+        };
+        kpis.bookings_per_hour.push(HourAmount { window_start, amount });
+    }
+
+    let rows = session
+        .query(
+            "daily active users",
+            &format!(
+                "SELECT day, platform, count(DISTINCT device) AS users FROM {EVENTS}
+                 WHERE device IS NOT NULL AND {within}
+                 GROUP BY GROUPING SETS ((day), (day, platform))
+                 ORDER BY 1, 2"
+            ),
+        )
+        .await?;
+    for ((day, platform), users) in rows
+        .dates("day")?
+        .into_iter()
+        .zip(rows.strings("platform")?)
+        .zip(rows.i64s("users")?)
+    {
+        let (Some(date), Some(users)) = (day, users) else {
+            continue;
+        };
+        let kpis = match platform {
+            None => &mut all,
+            Some(p) => by_platform.entry(p).or_default(),
+        };
+        kpis.dau.push(DayUsers { date, users });
+    }
+
+    let rows = session
+        .query(
+            "late events",
+            &format!(
+                "SELECT platform, count(*) AS n FROM {EVENTS} WHERE late AND {within}
+                 GROUP BY GROUPING SETS ((), (platform))"
+            ),
+        )
+        .await?;
+    for (platform, n) in rows.strings("platform")?.into_iter().zip(rows.i64s("n")?) {
+        let n = n.unwrap_or(0);
+        match platform {
+            None => all.late_events = n,
+            Some(p) => by_platform.entry(p).or_default().late_events = n,
+        }
+    }
+    Ok((all, by_platform))
+}
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn hour_label(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:00").to_string()
+}
+
+impl Kpis {
+    fn to_json(&self) -> Value {
+        json!({
+            "events_per_hour": self.events_per_hour.iter()
+                .map(|h| json!({"window_start": rfc3339(h.window_start), "count": h.count}))
+                .collect::<Vec<_>>(),
+            "bookings_per_hour": self.bookings_per_hour.iter()
+                .map(|h| json!({"window_start": rfc3339(h.window_start), "amount": h.amount}))
+                .collect::<Vec<_>>(),
+            "dau": self.dau.iter()
+                .map(|d| json!({"date": d.date.to_string(), "users": d.users}))
+                .collect::<Vec<_>>(),
+            "late_events": self.late_events,
+        })
+    }
+
+    /// Events and bookings side by side, one row per window.
+    fn hourly_table(&self) -> TextTable {
+        let mut hours: BTreeMap<DateTime<Utc>, (i64, f64)> = BTreeMap::new();
+        for h in &self.events_per_hour {
+            hours.entry(h.window_start).or_default().0 = h.count;
+        }
+        for h in &self.bookings_per_hour {
+            hours.entry(h.window_start).or_default().1 = h.amount;
+        }
+        let mut table = TextTable::new(["window_start", "events", "bookings"]);
+        for (start, (events, bookings)) in hours {
+            table.push([rfc3339(start), events.to_string(), format!("{bookings:.2}")]);
+        }
+        table
+    }
+
+    fn dau_table(&self) -> TextTable {
+        let mut table = TextTable::new(["date", "users"]);
+        for d in &self.dau {
+            table.push([d.date.to_string(), d.users.to_string()]);
+        }
+        table
+    }
+}
+
+impl GameReport {
+    /// `{"events_per_hour": [...], "bookings_per_hour": [...], "dau": [...], "late_events": N,
+    /// "by_platform": {"ios": {the same four}, ...}}`: timestamps RFC 3339 UTC, dates YYYY-MM-DD.
+    pub fn to_json(&self) -> Value {
+        let mut out = self.all.to_json();
+        let platforms: serde_json::Map<String, Value> = self
+            .by_platform
+            .iter()
+            .map(|(platform, kpis)| (platform.clone(), kpis.to_json()))
+            .collect();
+        if let Value::Object(map) = &mut out {
+            map.insert("by_platform".to_owned(), Value::Object(platforms));
+        }
+        out
+    }
+
+    /// The report as plain-text tables.
+    pub fn render_text(&self) -> String {
+        let mut out = format!("Game KPIs, {}\n\nEvents and bookings per hour\n", self.range);
+        out.push_str(&self.all.hourly_table().render());
+        out.push_str("\nDaily active users\n");
+        out.push_str(&self.all.dau_table().render());
+        out.push_str(&format!(
+            "\nLate events (more than {WATERMARK_MINUTES} minutes behind the watermark, not counted): {}\n",
+            self.all.late_events
+        ));
+        out.push_str("\nBy platform\n");
+        let mut table = TextTable::new(["platform", "events", "bookings", "peak DAU", "late events"]);
+        for (platform, kpis) in &self.by_platform {
+            let events: i64 = kpis.events_per_hour.iter().map(|h| h.count).sum();
+            let bookings: f64 = kpis.bookings_per_hour.iter().map(|h| h.amount).sum();
+            let peak = kpis.dau.iter().map(|d| d.users).max().unwrap_or(0);
+            table.push([
+                platform.clone(),
+                events.to_string(),
+                format!("{bookings:.2}"),
+                peak.to_string(),
+                kpis.late_events.to_string(),
+            ]);
+        }
+        out.push_str(&table.render());
+        out
+    }
+
+    /// The charts a person looks at: events per hour (bars), bookings per hour (line), DAU
+    /// (bars), and bookings per hour by platform (lines).
+    pub fn charts(&self) -> Result<Vec<(&'static str, Svg)>, ReportError> {
+        let hourly_bars: Vec<(String, f64)> = self
+            .all
+            .events_per_hour
+            .iter()
+            .map(|h| (hour_label(h.window_start), h.count as f64))
+            .collect();
+        let bookings = |kpis: &Kpis| -> Vec<(DateTime<Utc>, f64)> {
+            kpis.bookings_per_hour
+                .iter()
+                .map(|h| (h.window_start, h.amount))
+                .collect()
+        };
+        let dau_bars: Vec<(String, f64)> = self
+            .all
+            .dau
+            .iter()
+            .map(|d| (d.date.to_string(), d.users as f64))
+            .collect();
+        let by_platform: Vec<chart::HourlySeries> = self
+            .by_platform
+            .iter()
+            .map(|(platform, kpis)| chart::HourlySeries {
+                name: platform.clone(),
+                points: bookings(kpis),
+            })
+            .collect();
+        Ok(vec![
+            (
+                "events_per_hour.svg",
+                chart::bar_chart("Events per hour", "events", &hourly_bars)?,
+            ),
+            (
+                "bookings_per_hour.svg",
+                chart::hourly_line_chart(
+                    "Bookings per hour",
+                    "amount",
+                    &[chart::HourlySeries {
+                        name: "all platforms".to_owned(),
+                        points: bookings(&self.all),
+                    }],
+                )?,
+            ),
+            ("dau.svg", chart::bar_chart("Daily active users", "devices", &dau_bars)?),
+            (
+                "bookings_per_hour_by_platform.svg",
+                chart::hourly_line_chart("Bookings per hour by platform", "amount", &by_platform)?,
+            ),
+        ])
+    }
+
+    /// Writes the charts and an `index.html` with them and the tables into `dir`; returns the
+    /// page's path.
+    pub fn write_html(&self, dir: &ReportDir) -> Result<PathBuf, ReportError> {
+        let charts = self.charts()?;
+        let mut page = HtmlPage::new("Game KPIs");
+        page.paragraph(&format!(
+            "Range: {}. Every figure counts each eventId once. Events more than {WATERMARK_MINUTES} minutes \
+             behind the latest eventTime that arrived before them are late and not counted in their window: {}.",
+            self.range, self.all.late_events
+        ));
+        for (name, svg) in &charts {
+            dir.write_chart(name, svg)?;
+            page.chart(svg);
+        }
+        page.heading("Events and bookings per hour");
+        page.table(&self.all.hourly_table());
+        page.heading("Daily active users");
+        page.table(&self.all.dau_table());
+        for (platform, kpis) in &self.by_platform {
+            page.heading(&format!("Platform {platform}"));
+            page.table(&kpis.hourly_table());
+            page.table(&kpis.dau_table());
+        }
+        dir.write("index.html", &page.finish())
+    }
+}

@@ -1,0 +1,197 @@
+//! `lakelog report game` over a table whose KPIs are known by construction: events in known
+//! windows, a repeated eventId, a late event beyond the watermark and one just within it.
+
+use std::process::Command;
+
+use aws_lambda_events::encodings::SecondTimestamp;
+use aws_lambda_events::event::kinesis::{KinesisEventRecord, KinesisRecord};
+use chrono::{DateTime, TimeZone, Utc};
+use game_events::{Envelope, GameEvent};
+use game_sink::{Config, Sink};
+use lake::StorageConfig;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+fn at(h: u32, m: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2024, 6, 1, h, m, 0).unwrap()
+}
+
+/// One Kinesis record of an event stamped at `time`, arriving at `arrival`.
+fn record(
+    seq: u32,
+    id: u128,
+    name: &str,
+    time: DateTime<Utc>,
+    params: Value,
+    arrival: DateTime<Utc>,
+) -> KinesisEventRecord {
+    let event = GameEvent::from_value(json!({"eventName": name, "eventParams": params}))
+        .unwrap()
+        .stamp_with_id(time, Uuid::from_u128(id));
+    let request = json!({"httpMethod": "POST", "path": "/events"});
+    let data = Envelope::new(request.as_object().unwrap().clone())
+        .record(&event)
+        .unwrap();
+    let sequence_number = format!("4959033827149025660855969253836157109592157598913{seq:07}");
+    let mut kinesis = KinesisRecord::default();
+    kinesis.approximate_arrival_timestamp = SecondTimestamp(arrival);
+    *kinesis.data = data;
+    kinesis.partition_key = "pk".to_owned();
+    kinesis.sequence_number = sequence_number.clone();
+    let mut record = KinesisEventRecord::default();
+    record.event_id = Some(format!("shardId-000000000000:{sequence_number}"));
+    record.kinesis = kinesis;
+    record
+}
+
+fn purchase(device: &str, platform: &str, amount: f64) -> Value {
+    json!({"device_id": device, "platform": platform, "amount": amount})
+}
+
+fn play(device: &str, platform: &str) -> Value {
+    json!({"device_id": device, "platform": platform, "scoreAdjustment": 10})
+}
+
+fn lakelog(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_lakelog")).args(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kpis_count_each_event_once_and_leave_late_events_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("game_events").to_str().unwrap().to_owned();
+    let sink = Sink::open(&Config::new(&table, None).unwrap(), &StorageConfig::default())
+        .await
+        .unwrap();
+    // Batch 1, in arrival order.
+    let first = vec![
+        record(1, 1, "purchaseEvent", at(10, 5), purchase("D1", "ios", 2.5), at(10, 5)),
+        record(2, 2, "scoreAdjustment", at(10, 20), play("D2", "android"), at(10, 20)),
+        record(3, 3, "scoreAdjustment", at(10, 59), play("D3", "ios"), at(10, 59)),
+        record(
+            4,
+            4,
+            "purchaseEvent",
+            at(11, 10),
+            purchase("D2", "android", 1.25),
+            at(11, 10),
+        ),
+    ];
+    // Batch 2: the first purchase again (a client resent it; the server stamped it anew), then
+    // the watermark moves to 14:30, then one event 190 minutes behind it (late) and one 165
+    // minutes behind it (counted).
+    let second = vec![
+        record(
+            5,
+            1,
+            "purchaseEvent",
+            at(11, 30),
+            purchase("D1", "ios", 2.5),
+            at(11, 30),
+        ),
+        record(6, 6, "levelUp", at(14, 30), play("D5", "android"), at(14, 30)),
+        record(
+            7,
+            7,
+            "purchaseEvent",
+            at(11, 20),
+            purchase("D4", "ios", 100.0),
+            at(14, 31),
+        ),
+        record(8, 8, "scoreAdjustment", at(11, 45), play("D1", "ios"), at(14, 32)),
+    ];
+    for batch in [&first, &second, &second] {
+        // The second batch twice: a retried batch changes no figure.
+        let report = sink.process(batch).await;
+        assert_eq!(report.retry_from, None);
+    }
+
+    let (ok, stdout, stderr) = lakelog(&["report", "game", "--table", &table, "--format", "json"]);
+    assert!(ok, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        report["events_per_hour"],
+        json!([
+            {"window_start": "2024-06-01T10:00:00Z", "count": 3},
+            {"window_start": "2024-06-01T11:00:00Z", "count": 2},
+            {"window_start": "2024-06-01T14:00:00Z", "count": 1},
+        ])
+    );
+    assert_eq!(
+        report["bookings_per_hour"],
+        json!([
+            {"window_start": "2024-06-01T10:00:00Z", "amount": 2.5},
+            {"window_start": "2024-06-01T11:00:00Z", "amount": 1.25},
+        ])
+    );
+    // Every event counts for DAU, the late one's device included.
+    assert_eq!(report["dau"], json!([{"date": "2024-06-01", "users": 5}]));
+    assert_eq!(report["late_events"], json!(1));
+    let ios = &report["by_platform"]["ios"];
+    assert_eq!(
+        ios["events_per_hour"],
+        json!([
+            {"window_start": "2024-06-01T10:00:00Z", "count": 2},
+            {"window_start": "2024-06-01T11:00:00Z", "count": 1},
+        ])
+    );
+    assert_eq!(ios["late_events"], json!(1));
+    assert_eq!(ios["dau"], json!([{"date": "2024-06-01", "users": 3}]));
+    assert_eq!(
+        report["by_platform"]["android"]["bookings_per_hour"][0]["amount"],
+        json!(1.25)
+    );
+
+    // A range selects windows; lateness is still judged against everything before.
+    let (ok, stdout, stderr) = lakelog(&[
+        "report",
+        "game",
+        "--table",
+        &table,
+        "--format",
+        "json",
+        "--from",
+        "2024-06-01T11:00:00Z",
+        "--to",
+        "2024-06-01T12:00:00Z",
+    ]);
+    assert!(ok, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        report["events_per_hour"],
+        json!([{"window_start": "2024-06-01T11:00:00Z", "count": 2}])
+    );
+    assert_eq!(report["late_events"], json!(1));
+
+    // The text report and the HTML report with its charts.
+    let out = dir.path().join("report");
+    let (ok, stdout, stderr) = lakelog(&["report", "game", "--table", &table, "--out", out.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("2024-06-01T10:00:00Z"), "{stdout}");
+    assert!(stdout.contains("not counted): 1"), "{stdout}");
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(html.contains("<svg"));
+    for chart in [
+        "events_per_hour.svg",
+        "bookings_per_hour.svg",
+        "dau.svg",
+        "bookings_per_hour_by_platform.svg",
+    ] {
+        let svg = std::fs::read_to_string(out.join(chart)).unwrap();
+        assert!(svg.starts_with("<svg"), "{chart}");
+    }
+}
+
+#[test]
+fn a_missing_table_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nothing");
+    let (ok, _, stderr) = lakelog(&["report", "game", "--table", missing.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(stderr.contains(missing.to_str().unwrap()), "{stderr}");
+}
