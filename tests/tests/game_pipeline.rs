@@ -1,0 +1,242 @@
+//! The game pipeline end to end on the stand-ins: requests through the API handler into a Kinesis
+//! stream, the stream's records through the sink into a Delta table on `s3://`, and the KPIs of
+//! `lakelog report game` against figures computed independently from the generated events, and
+//! against DuckDB over the same table.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use anyhow::{Context, Result, ensure};
+use aws_lambda_events::apigw::ApiGatewayProxyRequest;
+use aws_lambda_events::encodings::SecondTimestamp;
+use aws_lambda_events::event::kinesis::{KinesisEventRecord, KinesisRecord};
+use aws_sdk_kinesis::types::ShardIteratorType;
+use chrono::{DateTime, Duration, DurationRound, TimeZone, Utc};
+use game_api::{ApiConfig, KinesisSink, StreamRef, kinesis_client, respond};
+use game_events::synth::{Synth, SynthConfig};
+use game_events::{GameEvent, PURCHASE_EVENT};
+use game_sink::{Config, Sink};
+use lake::StorageConfig;
+use lakelog::report::game::{GameReport, game_report};
+use lakelog::report::{ReportSession, TimeRange};
+use lakelog_tests::{StandIn, duckdb, unique_name};
+use serde_json::{Value, json};
+
+/// A request of `events` that API Gateway received at `time`.
+fn request(events: &[GameEvent], time: DateTime<Utc>) -> ApiGatewayProxyRequest {
+    let body = json!({"events": events}).to_string();
+    serde_json::from_value(json!({
+        "resource": "/events", "path": "/events", "httpMethod": "POST",
+        "headers": {"content-type": "application/json"},
+        "requestContext": {"httpMethod": "POST", "requestTimeEpoch": time.timestamp_millis(), "requestId": unique_name("req")},
+        "body": body, "isBase64Encoded": false
+    }))
+    .expect("a proxy request")
+}
+
+/// What the pipeline must report, computed from the requests as sent.
+#[derive(Debug, Default)]
+struct Expected {
+    events_per_hour: BTreeMap<DateTime<Utc>, i64>,
+    bookings_per_hour: BTreeMap<DateTime<Utc>, f64>,
+    dau: BTreeMap<String, BTreeSet<String>>,
+    late: i64,
+}
+
+async fn read_stream(client: &aws_sdk_kinesis::Client, stream: &str) -> Result<Vec<KinesisEventRecord>> {
+    let shards = client.list_shards().stream_name(stream).send().await?;
+    let mut out = Vec::new();
+    for shard in shards.shards() {
+        let mut iterator = client
+            .get_shard_iterator()
+            .stream_name(stream)
+            .shard_id(shard.shard_id())
+            .shard_iterator_type(ShardIteratorType::TrimHorizon)
+            .send()
+            .await?
+            .shard_iterator;
+        while let Some(it) = iterator {
+            let page = client.get_records().shard_iterator(it).limit(500).send().await?;
+            if page.records().is_empty() {
+                break;
+            }
+            for r in page.records() {
+                let mut kinesis = KinesisRecord::default();
+                let arrival = r
+                    .approximate_arrival_timestamp()
+                    .and_then(|t| DateTime::from_timestamp(t.secs(), t.subsec_nanos()))
+                    .context("arrival time")?;
+                kinesis.approximate_arrival_timestamp = SecondTimestamp(arrival);
+                *kinesis.data = r.data().as_ref().to_vec();
+                kinesis.partition_key = r.partition_key().unwrap_or_default().to_owned();
+                kinesis.sequence_number = r.sequence_number().to_owned();
+                let mut record = KinesisEventRecord::default();
+                record.event_id = Some(format!("{}:{}", shard.shard_id(), r.sequence_number()));
+                record.kinesis = kinesis;
+                out.push(record);
+            }
+            iterator = page.next_shard_iterator;
+        }
+    }
+    Ok(out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> Result<()> {
+    let standin = StandIn::connect().await?;
+    let bucket = standin.create_bucket("game-lake").await?;
+    let sdk = standin.sdk_config();
+    let kinesis = kinesis_client(&sdk);
+    let stream = unique_name("game-events");
+    kinesis
+        .create_stream()
+        .stream_name(&stream)
+        .shard_count(1)
+        .send()
+        .await?;
+    for _ in 0..50 {
+        let status = kinesis.describe_stream_summary().stream_name(&stream).send().await?;
+        if status.stream_description_summary().map(|s| s.stream_status().as_str()) == Some("ACTIVE") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
+    // Requests at known times: three hours of traffic, then one request four hours later that
+    // moves the watermark, then a request stamped back in the first hour: its events are late.
+    let start = Utc.with_ymd_and_hms(2024, 6, 1, 10, 0, 0).unwrap();
+    let mut synth = Synth::new(SynthConfig {
+        seed: 7,
+        devices: 40,
+        ..SynthConfig::default()
+    });
+    let mut times: Vec<DateTime<Utc>> = (0..12).map(|i| start + Duration::minutes(15 * i)).collect();
+    times.push(start + Duration::hours(7));
+    times.push(start + Duration::minutes(20));
+    let late_request = times.len() - 1;
+
+    let sink = KinesisSink::new(kinesis.clone(), StreamRef::Name(stream.clone()));
+    let config = ApiConfig::default();
+    let mut expected = Expected::default();
+    let mut sent_ids = BTreeSet::new();
+    for (i, time) in times.iter().enumerate() {
+        let events = synth.events(25, *time);
+        let response = respond(&request(&events, *time), &sink, &config).await;
+        ensure!(response.status_code == 200, "request {i}: {:?}", response.body);
+        let body: Value = match &response.body {
+            Some(aws_lambda_events::encodings::Body::Text(text)) => serde_json::from_str(text)?,
+            other => anyhow::bail!("request {i}: body {other:?}"),
+        };
+        let ids: Vec<String> = body["results"]
+            .as_array()
+            .context("results")?
+            .iter()
+            .map(|r| r["eventId"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        ensure!(ids.len() == events.len(), "request {i}: one result per event");
+        for (event, id) in events.iter().zip(&ids) {
+            sent_ids.insert(id.clone());
+            let params = event.event_params.clone().unwrap_or_default();
+            if let Some(device) = &params.device_id {
+                expected
+                    .dau
+                    .entry(time.date_naive().to_string())
+                    .or_default()
+                    .insert(device.clone());
+            }
+            if i == late_request {
+                expected.late += 1;
+                continue;
+            }
+            let hour = time.duration_trunc(Duration::hours(1))?;
+            *expected.events_per_hour.entry(hour).or_default() += 1;
+            if event.event_name == PURCHASE_EVENT {
+                *expected.bookings_per_hour.entry(hour).or_default() += params.amount.unwrap_or(0.0);
+            }
+        }
+    }
+
+    // The stream holds every event, once, in the seed's envelope.
+    let records = read_stream(&kinesis, &stream).await?;
+    ensure!(
+        records.len() == sent_ids.len(),
+        "{} records for {} events",
+        records.len(),
+        sent_ids.len()
+    );
+    let mut decoded = BTreeSet::new();
+    for r in &records {
+        let data: Value = serde_json::from_slice(&r.kinesis.data)?;
+        ensure!(
+            data["httpMethod"] == "POST" && data["body"]["eventTime"].is_i64(),
+            "{data}"
+        );
+        decoded.insert(data["body"]["eventId"].as_str().unwrap_or_default().to_owned());
+    }
+    ensure!(decoded == sent_ids, "the stream's eventIds are the acknowledged ones");
+
+    // The sink, in batches as Lambda would hand them over; the last batch is delivered twice.
+    let table = StandIn::s3_uri(&bucket, "game_events");
+    let storage = StorageConfig {
+        endpoint: Some(standin.endpoint().to_owned()),
+        extra: standin.storage_options(),
+    };
+    let lake_sink = Sink::open(&Config::new(&table, None)?, &storage).await?;
+    let batches: Vec<&[KinesisEventRecord]> = records.chunks(60).collect();
+    for batch in batches.iter().chain(batches.last()) {
+        let report = lake_sink.process(batch).await;
+        ensure!(report.retry_from.is_none() && report.rejected == 0, "{report:?}");
+    }
+
+    // The KPIs as reported.
+    let session = ReportSession::new();
+    session
+        .register_tables("game_events", std::slice::from_ref(&table), &storage)
+        .await?;
+    let report: GameReport = game_report(&session, "game_events", &TimeRange::parse(None, None)?).await?;
+    let got_events: BTreeMap<DateTime<Utc>, i64> = report
+        .all
+        .events_per_hour
+        .iter()
+        .map(|h| (h.window_start, h.count))
+        .collect();
+    assert_eq!(got_events, expected.events_per_hour);
+    let got_bookings: BTreeMap<DateTime<Utc>, f64> = report
+        .all
+        .bookings_per_hour
+        .iter()
+        .map(|h| (h.window_start, h.amount))
+        .collect();
+    assert_eq!(
+        got_bookings.keys().collect::<Vec<_>>(),
+        expected.bookings_per_hour.keys().collect::<Vec<_>>()
+    );
+    for (hour, amount) in &expected.bookings_per_hour {
+        assert!(
+            (got_bookings[hour] - amount).abs() < 1e-6,
+            "{hour}: {} vs {amount}",
+            got_bookings[hour]
+        );
+    }
+    let got_dau: HashMap<String, i64> = report.all.dau.iter().map(|d| (d.date.to_string(), d.users)).collect();
+    let want_dau: HashMap<String, i64> = expected.dau.iter().map(|(d, s)| (d.clone(), s.len() as i64)).collect();
+    assert_eq!(got_dau, want_dau);
+    assert_eq!(report.all.late_events, expected.late);
+    assert!(expected.late > 0);
+
+    // DuckDB over the same table: distinct events (on time and late), bookings, and DAU.
+    let scan = format!("delta_scan('{table}')");
+    let duck = duckdb(
+        standin.endpoint(),
+        &format!(
+            "SELECT count(DISTINCT \"eventId\") AS events,
+                    count(DISTINCT \"eventParams\".device_id) AS users
+             FROM {scan}"
+        ),
+    )?;
+    let row = &duck[0];
+    assert_eq!(row[0].as_i64(), Some(sent_ids.len() as i64));
+    let reported_events: i64 = report.all.events_per_hour.iter().map(|h| h.count).sum::<i64>() + report.all.late_events;
+    assert_eq!(row[0].as_i64(), Some(reported_events));
+    assert_eq!(row[1].as_i64(), want_dau.values().copied().max());
+    Ok(())
+}
