@@ -1,11 +1,15 @@
 //! Arrow batches with exactly the `access_logs` and `access_log_rejects` schemas.
 
 use std::borrow::Cow;
+use std::mem::MaybeUninit;
 use std::sync::{Arc, LazyLock};
 
+use arrow::array::builder::NullBufferBuilder;
 use arrow::array::{
-    ArrayRef, BooleanBuilder, Date32Builder, Int32Builder, Int64Builder, StringBuilder, TimestampMicrosecondBuilder,
+    ArrayRef, BooleanBuilder, Date32Builder, Int32Builder, Int64Builder, StringArray, StringBuilder,
+    TimestampMicrosecondBuilder,
 };
+use arrow::buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{DataType, Field as ArrowField, Schema, SchemaRef, TimeUnit};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
@@ -87,40 +91,161 @@ pub fn rejects_schema() -> SchemaRef {
     REJECTS.clone()
 }
 
+/// A `Utf8` column being built. It does what arrow's `StringBuilder` does for each value, without
+/// its per-value checks: the offsets are checked once per batch, and the values are known to be
+/// UTF-8 because only `&str` goes in.
+#[derive(Debug)]
+struct TextColumn {
+    values: Vec<u8>,
+    /// Where each value ends in `values`, after a leading 0. Wrapped past `i32::MAX`, which
+    /// `finish` then reports.
+    offsets: Vec<i32>,
+    nulls: NullBufferBuilder,
+}
+
+impl TextColumn {
+    fn with_capacity(rows: usize, bytes: usize) -> Self {
+        let mut offsets = Vec::with_capacity(rows + 1);
+        offsets.push(0);
+        Self {
+            values: Vec::with_capacity(bytes),
+            offsets,
+            nulls: NullBufferBuilder::new(rows),
+        }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, value: Option<&str>) {
+        match value {
+            Some(value) => {
+                self.append_bytes(value.as_bytes());
+                self.nulls.append_non_null();
+            }
+            None => self.nulls.append_null(),
+        }
+        self.offsets.push(self.values.len() as i32);
+    }
+
+    /// Appends `bytes` to the values. Inlined into each column's `push`, so the branches on the
+    /// length are each column's own, which the CPU predicts well (a column's values are mostly of
+    /// one length class), unlike those of the one `memcpy` all columns would share.
+    #[inline(always)]
+    fn append_bytes(&mut self, bytes: &[u8]) {
+        let n = bytes.len();
+        if n > SHORT {
+            self.values.extend_from_slice(bytes);
+            return;
+        }
+        self.values.reserve(SHORT);
+        copy_short(&mut self.values.spare_capacity_mut()[..SHORT], bytes);
+        // SAFETY: `copy_short` initialised the first `n` bytes of the spare capacity, which
+        // `reserve` made at least `SHORT` bytes long.
+        unsafe { self.values.set_len(self.values.len() + n) };
+    }
+
+    /// Appends `value` `rows` times.
+    fn push_n(&mut self, value: &str, rows: usize) {
+        let start = self.values.len();
+        let total = value.len() * rows;
+        self.values.reserve(total);
+        if rows > 0 {
+            self.values.extend_from_slice(value.as_bytes());
+        }
+        // Doubling what is there: a handful of large copies instead of one per row.
+        while self.values.len() - start < total {
+            let have = self.values.len() - start;
+            self.values.extend_from_within(start..start + have.min(total - have));
+        }
+        self.offsets
+            .extend((1..=rows).map(|row| (start + row * value.len()) as i32));
+        self.nulls.append_n_non_nulls(rows);
+    }
+
+    fn finish(mut self) -> Result<StringArray, ArrowError> {
+        if i32::try_from(self.values.len()).is_err() {
+            return Err(ArrowError::InvalidArgumentError(format!(
+                "{} bytes of text in one column of a batch, more than the 2 GiB a Utf8 column holds",
+                self.values.len()
+            )));
+        }
+        let offsets = ScalarBuffer::from(self.offsets);
+        let values = Buffer::from_vec(self.values);
+        let nulls = self.nulls.finish();
+        if cfg!(debug_assertions) {
+            return StringArray::try_new(OffsetBuffer::new(offsets), values, nulls);
+        }
+        // SAFETY: the offsets start at 0 and never decrease, since every value appends bytes and
+        // then its end, and none of them wrapped, since the values fit in `i32`; `values` is the
+        // concatenation of `&str`s, cut at their ends only, so each value is UTF-8; there are as
+        // many validity bits as values. Debug builds check all of it with `try_new` above.
+        Ok(unsafe { StringArray::new_unchecked(OffsetBuffer::new_unchecked(offsets), values, nulls) })
+    }
+}
+
+/// Values up to this long are copied by [`copy_short`].
+const SHORT: usize = 64;
+
+/// Copies `src` (at most [`SHORT`] bytes) to the start of `dst` (exactly `SHORT` bytes) with at
+/// most two fixed-size copies, overlapping when `src` is shorter than both together.
+#[inline(always)]
+fn copy_short(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
+    let n = src.len();
+    if n >= 16 {
+        if n >= 32 {
+            dst[..32].write_copy_of_slice(&src[..32]);
+            dst[n - 32..n].write_copy_of_slice(&src[n - 32..]);
+        } else {
+            dst[..16].write_copy_of_slice(&src[..16]);
+            dst[n - 16..n].write_copy_of_slice(&src[n - 16..]);
+        }
+    } else if n >= 8 {
+        dst[..8].write_copy_of_slice(&src[..8]);
+        dst[n - 8..n].write_copy_of_slice(&src[n - 8..]);
+    } else if n >= 4 {
+        dst[..4].write_copy_of_slice(&src[..4]);
+        dst[n - 4..n].write_copy_of_slice(&src[n - 4..]);
+    } else if n > 0 {
+        dst[0].write(src[0]);
+        dst[n / 2].write(src[n / 2]);
+        dst[n - 1].write(src[n - 1]);
+    }
+}
+
 /// Appends records, column by column, into an `access_logs` batch.
 #[derive(Debug)]
 pub struct AccessLogBatchBuilder {
     ingested_at: i64,
-    bucket_owner: StringBuilder,
-    bucket: StringBuilder,
+    bucket_owner: TextColumn,
+    bucket: TextColumn,
     request_time: TimestampMicrosecondBuilder,
-    remote_ip: StringBuilder,
-    requester: StringBuilder,
-    request_id: StringBuilder,
-    operation: StringBuilder,
-    key: StringBuilder,
-    request_uri: StringBuilder,
+    remote_ip: TextColumn,
+    requester: TextColumn,
+    request_id: TextColumn,
+    operation: TextColumn,
+    key: TextColumn,
+    request_uri: TextColumn,
     http_status: Int32Builder,
-    error_code: StringBuilder,
+    error_code: TextColumn,
     bytes_sent: Int64Builder,
     object_size: Int64Builder,
     total_time_ms: Int64Builder,
     turn_around_time_ms: Int64Builder,
-    referer: StringBuilder,
-    user_agent: StringBuilder,
-    version_id: StringBuilder,
-    host_id: StringBuilder,
-    signature_version: StringBuilder,
-    cipher_suite: StringBuilder,
-    authentication_type: StringBuilder,
-    host_header: StringBuilder,
-    tls_version: StringBuilder,
-    access_point_arn: StringBuilder,
+    referer: TextColumn,
+    user_agent: TextColumn,
+    version_id: TextColumn,
+    host_id: TextColumn,
+    signature_version: TextColumn,
+    cipher_suite: TextColumn,
+    authentication_type: TextColumn,
+    host_header: TextColumn,
+    tls_version: TextColumn,
+    access_point_arn: TextColumn,
     acl_required: BooleanBuilder,
-    source_region: StringBuilder,
-    extra_fields: StringBuilder,
+    source_region: TextColumn,
+    extra_fields: TextColumn,
     request_date: Date32Builder,
-    log_object: StringBuilder,
+    /// The `log_object` column as runs of one value: a builder seldom sees more than one object.
+    log_objects: Vec<(String, usize)>,
     log_line: Int64Builder,
     rows: usize,
     /// The rows the builder was made for.
@@ -128,8 +253,8 @@ pub struct AccessLogBatchBuilder {
 }
 
 #[inline(always)]
-fn put(builder: &mut StringBuilder, value: &Option<Cow<'_, str>>) {
-    builder.append_option(value.as_deref());
+fn put(column: &mut TextColumn, value: &Option<Cow<'_, str>>) {
+    column.push(value.as_deref());
 }
 
 impl AccessLogBatchBuilder {
@@ -146,9 +271,9 @@ impl AccessLogBatchBuilder {
     /// Builders with room for `rows` rows, and for as many bytes in each text column as `like` holds
     /// or a guess per row, whichever is more.
     fn sized(ingested_at: i64, rows: usize, like: Option<&Self>) -> Self {
-        let s = |guess: usize, column: fn(&Self) -> &StringBuilder| {
-            let used = like.map_or(0, |like| column(like).values_slice().len());
-            StringBuilder::with_capacity(rows, used.max(rows * guess))
+        let s = |guess: usize, column: fn(&Self) -> &TextColumn| {
+            let used = like.map_or(0, |like| column(like).values.len());
+            TextColumn::with_capacity(rows, used.max(rows * guess))
         };
         let ts = || TimestampMicrosecondBuilder::with_capacity(rows).with_timezone(UTC);
         let long = || Int64Builder::with_capacity(rows);
@@ -183,7 +308,7 @@ impl AccessLogBatchBuilder {
             source_region: s(16, |b| &b.source_region),
             extra_fields: s(0, |b| &b.extra_fields),
             request_date: Date32Builder::with_capacity(rows),
-            log_object: s(64, |b| &b.log_object),
+            log_objects: Vec::new(),
             log_line: long(),
             rows: 0,
             capacity: rows,
@@ -221,7 +346,10 @@ impl AccessLogBatchBuilder {
         put(&mut self.source_region, &r.source_region);
         put(&mut self.extra_fields, &r.extra_fields);
         self.request_date.append_value(r.request_date());
-        self.log_object.append_value(log_object);
+        match self.log_objects.last_mut() {
+            Some((last, rows)) if last == log_object => *rows += 1,
+            _ => self.log_objects.push((log_object.to_owned(), 1)),
+        }
         self.log_line.append_value(log_line);
         self.rows += 1;
     }
@@ -245,37 +373,42 @@ impl AccessLogBatchBuilder {
         let mut done = std::mem::replace(self, next);
         let mut ingested_at = TimestampMicrosecondBuilder::with_capacity(rows).with_timezone(UTC);
         ingested_at.append_value_n(done.ingested_at, rows);
+        let bytes = done.log_objects.iter().map(|(object, rows)| object.len() * rows).sum();
+        let mut log_object = TextColumn::with_capacity(rows, bytes);
+        for (object, rows) in &done.log_objects {
+            log_object.push_n(object, *rows);
+        }
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(done.bucket_owner.finish()),
-            Arc::new(done.bucket.finish()),
+            Arc::new(done.bucket_owner.finish()?),
+            Arc::new(done.bucket.finish()?),
             Arc::new(done.request_time.finish()),
-            Arc::new(done.remote_ip.finish()),
-            Arc::new(done.requester.finish()),
-            Arc::new(done.request_id.finish()),
-            Arc::new(done.operation.finish()),
-            Arc::new(done.key.finish()),
-            Arc::new(done.request_uri.finish()),
+            Arc::new(done.remote_ip.finish()?),
+            Arc::new(done.requester.finish()?),
+            Arc::new(done.request_id.finish()?),
+            Arc::new(done.operation.finish()?),
+            Arc::new(done.key.finish()?),
+            Arc::new(done.request_uri.finish()?),
             Arc::new(done.http_status.finish()),
-            Arc::new(done.error_code.finish()),
+            Arc::new(done.error_code.finish()?),
             Arc::new(done.bytes_sent.finish()),
             Arc::new(done.object_size.finish()),
             Arc::new(done.total_time_ms.finish()),
             Arc::new(done.turn_around_time_ms.finish()),
-            Arc::new(done.referer.finish()),
-            Arc::new(done.user_agent.finish()),
-            Arc::new(done.version_id.finish()),
-            Arc::new(done.host_id.finish()),
-            Arc::new(done.signature_version.finish()),
-            Arc::new(done.cipher_suite.finish()),
-            Arc::new(done.authentication_type.finish()),
-            Arc::new(done.host_header.finish()),
-            Arc::new(done.tls_version.finish()),
-            Arc::new(done.access_point_arn.finish()),
+            Arc::new(done.referer.finish()?),
+            Arc::new(done.user_agent.finish()?),
+            Arc::new(done.version_id.finish()?),
+            Arc::new(done.host_id.finish()?),
+            Arc::new(done.signature_version.finish()?),
+            Arc::new(done.cipher_suite.finish()?),
+            Arc::new(done.authentication_type.finish()?),
+            Arc::new(done.host_header.finish()?),
+            Arc::new(done.tls_version.finish()?),
+            Arc::new(done.access_point_arn.finish()?),
             Arc::new(done.acl_required.finish()),
-            Arc::new(done.source_region.finish()),
-            Arc::new(done.extra_fields.finish()),
+            Arc::new(done.source_region.finish()?),
+            Arc::new(done.extra_fields.finish()?),
             Arc::new(done.request_date.finish()),
-            Arc::new(done.log_object.finish()),
+            Arc::new(log_object.finish()?),
             Arc::new(done.log_line.finish()),
             Arc::new(ingested_at.finish()),
         ];
@@ -383,6 +516,53 @@ mod tests {
         // The builder is reusable after finish.
         b.append(&record, "s3://raw/log2", 1);
         assert_eq!(b.finish().unwrap().num_rows(), 1);
+    }
+
+    #[test]
+    fn text_columns_hold_values_of_every_length() {
+        let text: String = ('a'..='z')
+            .chain('A'..='Z')
+            .chain('0'..='9')
+            .cycle()
+            .take(200)
+            .collect();
+        let values: Vec<Option<&str>> = (0..=150)
+            .map(|n| (n % 7 != 3).then(|| &text[n % 13..n % 13 + n]))
+            .chain([Some("caf\u{e9} \u{1F980}"), None, Some("")])
+            .collect();
+        let mut column = TextColumn::with_capacity(2, 0);
+        for &value in &values {
+            column.push(value);
+        }
+        column.push_n("s3://raw/log", 3);
+        column.push_n("x", 0);
+        let array = column.finish().unwrap();
+        assert_eq!(array.len(), values.len() + 3);
+        for (i, value) in values.iter().enumerate() {
+            assert_eq!(array.is_valid(i).then(|| array.value(i)), *value, "{i}");
+        }
+        assert_eq!(array.value(values.len() + 2), "s3://raw/log");
+    }
+
+    #[test]
+    fn log_object_runs() {
+        let record = AccessLogRecord::parse(LINE).unwrap();
+        let mut b = AccessLogBatchBuilder::new(0);
+        let objects = [
+            "s3://raw/a",
+            "s3://raw/a",
+            "s3://raw/b",
+            "s3://raw/a",
+            "s3://raw/a",
+            "s3://raw/a",
+        ];
+        for (line, object) in objects.iter().enumerate() {
+            b.append(&record, object, line as i64 + 1);
+        }
+        let batch = b.finish().unwrap();
+        let column = batch.column_by_name("log_object").unwrap().as_string::<i32>().clone();
+        assert_eq!(column.iter().collect::<Vec<_>>(), objects.map(Some));
+        assert_eq!(column.null_count(), 0);
     }
 
     #[test]

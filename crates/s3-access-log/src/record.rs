@@ -74,8 +74,7 @@ impl<'a> AccessLogRecord<'a> {
     /// Parses one line (without its line terminator).
     pub fn parse(line: &'a [u8]) -> Result<Self, ParseError> {
         let f = Fields::split(line)?;
-        let utf8 = Utf8Line::new(line);
-        let text = |field| utf8.field(&f, field);
+        let text = |field| f.text(field);
         let time = f
             .get(Field::RequestTime)
             .and_then(nullable)
@@ -92,7 +91,14 @@ impl<'a> AccessLogRecord<'a> {
             requester: text(Field::Requester),
             request_id: text(Field::RequestId),
             operation: text(Field::Operation),
-            key: f.get(Field::Key).and_then(nullable).map(decode_key),
+            key: f
+                .get(Field::Key)
+                .and_then(nullable)
+                .and_then(|raw| match find_either(raw, b'%', b'+') {
+                    // Nothing to decode: the text as it is in the line.
+                    None => f.text(Field::Key),
+                    Some(first) => Some(decode_escaped(raw, first)),
+                }),
             request_uri: text(Field::RequestUri),
             http_status: http_status(&f)?,
             error_code: text(Field::ErrorCode),
@@ -112,50 +118,13 @@ impl<'a> AccessLogRecord<'a> {
             access_point_arn: text(Field::AccessPointArn),
             acl_required: acl_required(&f)?,
             source_region: text(Field::SourceRegion),
-            extra_fields: f.extra().map(|raw| utf8.text(raw)),
+            extra_fields: f.extra_text(),
         })
     }
 
     /// Days since the Unix epoch of the UTC date of the request: the `request_date` partition.
     pub fn request_date(&self) -> i32 {
         date_of(self.request_time)
-    }
-}
-
-/// A line, validated as UTF-8 once rather than field by field.
-struct Utf8Line<'a> {
-    line: &'a [u8],
-    text: Option<&'a str>,
-}
-
-impl<'a> Utf8Line<'a> {
-    fn new(line: &'a [u8]) -> Self {
-        Self {
-            line,
-            text: std::str::from_utf8(line).ok(),
-        }
-    }
-
-    /// The text of `field`, `None` if it is `-` or the line's era lacks it.
-    #[inline(always)]
-    fn field(&self, f: &Fields<'a>, field: Field) -> Option<Cow<'a, str>> {
-        f.get(field).and_then(nullable).map(|raw| self.text(raw))
-    }
-
-    /// The text of `raw`, a slice of the line: borrowed when the line is UTF-8 (fields begin and
-    /// end at ASCII delimiters, so at character boundaries), lossily decoded otherwise.
-    #[inline(always)]
-    fn text(&self, raw: &'a [u8]) -> Cow<'a, str> {
-        if let Some(text) = self.text {
-            let start = (raw.as_ptr() as usize).wrapping_sub(self.line.as_ptr() as usize);
-            // Out of range (or wrapped around) gives `None`, as does a slice of another buffer.
-            if let Some(within) = text.get(start..start.wrapping_add(raw.len()))
-                && within.as_ptr() == raw.as_ptr()
-            {
-                return Cow::Borrowed(within);
-            }
-        }
-        String::from_utf8_lossy(raw)
     }
 }
 
@@ -166,31 +135,17 @@ fn nullable(raw: &[u8]) -> Option<&[u8]> {
 }
 
 fn number(f: &Fields<'_>, field: Field) -> Result<Option<i64>, ParseError> {
-    let Some(raw) = f.get(field).and_then(nullable) else {
-        return Ok(None);
-    };
-    parse_u63(raw)
-        .map(Some)
-        .ok_or_else(|| ParseError::invalid(field, "expected a non-negative integer or -", raw))
-}
-
-fn parse_u63(raw: &[u8]) -> Option<i64> {
-    if raw.is_empty() || raw.len() > 18 {
-        return None;
-    }
-    raw.iter().try_fold(0i64, |acc, &b| {
-        b.is_ascii_digit().then(|| acc * 10 + i64::from(b - b'0'))
-    })
+    f.number(field)
+        .map_err(|raw| ParseError::invalid(field, "expected a non-negative integer or -", raw))
 }
 
 fn http_status(f: &Fields<'_>) -> Result<Option<i32>, ParseError> {
-    let Some(raw) = f.get(Field::HttpStatus).and_then(nullable) else {
-        return Ok(None);
-    };
-    // A leading zero is not a status: `020` would read as 20, which has no three-digit form.
-    match (raw.len(), parse_u63(raw)) {
-        (3, Some(code)) if code >= 100 => Ok(Some(code as i32)),
-        _ => Err(ParseError::invalid(
+    let raw = f.get(Field::HttpStatus).unwrap_or_default();
+    match f.number(Field::HttpStatus) {
+        Ok(None) => Ok(None),
+        // A leading zero is not a status: `020` would read as 20, which has no three-digit form.
+        Ok(Some(code)) if raw.len() == 3 && code >= 100 => Ok(Some(code as i32)),
+        Ok(Some(_)) | Err(_) => Err(ParseError::invalid(
             Field::HttpStatus,
             "expected a three-digit status or -",
             raw,
@@ -210,13 +165,19 @@ fn acl_required(f: &Fields<'_>) -> Result<Option<bool>, ParseError> {
 /// Decodes a key form-style: `+` is a space, then percent-decoding. Keys S3 logged with bytes that
 /// do not decode to UTF-8 are kept as written.
 pub fn decode_key(raw: &[u8]) -> Cow<'_, str> {
-    if find_either(raw, b'%', b'+').is_none() {
-        return text_of(raw);
+    match find_either(raw, b'%', b'+') {
+        None => text_of(raw),
+        Some(first) => decode_escaped(raw, first),
     }
+}
+
+/// Decodes `raw`, whose first `%` or `+` is at `first`.
+fn decode_escaped(raw: &[u8], first: usize) -> Cow<'_, str> {
     // One pass: `+` is never a hex digit, so it cannot be part of an escape.
     let mut decoded = Vec::with_capacity(raw.len());
     let mut rest = raw;
-    while let Some(i) = find_either(rest, b'%', b'+') {
+    let mut next = Some(first);
+    while let Some(i) = next {
         decoded.extend_from_slice(&rest[..i]);
         let (byte, width) = match (rest[i], rest.get(i + 1).and_then(hex), rest.get(i + 2).and_then(hex)) {
             (b'+', _, _) => (b' ', 1),
@@ -225,6 +186,7 @@ pub fn decode_key(raw: &[u8]) -> Cow<'_, str> {
         };
         decoded.push(byte);
         rest = &rest[i + width..];
+        next = find_either(rest, b'%', b'+');
     }
     decoded.extend_from_slice(rest);
     match String::from_utf8(decoded) {
