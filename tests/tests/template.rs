@@ -1,0 +1,478 @@
+//! Checks of `template.yaml` that cfn-lint and `sam validate` do not make: no IAM statement allows
+//! every action (`*`) or every action of a service (`s3:*`); every function has a failure path;
+//! every bucket is encrypted, blocks public access and refuses requests without TLS; queues,
+//! streams and topics are encrypted. The checker is tested on small bad templates too, so that a
+//! template that breaks a rule cannot pass.
+//!
+//! The template is read with a YAML library that keeps CloudFormation's short tags (`!Ref`,
+//! `!GetAtt`, `!Sub`, `!If`) as tagged values.
+
+use serde_norway::{Mapping, Value};
+
+/// The logical id a `!Ref X`, `!GetAtt X.Arn` or `{"Fn::GetAtt": [X, Arn]}` points to.
+fn referenced_id(value: &Value) -> Option<String> {
+    match value {
+        Value::Tagged(tagged) if tagged.tag == "Ref" => tagged.value.as_str().map(str::to_owned),
+        Value::Tagged(tagged) if tagged.tag == "GetAtt" => match &tagged.value {
+            Value::String(s) => s.split('.').next().map(str::to_owned),
+            Value::Sequence(parts) => parts.first().and_then(Value::as_str).map(str::to_owned),
+            _ => None,
+        },
+        Value::Mapping(m) => m.get("Ref").and_then(Value::as_str).map(str::to_owned).or_else(|| {
+            m.get("Fn::GetAtt")
+                .and_then(|v| v.get(0))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        }),
+        _ => None,
+    }
+}
+
+/// Every string inside `value`, through tags (`!If [cond, a, b]` gives both branches) and lists.
+fn strings(value: &Value) -> Vec<String> {
+    match value {
+        Value::String(s) => vec![s.clone()],
+        Value::Sequence(items) => items.iter().flat_map(strings).collect(),
+        Value::Tagged(tagged) if tagged.tag == "If" => match tagged.value.as_sequence() {
+            Some(parts) => parts.iter().skip(1).flat_map(strings).collect(),
+            None => Vec::new(),
+        },
+        Value::Tagged(tagged) => strings(&tagged.value),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether an action allows everything or every action of a service.
+fn is_wildcard_action(action: &str) -> bool {
+    action == "*" || action.ends_with(":*")
+}
+
+/// The mappings of `value` with their paths, depth first, through tags and lists.
+fn mappings<'v>(path: String, value: &'v Value, out: &mut Vec<(String, &'v Mapping)>) {
+    match value {
+        Value::Mapping(m) => {
+            out.push((path.clone(), m));
+            for (key, child) in m {
+                let key = key.as_str().unwrap_or("?");
+                mappings(format!("{path}.{key}"), child, out);
+            }
+        }
+        Value::Sequence(items) => {
+            for (i, item) in items.iter().enumerate() {
+                mappings(format!("{path}[{i}]"), item, out);
+            }
+        }
+        Value::Tagged(tagged) => mappings(format!("{path}!{}", tagged.tag), &tagged.value, out),
+        _ => {}
+    }
+}
+
+fn resources(template: &Value) -> Vec<(String, &Value)> {
+    template
+        .get("Resources")
+        .and_then(Value::as_mapping)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.as_str().unwrap_or("?").to_owned(), v))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn resource_type(resource: &Value) -> &str {
+    resource.get("Type").and_then(Value::as_str).unwrap_or("")
+}
+
+fn truthy(value: Option<&Value>) -> bool {
+    match value {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
+        _ => false,
+    }
+}
+
+/// Everything wrong with `template`, one line each, naming the resource.
+fn check(template: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let resources = resources(template);
+    let resource = |id: &str| resources.iter().find(|(k, _)| k == id).map(|(_, v)| *v);
+
+    // IAM: no statement allows every action, or every action of a service.
+    for (id, value) in &resources {
+        let mut found = Vec::new();
+        mappings(id.clone(), value, &mut found);
+        for (path, statement) in found {
+            let allows = statement.get("Effect").and_then(Value::as_str) == Some("Allow");
+            if !allows {
+                continue;
+            }
+            if statement.contains_key("NotAction") {
+                problems.push(format!(
+                    "{path}: an Allow statement with NotAction allows almost everything"
+                ));
+            }
+            if let Some(actions) = statement.get("Action") {
+                for action in strings(actions).iter().filter(|a| is_wildcard_action(a)) {
+                    problems.push(format!("{path}: Allow of wildcard action {action:?}"));
+                }
+            }
+        }
+    }
+
+    for (id, value) in &resources {
+        let properties = value.get("Properties");
+        let property = |name: &str| properties.and_then(|p| p.get(name));
+        match resource_type(value) {
+            "AWS::Serverless::Function" | "AWS::Lambda::Function" => {
+                check_function(id, value, &resource, &resources, &mut problems);
+            }
+            "AWS::S3::Bucket" => {
+                let encrypted = property("BucketEncryption")
+                    .and_then(|e| e.get("ServerSideEncryptionConfiguration"))
+                    .and_then(Value::as_sequence)
+                    .is_some_and(|rules| {
+                        rules.iter().any(|r| {
+                            r.get("ServerSideEncryptionByDefault")
+                                .and_then(|d| d.get("SSEAlgorithm"))
+                                .is_some()
+                        })
+                    });
+                if !encrypted {
+                    problems.push(format!("{id}: bucket without default encryption"));
+                }
+                let block = property("PublicAccessBlockConfiguration");
+                let blocked = [
+                    "BlockPublicAcls",
+                    "BlockPublicPolicy",
+                    "IgnorePublicAcls",
+                    "RestrictPublicBuckets",
+                ]
+                .iter()
+                .all(|k| truthy(block.and_then(|b| b.get(*k))));
+                if !blocked {
+                    problems.push(format!("{id}: bucket without a full public access block"));
+                }
+                let tls_only = resources.iter().any(|(_, policy)| {
+                    resource_type(policy) == "AWS::S3::BucketPolicy"
+                        && policy
+                            .get("Properties")
+                            .and_then(|p| p.get("Bucket"))
+                            .and_then(referenced_id)
+                            .as_deref()
+                            == Some(id.as_str())
+                        && denies_insecure_transport(policy)
+                });
+                if !tls_only {
+                    problems.push(format!(
+                        "{id}: bucket without a policy that denies requests without TLS"
+                    ));
+                }
+            }
+            "AWS::SQS::Queue" if !truthy(property("SqsManagedSseEnabled")) && property("KmsMasterKeyId").is_none() => {
+                problems.push(format!("{id}: queue without encryption"));
+            }
+            "AWS::Kinesis::Stream" => {
+                let kms = property("StreamEncryption")
+                    .and_then(|e| e.get("EncryptionType"))
+                    .and_then(Value::as_str)
+                    == Some("KMS");
+                if !kms {
+                    problems.push(format!("{id}: stream without KMS encryption"));
+                }
+            }
+            "AWS::SNS::Topic" if property("KmsMasterKeyId").is_none() => {
+                problems.push(format!("{id}: topic without encryption"));
+            }
+            _ => {}
+        }
+    }
+    problems
+}
+
+/// Whether a bucket policy has a Deny of every principal when `aws:SecureTransport` is false.
+fn denies_insecure_transport(policy: &Value) -> bool {
+    let mut found = Vec::new();
+    mappings(String::new(), policy, &mut found);
+    found.iter().any(|(_, statement)| {
+        statement.get("Effect").and_then(Value::as_str) == Some("Deny")
+            && statement
+                .get("Condition")
+                .and_then(|c| c.get("Bool"))
+                .and_then(|b| b.get("aws:SecureTransport"))
+                .is_some_and(|v| matches!(v, Value::Bool(false)) || v.as_str() == Some("false"))
+    })
+}
+
+/// A function's events each need a failure path: an SQS source a queue with a redrive policy, a
+/// stream source an on-failure destination, asynchronous sources (schedules, rules, S3, SNS) a
+/// dead-letter queue or an on-failure destination of the function. API events are synchronous:
+/// the caller gets the error.
+fn check_function<'v>(
+    id: &str,
+    function: &'v Value,
+    resource: &dyn Fn(&str) -> Option<&'v Value>,
+    resources: &[(String, &'v Value)],
+    problems: &mut Vec<String>,
+) {
+    let properties = function.get("Properties");
+    let async_failure_path = properties.is_some_and(|p| {
+        p.get("DeadLetterQueue").is_some()
+            || p.get("EventInvokeConfig")
+                .and_then(|c| c.get("DestinationConfig"))
+                .and_then(|d| d.get("OnFailure"))
+                .is_some()
+    }) || resources.iter().any(|(_, r)| {
+        resource_type(r) == "AWS::Lambda::EventInvokeConfig"
+            && r.get("Properties")
+                .and_then(|p| p.get("FunctionName"))
+                .and_then(referenced_id)
+                .as_deref()
+                == Some(id)
+            && r.get("Properties")
+                .and_then(|p| p.get("DestinationConfig"))
+                .and_then(|d| d.get("OnFailure"))
+                .is_some()
+    });
+    let events = properties
+        .and_then(|p| p.get("Events"))
+        .and_then(Value::as_mapping)
+        .cloned()
+        .unwrap_or_default();
+    if events.is_empty() && !async_failure_path {
+        problems.push(format!(
+            "{id}: function without events and without a dead-letter queue or on-failure destination"
+        ));
+    }
+    for (name, event) in &events {
+        let name = name.as_str().unwrap_or("?");
+        let kind = event.get("Type").and_then(Value::as_str).unwrap_or("");
+        let event_properties = event.get("Properties");
+        match kind {
+            "SQS" => {
+                let queue = event_properties.and_then(|p| p.get("Queue")).and_then(referenced_id);
+                let redrive = queue
+                    .as_deref()
+                    .and_then(resource)
+                    .and_then(|q| q.get("Properties"))
+                    .and_then(|p| p.get("RedrivePolicy"))
+                    .is_some_and(|r| r.get("deadLetterTargetArn").is_some());
+                if !redrive {
+                    problems.push(format!(
+                        "{id}.{name}: SQS source {} without a redrive policy to a dead-letter queue",
+                        queue.as_deref().unwrap_or("(not a queue of this template)")
+                    ));
+                }
+            }
+            "Kinesis" | "DynamoDB" => {
+                let on_failure = event_properties
+                    .and_then(|p| p.get("DestinationConfig"))
+                    .and_then(|d| d.get("OnFailure"))
+                    .and_then(|o| o.get("Destination"))
+                    .is_some();
+                if !on_failure {
+                    problems.push(format!("{id}.{name}: {kind} source without an on-failure destination"));
+                }
+            }
+            "Api" | "HttpApi" => {}
+            _ => {
+                if !async_failure_path {
+                    problems.push(format!(
+                        "{id}.{name}: {kind} invokes asynchronously, and the function has no dead-letter queue \
+                         or on-failure destination"
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn parse(yaml: &str) -> Value {
+    serde_norway::from_str(yaml).unwrap()
+}
+
+#[test]
+fn the_template_passes() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
+    let template = parse(&std::fs::read_to_string(path).unwrap());
+    let problems = check(&template);
+    assert!(problems.is_empty(), "template.yaml:\n{}", problems.join("\n"));
+    // The checker saw what it checks.
+    let kinds: Vec<&str> = resources(&template).iter().map(|(_, r)| resource_type(r)).collect();
+    for kind in ["AWS::Serverless::Function", "AWS::S3::Bucket", "AWS::SQS::Queue"] {
+        assert!(kinds.contains(&kind), "no {kind} in the template");
+    }
+}
+
+/// A compliant base: a bucket with its policy, a queue with a dead-letter queue, and a function.
+const GOOD: &str = r#"
+Resources:
+  Bucket:
+    Type: AWS::S3::Bucket
+    Properties:
+      BucketEncryption:
+        ServerSideEncryptionConfiguration:
+          - ServerSideEncryptionByDefault:
+              SSEAlgorithm: AES256
+      PublicAccessBlockConfiguration:
+        BlockPublicAcls: true
+        BlockPublicPolicy: true
+        IgnorePublicAcls: true
+        RestrictPublicBuckets: true
+  BucketPolicy:
+    Type: AWS::S3::BucketPolicy
+    Properties:
+      Bucket: !Ref Bucket
+      PolicyDocument:
+        Statement:
+          - Effect: Deny
+            Principal: "*"
+            Action: "s3:*"
+            Resource: !Sub "${Bucket.Arn}/*"
+            Condition:
+              Bool:
+                aws:SecureTransport: "false"
+  Queue:
+    Type: AWS::SQS::Queue
+    Properties:
+      SqsManagedSseEnabled: true
+      RedrivePolicy:
+        deadLetterTargetArn: !GetAtt DeadLetters.Arn
+        maxReceiveCount: 5
+  DeadLetters:
+    Type: AWS::SQS::Queue
+    Properties:
+      SqsManagedSseEnabled: true
+  Function:
+    Type: AWS::Serverless::Function
+    Properties:
+      Events:
+        Messages:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt Queue.Arn
+      Policies:
+        - Statement:
+            - Effect: Allow
+              Action: ["s3:GetObject", "s3:PutObject"]
+              Resource: !Sub "${Bucket.Arn}/*"
+"#;
+
+/// `GOOD` with `from` replaced by `to` (which must be there).
+fn bad(from: &str, to: &str) -> Vec<String> {
+    assert!(GOOD.contains(from), "{from}");
+    check(&parse(&GOOD.replacen(from, to, 1)))
+}
+
+#[test]
+fn the_checker_passes_a_good_template() {
+    assert_eq!(check(&parse(GOOD)), Vec::<String>::new());
+}
+
+#[test]
+fn wildcard_actions_fail() {
+    let problems = bad(r#"Action: ["s3:GetObject", "s3:PutObject"]"#, r#"Action: "*""#);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].starts_with("Function.") && problems[0].contains("\"*\""),
+        "{problems:?}"
+    );
+    let problems = bad(
+        r#"Action: ["s3:GetObject", "s3:PutObject"]"#,
+        r#"Action: ["s3:GetObject", "s3:*"]"#,
+    );
+    assert!(problems[0].contains("\"s3:*\""), "{problems:?}");
+    // Inside a condition's branches too.
+    let problems = bad(
+        r#"Action: ["s3:GetObject", "s3:PutObject"]"#,
+        r#"Action: !If [Cond, "s3:GetObject", "sqs:*"]"#,
+    );
+    assert!(problems[0].contains("\"sqs:*\""), "{problems:?}");
+    let problems = bad(r#"Action: ["s3:GetObject", "s3:PutObject"]"#, r#"NotAction: "iam:*""#);
+    assert!(problems[0].contains("NotAction"), "{problems:?}");
+    // A Deny of every action (the TLS rule) is fine: it is in GOOD already.
+}
+
+#[test]
+fn functions_without_a_failure_path_fail() {
+    // An SQS source whose queue has no redrive policy.
+    let problems = bad(
+        "      RedrivePolicy:\n        deadLetterTargetArn: !GetAtt DeadLetters.Arn\n        maxReceiveCount: 5\n",
+        "",
+    );
+    assert_eq!(
+        problems,
+        vec!["Function.Messages: SQS source Queue without a redrive policy to a dead-letter queue"]
+    );
+    // A Kinesis source without an on-failure destination, then with one.
+    let kinesis = "          Type: Kinesis\n          Properties:\n            Stream: !GetAtt Stream.Arn\n";
+    let problems = bad(
+        "          Type: SQS\n          Properties:\n            Queue: !GetAtt Queue.Arn\n",
+        kinesis,
+    );
+    assert_eq!(
+        problems,
+        vec!["Function.Messages: Kinesis source without an on-failure destination"]
+    );
+    let with_destination = format!(
+        "{kinesis}            DestinationConfig:\n              OnFailure:\n                Destination: !GetAtt DeadLetters.Arn\n"
+    );
+    let problems = bad(
+        "          Type: SQS\n          Properties:\n            Queue: !GetAtt Queue.Arn\n",
+        &with_destination,
+    );
+    assert!(problems.is_empty(), "{problems:?}");
+    // A schedule without a dead-letter queue or on-failure destination, then with one.
+    let schedule = "          Type: Schedule\n          Properties:\n            Schedule: rate(1 hour)\n";
+    let problems = bad(
+        "          Type: SQS\n          Properties:\n            Queue: !GetAtt Queue.Arn\n",
+        schedule,
+    );
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].starts_with("Function.Messages: Schedule invokes asynchronously"),
+        "{problems:?}"
+    );
+    let with_config = format!(
+        "{schedule}      EventInvokeConfig:\n        DestinationConfig:\n          OnFailure:\n            Type: SQS\n            Destination: !GetAtt DeadLetters.Arn\n"
+    );
+    let problems = bad(
+        "          Type: SQS\n          Properties:\n            Queue: !GetAtt Queue.Arn\n",
+        &with_config,
+    );
+    assert!(problems.is_empty(), "{problems:?}");
+    // No events and no failure path.
+    let problems = bad(
+        "      Events:\n        Messages:\n          Type: SQS\n          Properties:\n            Queue: !GetAtt Queue.Arn\n",
+        "",
+    );
+    assert!(
+        problems[0].starts_with("Function: function without events"),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn buckets_without_encryption_or_tls_policy_fail() {
+    let problems = bad(
+        "          - ServerSideEncryptionByDefault:\n              SSEAlgorithm: AES256\n",
+        "",
+    );
+    assert_eq!(problems, vec!["Bucket: bucket without default encryption"]);
+    let problems = bad("aws:SecureTransport: \"false\"", "aws:SecureTransport: \"true\"");
+    assert_eq!(
+        problems,
+        vec!["Bucket: bucket without a policy that denies requests without TLS"]
+    );
+    let problems = bad("Bucket: !Ref Bucket", "Bucket: !Ref OtherBucket");
+    assert_eq!(
+        problems,
+        vec!["Bucket: bucket without a policy that denies requests without TLS"]
+    );
+    let problems = bad("        RestrictPublicBuckets: true\n", "");
+    assert_eq!(problems, vec!["Bucket: bucket without a full public access block"]);
+    let problems = bad(
+        "      SqsManagedSseEnabled: true\n      RedrivePolicy",
+        "      RedrivePolicy",
+    );
+    assert_eq!(problems, vec!["Queue: queue without encryption"]);
+}
