@@ -43,6 +43,22 @@ pub enum Command {
     Vacuum(crate::commands::vacuum::VacuumArgs),
     /// Checkpoint a table's current version and delete its expired log files.
     Checkpoint(crate::commands::checkpoint::CheckpointArgs),
+    /// Run the game events API on 127.0.0.1: the game-events-api Lambda's handler on each request.
+    ///
+    /// Requests to /events become API Gateway proxy events for the same handler as the Lambda:
+    /// validation, eventTime and eventId stamping, the seed's record envelope, per-event results.
+    /// By default the records go to an embedded one-shard stream in place of Kinesis, and the
+    /// game-events sink consumes it as the Lambda consumes Kinesis, appending to the local Delta
+    /// table --lake/game_events (rows within a second or so of the request); with
+    /// --kinesis-stream they go to a real Kinesis stream. Point game clients at it.
+    Serve(crate::commands::serve::ServeArgs),
+    /// Post realistic game events to the API at a steady rate, and print what was sent.
+    ///
+    /// Score adjustments, purchases with amounts, level-ups, sessions and ad impressions, from
+    /// --devices devices on several platforms and app versions, in requests of --batch events.
+    /// The same --seed sends the same events. Events the API could not write (503) are resent with
+    /// their eventId. The exit status is 0 only if every event was written.
+    SendEvents(crate::commands::send_events::SendEventsArgs),
     /// Reports over the tables: SQL through DataFusion, text or JSON, and HTML with charts.
     Report(ReportArgs),
 }

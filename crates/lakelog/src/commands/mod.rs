@@ -6,4 +6,6 @@ pub mod ingest;
 pub mod optimize;
 pub mod parse;
 pub mod report;
+pub mod send_events;
+pub mod serve;
 pub mod vacuum;
