@@ -74,6 +74,16 @@ pub struct ReportArgs {
 /// The reports.
 #[derive(Debug, Subcommand)]
 pub enum ReportCommand {
+    /// Access patterns of S3 datasets: most used, age of the data read, unused, storage-class advice.
+    ///
+    /// A dataset is a bucket and a key prefix: the key up to its first partition-like directory
+    /// (name=value, a date such as 2024-01-31, 20240131 or 2024/01/31), else --dataset-depth
+    /// directories, or what --dataset-regex matches. Reads are GET, HEAD and the source of copies;
+    /// writes are PUT, POST, copies and completed multipart uploads; lifecycle actions are counted
+    /// apart; failed requests are not counted. The advisor proposes lifecycle transitions to
+    /// STANDARD_IA, GLACIER_IR and GLACIER with their monthly savings (prices of --prices), and
+    /// prints a lifecycle configuration per dataset.
+    Access(AccessReportArgs),
     /// Game KPIs: events per hour, bookings per hour, daily active users, by platform.
     ///
     /// Hourly windows follow the seed's 180-minute watermark: an event more than 180 minutes older
@@ -97,6 +107,36 @@ pub struct ReportOutputArgs {
     /// What to print on standard output.
     #[arg(long, value_enum, default_value_t = crate::report::Format::Table)]
     pub format: crate::report::Format,
+}
+
+/// Arguments of `lakelog report access`.
+#[derive(Debug, Args)]
+pub struct AccessReportArgs {
+    /// The access_logs tables (local paths or s3://bucket/prefix), read as one.
+    #[arg(long = "table", value_name = "URI", required = true, num_args = 1..)]
+    pub tables: Vec<String>,
+    /// Directories kept of a key without partition-like directories.
+    #[arg(long, value_name = "N", default_value_t = crate::report::access::DEFAULT_DEPTH)]
+    pub dataset_depth: usize,
+    /// A regular expression matched at the start of keys: its first capture group (or the whole
+    /// match) is the dataset; keys it does not match follow the default rule.
+    #[arg(long, value_name = "REGEX")]
+    pub dataset_regex: Option<String>,
+    /// A written dataset is unused when nobody read it for this many days.
+    #[arg(long, value_name = "DAYS", default_value_t = 30)]
+    pub unused_days: u32,
+    /// Reads become rare at the age from which at most this share of the reads happen.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.05)]
+    pub rare_share: f64,
+    /// How many datasets the charts show.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+    /// A price table in JSON [default: us-east-1, built in; see crates/lakelog/prices/].
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
+    /// Range, format and output directory.
+    #[command(flatten)]
+    pub output: ReportOutputArgs,
 }
 
 /// Arguments of `lakelog report game`.

@@ -5,14 +5,16 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use lake::StorageConfig;
 
-use crate::cli::{GameReportArgs, ReportArgs, ReportCommand, ReportOutputArgs};
+use crate::cli::{AccessReportArgs, GameReportArgs, ReportArgs, ReportCommand, ReportOutputArgs};
+use crate::report::access::{AccessOptions, DatasetRule, PriceTable};
 use crate::report::game::game_report;
-use crate::report::{Format, ReportDir, ReportSession, TimeRange};
+use crate::report::{Format, ReportDir, ReportError, ReportSession, TimeRange};
 
 /// Runs the report named on the command line.
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     match &args.report {
+        ReportCommand::Access(access) => runtime.block_on(access_command(access)),
         ReportCommand::Game(game) => runtime.block_on(game_command(game)),
     }
 }
@@ -37,6 +39,49 @@ async fn game_command(args: &GameReportArgs) -> anyhow::Result<ExitCode> {
         eprintln!("report written to {}", page.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+async fn access_command(args: &AccessReportArgs) -> anyhow::Result<ExitCode> {
+    let range = range(&args.output)?;
+    let options = access_options(args)?;
+    let report = crate::report::access::run(&args.tables, &StorageConfig::from_env(), &range, &options).await?;
+    match args.output.format {
+        Format::Table => print!("{}", report.render_text()),
+        Format::Json => println!("{}", report.to_json()?),
+    }
+    if let Some(out) = &args.output.out {
+        let page = report.write_html(&ReportDir::create(out)?)?;
+        eprintln!("report written to {}", page.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The access report's options from its arguments.
+pub fn access_options(args: &AccessReportArgs) -> Result<AccessOptions, ReportError> {
+    let prices = match &args.prices {
+        Some(path) => PriceTable::load(path)?,
+        None => PriceTable::default_table()?,
+    };
+    let mut rule = DatasetRule::with_depth(args.dataset_depth);
+    if let Some(pattern) = &args.dataset_regex {
+        let regex = regex::Regex::new(pattern)
+            .map_err(|e| ReportError::invalid_argument("--dataset-regex", pattern, e.to_string()))?;
+        rule = rule.with_regex(regex);
+    }
+    if !(0.0..=1.0).contains(&args.rare_share) {
+        return Err(ReportError::invalid_argument(
+            "--rare-share",
+            &args.rare_share.to_string(),
+            "a share between 0 and 1",
+        ));
+    }
+    Ok(AccessOptions {
+        rule,
+        unused_days: args.unused_days,
+        prices,
+        top: args.top.max(1),
+        rare_share: args.rare_share,
+    })
 }
 
 fn range(output: &ReportOutputArgs) -> anyhow::Result<TimeRange> {

@@ -43,6 +43,7 @@
 //! data from a session, and methods that render it as text, JSON and an HTML page; the CLI and
 //! the demo both call them in-process.
 
+pub mod access;
 pub mod chart;
 pub mod game;
 mod html;

@@ -255,6 +255,15 @@ impl Rows {
         Ok(out)
     }
 
+    /// A boolean column.
+    pub fn bools(&self, column: &str) -> Result<Vec<Option<bool>>, ReportError> {
+        let mut out = Vec::with_capacity(self.len);
+        for array in self.columns(column, &DataType::Boolean)? {
+            out.extend(array.as_boolean().iter());
+        }
+        Ok(out)
+    }
+
     /// A date column.
     pub fn dates(&self, column: &str) -> Result<Vec<Option<NaiveDate>>, ReportError> {
         let mut out = Vec::with_capacity(self.len);

@@ -1,0 +1,607 @@
+//! The storage-class advisor: for one dataset, at what age its data can move to S3 Standard-IA,
+//! Glacier Instant Retrieval and Glacier Flexible Retrieval, and what that saves per month.
+//!
+//! The inputs are what the access logs show (see [`super`] for the queries):
+//!
+//! * the objects of the dataset at the end of the report (keys seen in the logs, less those
+//!   deleted or expired since their last write), each with its size (the largest `object_size`
+//!   logged for the key) and its age (from the date in the key, else from its first write seen);
+//!   objects already moved by a lifecycle transition are left out;
+//! * the reads of the report's range, by the age of the data they read, with the bytes retrieved
+//!   (`bytes_sent`, or the object size for the source of a copy).
+//!
+//! A plan gives each class an age `T` (days after creation, as lifecycle rules count): objects in
+//! `[T, next T)` are in that class. Its monthly saving is, per class, the storage price difference
+//! on the objects of that age band, less the Glacier per-object overhead, less what the reads of
+//! that band would cost there (retrieval per GB and the difference in GET prices), scaled from
+//! the range to 30 days; less the transitions of the objects written per month. Objects under
+//! 128 KiB are never moved (S3 Lifecycle's default minimum transition size). A plan must keep to
+//! S3's rules: Standard-IA no sooner than 30 days, and each class kept at least its minimum
+//! storage duration before the next transition, so no early-deletion charge arises. Glacier
+//! Flexible Retrieval is only proposed from an age that no read reached in the range, since a GET
+//! of an archived object fails until it is restored: it would hurt its users. The advisor proposes
+//! the plan that saves the most, if any saves anything.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::prices::PriceTable;
+
+/// Bytes S3 bills as one GB.
+pub const GB: f64 = (1u64 << 30) as f64;
+
+/// S3 Lifecycle does not transition objects smaller than this (its default since September 2024).
+pub const MIN_TRANSITION_BYTES: i64 = 128 * 1024;
+
+/// Days of reads scaled to one month.
+pub const MONTH_DAYS: f64 = 30.0;
+
+/// The youngest age S3 allows for a transition to Standard-IA (and One Zone-IA).
+pub const STANDARD_IA_MIN_DAYS: u32 = 30;
+
+/// Transition ages the advisor tries, in days.
+pub const CANDIDATE_DAYS: [u32; 12] = [1, 7, 14, 30, 60, 90, 120, 180, 270, 365, 540, 730];
+
+/// The classes the advisor moves data to, coldest last.
+pub const CLASSES: [&str; 3] = ["STANDARD_IA", "GLACIER_IR", "GLACIER"];
+
+/// Reads of one dataset of one age.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadsAt {
+    /// Age of the data read, in days; `None` when unknown.
+    pub age: Option<i64>,
+    /// Whether the object read is large enough to be moved (at least 128 KiB, or of unknown size).
+    pub movable: bool,
+    /// Reads.
+    pub reads: u64,
+    /// Bytes retrieved by them.
+    pub bytes: u64,
+}
+
+/// Objects of one dataset of one age at the end of the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredAt {
+    /// Age in days; `None` when unknown.
+    pub age: Option<i64>,
+    /// Whether a lifecycle transition already moved them out of S3 Standard.
+    pub moved: bool,
+    /// Whether they are large enough to be moved (at least 128 KiB).
+    pub movable: bool,
+    /// Objects.
+    pub objects: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// What the advisor knows of one dataset.
+#[derive(Debug, Clone, Default)]
+pub struct DatasetFacts {
+    /// Reads in the range, by age.
+    pub reads: Vec<ReadsAt>,
+    /// Objects at the end of the range, by age.
+    pub stored: Vec<StoredAt>,
+    /// Writes of movable objects in the range.
+    pub movable_writes: u64,
+    /// Days the range spans (at least 1).
+    pub range_days: u32,
+}
+
+/// One recommended transition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Transition {
+    /// Storage class, as in lifecycle rules.
+    pub storage_class: String,
+    /// Days after creation.
+    pub days: u32,
+    /// Objects now in the age band this class would hold.
+    pub objects: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Storage saved per month on them (price difference, less per-object overhead).
+    pub monthly_storage_saving: f64,
+    /// Retrieval charges per month for the reads observed in the band.
+    pub monthly_retrieval_cost: f64,
+    /// Extra GET charges per month for those reads.
+    pub monthly_request_cost: f64,
+}
+
+/// The advice for one dataset.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Advice {
+    /// The bucket.
+    pub bucket: String,
+    /// The dataset's key prefix.
+    pub dataset: String,
+    /// Reads in the range.
+    pub reads: u64,
+    /// Reads of data whose age is unknown (no date in the key, no write seen before the read).
+    pub reads_of_unknown_age: u64,
+    /// Age in days from which at most the rare share of reads happen; `None` without reads of
+    /// known age.
+    pub rare_after_days: Option<i64>,
+    /// Objects seen in the logs and still there at the end of the range.
+    pub stored_objects: u64,
+    /// Their bytes (largest `object_size` logged per key).
+    pub stored_bytes: u64,
+    /// Bytes of those objects whose age is unknown (not planned for).
+    pub stored_bytes_of_unknown_age: u64,
+    /// Bytes a lifecycle transition already moved out of S3 Standard (not planned for).
+    pub already_moved_bytes: u64,
+    /// The recommended transitions, youngest first; empty when none saves money.
+    pub transitions: Vec<Transition>,
+    /// Transitions of the objects written per month, per month.
+    pub monthly_transition_cost: f64,
+    /// Net saving per month: storage saved less retrieval, requests and transitions.
+    pub monthly_saving: f64,
+    /// Transitions of the objects there now, once.
+    pub one_time_transition_cost: f64,
+    /// The currency of the amounts.
+    pub currency: String,
+    /// Why this advice.
+    pub reason: String,
+    /// A lifecycle configuration with this dataset's rule, ready for
+    /// `aws s3api put-bucket-lifecycle-configuration`; `None` without transitions.
+    pub lifecycle: Option<Value>,
+}
+
+/// A candidate plan: the age of each class in [`CLASSES`], or `None` when it is skipped.
+type Plan = [Option<u32>; 3];
+
+/// Evaluated plan.
+#[derive(Debug, Clone)]
+struct Outcome {
+    transitions: Vec<Transition>,
+    monthly_transition_cost: f64,
+    one_time_transition_cost: f64,
+    monthly_saving: f64,
+}
+
+/// The smallest age `A` such that reads of data aged `A` days or more are at most `rare_share`
+/// of the reads of known age.
+pub fn rare_after(reads: &[ReadsAt], rare_share: f64) -> Option<i64> {
+    let mut by_age: BTreeMap<i64, u64> = BTreeMap::new();
+    for r in reads {
+        if let Some(age) = r.age {
+            *by_age.entry(age.max(0)).or_default() += r.reads;
+        }
+    }
+    let total: u64 = by_age.values().sum();
+    if total == 0 {
+        return None;
+    }
+    let allowed = rare_share * total as f64;
+    // The reads of data aged `A` or more only change at the ages seen: walking down from the
+    // oldest, the last age whose tail is still rare gives `A` = the next younger age seen + 1.
+    let ages: Vec<(i64, u64)> = by_age.into_iter().collect();
+    let mut tail = 0u64;
+    let mut first_rare = ages.len();
+    for (k, &(_, n)) in ages.iter().enumerate().rev() {
+        if (tail + n) as f64 > allowed {
+            break;
+        }
+        tail += n;
+        first_rare = k;
+    }
+    Some(match first_rare {
+        0 => 0,
+        k => ages[k - 1].0 + 1,
+    })
+}
+
+/// The advice for one dataset.
+pub fn advise(bucket: &str, dataset: &str, facts: &DatasetFacts, prices: &PriceTable, rare_share: f64) -> Advice {
+    let reads: u64 = facts.reads.iter().map(|r| r.reads).sum();
+    let reads_of_unknown_age: u64 = facts.reads.iter().filter(|r| r.age.is_none()).map(|r| r.reads).sum();
+    let stored_objects = facts.stored.iter().map(|s| s.objects).sum();
+    let stored_bytes = facts.stored.iter().map(|s| s.bytes).sum();
+    let stored_bytes_of_unknown_age = facts
+        .stored
+        .iter()
+        .filter(|s| s.age.is_none() && !s.moved)
+        .map(|s| s.bytes)
+        .sum();
+    let already_moved_bytes = facts.stored.iter().filter(|s| s.moved).map(|s| s.bytes).sum();
+    let mut best: Option<(Plan, Outcome)> = None;
+    for plan in plans() {
+        if let Some(outcome) = evaluate(&plan, facts, prices) {
+            let better = match &best {
+                None => outcome.monthly_saving > 0.0,
+                Some((_, b)) => outcome.monthly_saving > b.monthly_saving + 1e-12,
+            };
+            if better {
+                best = Some((plan, outcome));
+            }
+        }
+    }
+    let movable_known: u64 = facts
+        .stored
+        .iter()
+        .filter(|s| s.age.is_some() && !s.moved && s.movable)
+        .map(|s| s.bytes)
+        .sum();
+    let currency = prices.currency.clone();
+    let (transitions, monthly_transition_cost, monthly_saving, one_time_transition_cost, reason) = match best {
+        Some((_, outcome)) => {
+            let steps: Vec<String> = outcome
+                .transitions
+                .iter()
+                .map(|t| format!("{} after {} days", t.storage_class, t.days))
+                .collect();
+            let reason = format!(
+                "{} saves {:.2} {currency} per month after retrieval and transition charges",
+                steps.join(", then "),
+                outcome.monthly_saving
+            );
+            (
+                outcome.transitions,
+                outcome.monthly_transition_cost,
+                outcome.monthly_saving,
+                outcome.one_time_transition_cost,
+                reason,
+            )
+        }
+        None => {
+            let reason = if stored_objects == 0 {
+                "no object of this dataset was seen written or read in the logs".to_owned()
+            } else if movable_known == 0 && stored_bytes_of_unknown_age > 0 {
+                "the age of its objects is unknown: no date in their keys and no write seen in the logs".to_owned()
+            } else if movable_known == 0 {
+                "no object of at least 128 KiB in S3 Standard: lifecycle rules would not move any".to_owned()
+            } else {
+                "no transition saves money: the reads of older data would cost more in retrieval than the \
+                 storage saved"
+                    .to_owned()
+            };
+            (Vec::new(), 0.0, 0.0, 0.0, reason)
+        }
+    };
+    let reason = if reads_of_unknown_age > 0 {
+        format!(
+            "{reason}; {reads_of_unknown_age} reads of data of unknown age are not in the projection (and rule out \
+             Glacier Flexible Retrieval)"
+        )
+    } else {
+        reason
+    };
+    let lifecycle = lifecycle_configuration(bucket, dataset, &transitions);
+    let reason = if lifecycle.is_none() && !transitions.is_empty() {
+        format!(
+            "{reason}; no lifecycle rule is given for the bucket's root, since a rule for the empty prefix \
+             applies to every object of the bucket"
+        )
+    } else {
+        reason
+    };
+    Advice {
+        bucket: bucket.to_owned(),
+        dataset: dataset.to_owned(),
+        reads,
+        reads_of_unknown_age,
+        rare_after_days: rare_after(&facts.reads, rare_share),
+        stored_objects,
+        stored_bytes,
+        stored_bytes_of_unknown_age,
+        already_moved_bytes,
+        transitions,
+        monthly_transition_cost,
+        monthly_saving,
+        one_time_transition_cost,
+        currency,
+        reason,
+        lifecycle,
+    }
+}
+
+/// Every plan, skipped classes included, in a fixed order (fewer transitions first).
+fn plans() -> Vec<Plan> {
+    let options = |class: usize| {
+        let mut days: Vec<Option<u32>> = vec![None];
+        days.extend(
+            CANDIDATE_DAYS
+                .iter()
+                .filter(|&&d| class != 0 || d >= STANDARD_IA_MIN_DAYS)
+                .map(|&d| Some(d)),
+        );
+        days
+    };
+    let mut plans = Vec::new();
+    for ia in options(0) {
+        for ir in options(1) {
+            for glacier in options(2) {
+                plans.push([ia, ir, glacier]);
+            }
+        }
+    }
+    plans.sort_by_key(|p| p.iter().filter(|d| d.is_some()).count());
+    plans
+}
+
+/// The outcome of `plan`, or `None` if it breaks S3's rules or would archive data still read.
+fn evaluate(plan: &Plan, facts: &DatasetFacts, prices: &PriceTable) -> Option<Outcome> {
+    let steps: Vec<(usize, u32)> = plan.iter().enumerate().filter_map(|(i, d)| Some((i, (*d)?))).collect();
+    if steps.is_empty() {
+        return None;
+    }
+    for pair in steps.windows(2) {
+        let ((a, da), (_, db)) = (pair[0], pair[1]);
+        if db < da + prices.class(CLASSES[a]).minimum_days.max(1) {
+            return None;
+        }
+    }
+    let standard = prices.class("STANDARD");
+    let per_month = MONTH_DAYS / f64::from(facts.range_days.max(1));
+    let mut transitions = Vec::new();
+    let mut monthly_saving = 0.0;
+    let mut one_time = 0.0;
+    let mut per_object_transition = 0.0;
+    for (k, &(class, from)) in steps.iter().enumerate() {
+        let until = steps.get(k + 1).map(|&(_, d)| i64::from(d));
+        let in_band = |age: Option<i64>| age.is_some_and(|a| a >= i64::from(from) && until.is_none_or(|u| a < u));
+        let p = prices.class(CLASSES[class]);
+        let (mut objects, mut bytes) = (0u64, 0u64);
+        for s in facts.stored.iter().filter(|s| !s.moved && s.movable && in_band(s.age)) {
+            objects += s.objects;
+            bytes += s.bytes;
+        }
+        let (mut reads, mut read_bytes) = (0u64, 0u64);
+        for r in facts.reads.iter().filter(|r| r.movable && in_band(r.age)) {
+            reads += r.reads;
+            read_bytes += r.bytes;
+        }
+        if CLASSES[class] == "GLACIER" {
+            // A read of the band (of any size), or of data of unknown age (which the rule would
+            // archive too), means someone still reads data this old.
+            if facts
+                .reads
+                .iter()
+                .any(|r| r.reads > 0 && (r.age.is_none() || in_band(r.age)))
+            {
+                return None;
+            }
+        }
+        let storage = bytes as f64 / GB * (standard.storage_gb_month - p.storage_gb_month)
+            - objects as f64
+                * (p.overhead_bytes_in_class as f64 / GB * p.storage_gb_month
+                    + p.overhead_bytes_in_standard as f64 / GB * standard.storage_gb_month);
+        let retrieval = read_bytes as f64 / GB * p.retrieval_gb * per_month;
+        let requests = reads as f64 / 1000.0 * (p.get_per_1000 - standard.get_per_1000) * per_month;
+        monthly_saving += storage - retrieval - requests;
+        one_time += objects as f64 / 1000.0 * p.transition_per_1000;
+        per_object_transition += p.transition_per_1000 / 1000.0;
+        transitions.push(Transition {
+            storage_class: CLASSES[class].to_owned(),
+            days: from,
+            objects,
+            bytes,
+            monthly_storage_saving: storage,
+            monthly_retrieval_cost: retrieval,
+            monthly_request_cost: requests,
+        });
+    }
+    let monthly_transition_cost = facts.movable_writes as f64 * per_month * per_object_transition;
+    Some(Outcome {
+        transitions,
+        monthly_transition_cost,
+        one_time_transition_cost: one_time,
+        monthly_saving: monthly_saving - monthly_transition_cost,
+    })
+}
+
+/// A lifecycle configuration with one rule moving the dataset's objects, or `None` without
+/// transitions or for the bucket's root (a rule for the empty prefix covers the whole bucket).
+pub fn lifecycle_configuration(bucket: &str, dataset: &str, transitions: &[Transition]) -> Option<Value> {
+    if transitions.is_empty() || dataset.is_empty() {
+        return None;
+    }
+    Some(json!({ "Rules": [lifecycle_rule(bucket, dataset, transitions)] }))
+}
+
+/// One lifecycle rule for the dataset's prefix.
+pub fn lifecycle_rule(bucket: &str, dataset: &str, transitions: &[Transition]) -> Value {
+    let steps: Vec<Value> = transitions
+        .iter()
+        .map(|t| json!({ "Days": t.days, "StorageClass": t.storage_class }))
+        .collect();
+    json!({
+        "ID": rule_id(bucket, dataset),
+        "Filter": { "Prefix": dataset },
+        "Status": "Enabled",
+        "Transitions": steps,
+    })
+}
+
+/// A rule ID (at most 255 characters) naming the dataset.
+fn rule_id(bucket: &str, dataset: &str) -> String {
+    let name: String = dataset
+        .trim_end_matches('/')
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let id = format!("lakelog-{bucket}-{name}");
+    id.chars().take(255).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MB: u64 = 1 << 20;
+
+    fn prices() -> PriceTable {
+        PriceTable::default_table().unwrap()
+    }
+
+    /// A dataset written daily for `days` days, one object of `size` bytes a day, read in full
+    /// `(age, reads per day)`.
+    fn daily(days: i64, size: u64, reads: &[(i64, u64)]) -> DatasetFacts {
+        DatasetFacts {
+            stored: (0..days)
+                .map(|age| StoredAt {
+                    age: Some(age),
+                    moved: false,
+                    movable: true,
+                    objects: 1,
+                    bytes: size,
+                })
+                .collect(),
+            reads: reads
+                .iter()
+                .map(|&(age, per_day)| ReadsAt {
+                    age: Some(age),
+                    movable: true,
+                    reads: per_day * days as u64,
+                    bytes: per_day * days as u64 * size,
+                })
+                .collect(),
+            movable_writes: days as u64,
+            range_days: days as u32,
+        }
+    }
+
+    #[test]
+    fn data_never_read_goes_to_glacier_early() {
+        let facts = daily(365, 1024 * MB, &[]);
+        let advice = advise("b", "exports/", &facts, &prices(), 0.05);
+        assert_eq!(advice.reads, 0);
+        assert_eq!(advice.rare_after_days, None);
+        let classes: Vec<(&str, u32)> = advice
+            .transitions
+            .iter()
+            .map(|t| (t.storage_class.as_str(), t.days))
+            .collect();
+        assert_eq!(classes, [("GLACIER", 1)]);
+        let t = &advice.transitions[0];
+        assert_eq!(t.objects, 364);
+        // 364 GB at (0.023 - 0.0036), less 40 KB of overhead per object.
+        let overhead = 364.0 * (32768.0 / GB * 0.0036 + 8192.0 / GB * 0.023);
+        assert!((t.monthly_storage_saving - (364.0 * (0.023 - 0.0036) - overhead)).abs() < 1e-9);
+        // One object written a day: 30 transitions a month at 0.03 per 1000.
+        assert!((advice.monthly_transition_cost - 30.0 * 0.03 / 1000.0).abs() < 1e-12);
+        assert!((advice.monthly_saving - (t.monthly_storage_saving - advice.monthly_transition_cost)).abs() < 1e-9);
+        assert!((advice.one_time_transition_cost - 364.0 * 0.03 / 1000.0).abs() < 1e-12);
+        let rule = &advice.lifecycle.as_ref().unwrap()["Rules"][0];
+        assert_eq!(rule["Filter"]["Prefix"], "exports/");
+        assert_eq!(rule["Transitions"], json!([{ "Days": 1, "StorageClass": "GLACIER" }]));
+        assert_eq!(rule["ID"], "lakelog-b-exports");
+    }
+
+    #[test]
+    fn data_read_while_young_moves_after_the_reads_and_never_to_glacier_while_read() {
+        // Read at age 0 thirty times a day, at 3 days five times, at 40 days once: reads of data
+        // older than 3 days are rare (1 in 36), and Glacier must wait until after 40 days.
+        let facts = daily(365, 1024 * MB, &[(0, 30), (3, 5), (40, 1)]);
+        let advice = advise("b", "events/", &facts, &prices(), 0.05);
+        assert_eq!(advice.rare_after_days, Some(4));
+        let glacier = advice.transitions.iter().find(|t| t.storage_class == "GLACIER");
+        assert!(glacier.is_none_or(|g| g.days > 40), "{advice:?}");
+        assert!(advice.monthly_saving > 0.0);
+        for pair in advice.transitions.windows(2) {
+            assert!(pair[1].days >= pair[0].days + 30, "{advice:?}");
+        }
+        // Every class chosen pays for itself.
+        for t in &advice.transitions {
+            assert!(
+                t.monthly_storage_saving > t.monthly_retrieval_cost + t.monthly_request_cost,
+                "{t:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn hot_data_stays_in_standard() {
+        // Every object read 100 times a day in full: retrieval would cost more than storage.
+        let mut facts = daily(90, 10 * MB, &[]);
+        facts.reads = (0..90)
+            .map(|age| ReadsAt {
+                age: Some(age),
+                movable: true,
+                reads: 100 * 90,
+                bytes: 100 * 90 * 10 * MB,
+            })
+            .collect();
+        let advice = advise("b", "hot/", &facts, &prices(), 0.05);
+        assert!(advice.transitions.is_empty(), "{advice:?}");
+        assert!(advice.reason.contains("no transition saves money"), "{}", advice.reason);
+        assert_eq!(advice.lifecycle, None);
+        assert_eq!(advice.rare_after_days, Some(86));
+    }
+
+    #[test]
+    fn unknown_ages_small_and_moved_objects_are_not_planned() {
+        let stored = |age, moved, movable| StoredAt {
+            age,
+            moved,
+            movable,
+            objects: 10,
+            bytes: 10 * MB,
+        };
+        let facts = DatasetFacts {
+            stored: vec![stored(None, false, true), stored(Some(400), true, true)],
+            reads: vec![ReadsAt {
+                age: None,
+                movable: true,
+                reads: 5,
+                bytes: 5,
+            }],
+            movable_writes: 0,
+            range_days: 30,
+        };
+        let advice = advise("b", "raw/", &facts, &prices(), 0.05);
+        assert!(advice.transitions.is_empty());
+        assert_eq!(advice.reads_of_unknown_age, 5);
+        assert_eq!(advice.stored_bytes_of_unknown_age, 10 * MB);
+        assert_eq!(advice.already_moved_bytes, 10 * MB);
+        assert!(
+            advice.reason.contains("age of its objects is unknown"),
+            "{}",
+            advice.reason
+        );
+        let small = DatasetFacts {
+            stored: vec![stored(Some(100), false, false)],
+            ..DatasetFacts::default()
+        };
+        let advice = advise("b", "tiny/", &small, &prices(), 0.05);
+        assert!(advice.reason.contains("128 KiB"), "{}", advice.reason);
+    }
+
+    #[test]
+    fn the_bucket_root_gets_no_rule() {
+        let facts = daily(100, 1024 * MB, &[]);
+        let advice = advise("b", "", &facts, &prices(), 0.05);
+        assert!(!advice.transitions.is_empty());
+        assert_eq!(advice.lifecycle, None);
+        assert!(advice.reason.contains("root"), "{}", advice.reason);
+    }
+
+    #[test]
+    fn rare_after_counts_from_the_oldest_reads() {
+        let at = |age, reads| ReadsAt {
+            age: Some(age),
+            movable: true,
+            reads,
+            bytes: 0,
+        };
+        // 5 of 100 reads are of data aged 11 days or more.
+        assert_eq!(rare_after(&[at(0, 90), at(10, 5), at(20, 5)], 0.05), Some(11));
+        assert_eq!(rare_after(&[at(0, 90), at(10, 5), at(20, 5)], 0.10), Some(1));
+        assert_eq!(rare_after(&[at(0, 100)], 0.05), Some(1));
+        assert_eq!(rare_after(&[at(5, 1), at(0, 99)], 0.05), Some(1));
+        assert_eq!(rare_after(&[], 0.05), None);
+        assert_eq!(rare_after(&[at(3, 1), at(3, 1)], 0.0), Some(4));
+        assert_eq!(rare_after(&[at(3, 1)], 1.0), Some(0));
+    }
+
+    #[test]
+    fn rule_ids_are_safe_and_bounded() {
+        assert_eq!(rule_id("bkt", "raw/café data/"), "lakelog-bkt-raw-caf--data");
+        assert_eq!(rule_id("b", &"x/".repeat(300)).chars().count(), 255);
+    }
+}

@@ -1,0 +1,847 @@
+//! `lakelog report access`: who reads which datasets, how old the data they read is, which
+//! datasets nobody reads, and when each could move to a cheaper storage class.
+//!
+//! Everything is SQL through DataFusion over one or more `access_logs` tables, with two functions
+//! of this module registered in the session ([`DatasetRule`] as `lakelog_dataset(key)`, the date a
+//! key names as `lakelog_key_day(key)`). The rules:
+//!
+//! * **Requests.** Rows with a key and a bucket whose request did not fail (`http_status` below
+//!   400, or none, as for lifecycle actions). Operations are classified by
+//!   [`operation::classify`]: reads, writes, deletes, lifecycle, other.
+//! * **Datasets** ([`DatasetUsage`]): per bucket and key prefix, in the range: reads, bytes sent
+//!   by them, distinct requesters that read (anonymous requests count as one requester), writes,
+//!   lifecycle actions; and reads per day ([`DayUsage`]).
+//! * **Age of the data read**: whole UTC days from the data's date to the read's date. The data's
+//!   date is the date in the key when it has one ([`dataset::key_date`]; a read of a
+//!   future-dated partition counts as age 0), else the first write of that key in the logs up to
+//!   the end of the range, if it came before the read; otherwise the age is unknown. Reads are
+//!   counted in the buckets 0, 1-6, 7-29, 30-89, 90-364 and 365+ days ([`AgeHistogram`]); the
+//!   reads of unknown age are `reads` less the histogram's sum.
+//! * **Unused datasets** ([`UnusedDataset`]): written in the range, and not read for at least
+//!   `unused_days` days before its end (days since the last read, or the whole range when never
+//!   read in it, so a range shorter than `unused_days` cannot show a never-read dataset), with the
+//!   requesters that write them.
+//! * **Storage-class advice** ([`Advice`], see [`advisor`]): the stored data is estimated from the
+//!   logs alone: every key seen in them up to the end of the range, not deleted or expired since
+//!   its last write, with the largest `object_size` logged for it. Objects no request touched in
+//!   the logs are not counted, so it is a lower bound of what the prefix holds.
+//!
+//! [`access_report`] builds an [`AccessReport`]; [`AccessReport::render_text`],
+//! [`AccessReport::to_json`] and [`AccessReport::write_html`] present it.
+
+pub mod advisor;
+pub mod dataset;
+pub mod operation;
+pub mod prices;
+mod render;
+mod udf;
+pub mod workload;
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Days, NaiveDate, TimeDelta, Utc};
+use serde::{Serialize, Serializer};
+
+pub use advisor::{Advice, DatasetFacts, ReadsAt, StoredAt, Transition};
+pub use dataset::{DEFAULT_DEPTH, DatasetRule, key_date};
+pub use prices::PriceTable;
+
+use super::{ReportError, ReportSession, TimeRange, quote_ident};
+use udf::{DATASET_FN, KEY_DAY_FN, epoch_day};
+
+/// The name [`run`] registers the tables under.
+pub const TABLE: &str = "access_logs";
+
+/// The view of classified requests the queries read.
+const OPS: &str = "__lakelog_access_ops";
+
+/// Columns of `access_logs` the report reads.
+const COLUMNS: [&str; 9] = [
+    "bucket",
+    "key",
+    "requester",
+    "operation",
+    "http_status",
+    "bytes_sent",
+    "object_size",
+    "request_time",
+    "request_date",
+];
+
+/// The age buckets of [`AgeHistogram`]: label, first day, last day.
+pub const AGE_BUCKETS: [(&str, i64, Option<i64>); 6] = [
+    ("0-0", 0, Some(0)),
+    ("1-6", 1, Some(6)),
+    ("7-29", 7, Some(29)),
+    ("30-89", 30, Some(89)),
+    ("90-364", 90, Some(364)),
+    ("365+", 365, None),
+];
+
+/// What the report is asked for.
+#[derive(Debug, Clone)]
+pub struct AccessOptions {
+    /// How keys are grouped into datasets.
+    pub rule: DatasetRule,
+    /// Days without reads after which a written dataset is unused.
+    pub unused_days: u32,
+    /// Prices for the advisor.
+    pub prices: PriceTable,
+    /// How many datasets the charts and the per-day table show.
+    pub top: usize,
+    /// Reads become rare at the age from which at most this share of reads happen.
+    pub rare_share: f64,
+}
+
+impl AccessOptions {
+    /// The defaults (default dataset rule, 30 days, top 10, 5%) with `prices`.
+    pub fn new(prices: PriceTable) -> Self {
+        Self {
+            rule: DatasetRule::default(),
+            unused_days: 30,
+            prices,
+            top: 10,
+            rare_share: 0.05,
+        }
+    }
+}
+
+/// Reads per age of the data read, in the buckets of [`AGE_BUCKETS`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct AgeHistogram {
+    /// Data of the day of the read (or a later date).
+    #[serde(rename = "0-0")]
+    pub current_day: u64,
+    /// 1 to 6 days old.
+    #[serde(rename = "1-6")]
+    pub days_1_6: u64,
+    /// 7 to 29 days old.
+    #[serde(rename = "7-29")]
+    pub days_7_29: u64,
+    /// 30 to 89 days old.
+    #[serde(rename = "30-89")]
+    pub days_30_89: u64,
+    /// 90 to 364 days old.
+    #[serde(rename = "90-364")]
+    pub days_90_364: u64,
+    /// A year or older.
+    #[serde(rename = "365+")]
+    pub days_365_plus: u64,
+}
+
+impl AgeHistogram {
+    /// Counts `reads` of data `age` days old (negative ages count as 0).
+    pub fn add(&mut self, age: i64, reads: u64) {
+        let slot = match age {
+            ..=0 => &mut self.current_day,
+            1..=6 => &mut self.days_1_6,
+            7..=29 => &mut self.days_7_29,
+            30..=89 => &mut self.days_30_89,
+            90..=364 => &mut self.days_90_364,
+            _ => &mut self.days_365_plus,
+        };
+        *slot += reads;
+    }
+
+    /// The counts in the order of [`AGE_BUCKETS`].
+    pub fn counts(&self) -> [u64; 6] {
+        [
+            self.current_day,
+            self.days_1_6,
+            self.days_7_29,
+            self.days_30_89,
+            self.days_90_364,
+            self.days_365_plus,
+        ]
+    }
+
+    /// Reads of known age.
+    pub fn total(&self) -> u64 {
+        self.counts().iter().sum()
+    }
+}
+
+/// Use of one dataset in the range.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DatasetUsage {
+    /// The bucket.
+    pub bucket: String,
+    /// The key prefix.
+    pub dataset: String,
+    /// Object reads.
+    pub reads: u64,
+    /// Bytes sent by them.
+    pub read_bytes: u64,
+    /// Object writes.
+    pub writes: u64,
+    /// Distinct requesters that read.
+    pub requesters: u64,
+    /// Reads by the age of the data read (reads of unknown age are not in it).
+    pub age_days: AgeHistogram,
+    /// Lifecycle actions of S3.
+    #[serde(skip)]
+    pub lifecycle: u64,
+    /// Reads of data of unknown age.
+    #[serde(skip)]
+    pub reads_of_unknown_age: u64,
+    /// First read.
+    #[serde(skip)]
+    pub first_read: Option<DateTime<Utc>>,
+    /// Last read.
+    #[serde(skip)]
+    pub last_read: Option<DateTime<Utc>>,
+    /// Last write.
+    #[serde(skip)]
+    pub last_write: Option<DateTime<Utc>>,
+    /// Writes of objects of at least 128 KiB (or of unknown size): the objects lifecycle rules move.
+    #[serde(skip)]
+    pub movable_writes: u64,
+}
+
+impl DatasetUsage {
+    /// The share of the reads of known age that read data of the current day.
+    pub fn current_day_share(&self) -> Option<f64> {
+        let known = self.age_days.total();
+        (known > 0).then(|| self.age_days.current_day as f64 / known as f64)
+    }
+}
+
+/// Reads of one dataset on one day.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DayUsage {
+    /// The bucket.
+    pub bucket: String,
+    /// The key prefix.
+    pub dataset: String,
+    /// The UTC day.
+    pub day: NaiveDate,
+    /// Object reads.
+    pub reads: u64,
+    /// Bytes sent by them.
+    pub read_bytes: u64,
+    /// Distinct requesters that read.
+    pub requesters: u64,
+}
+
+/// A dataset that is written but not read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UnusedDataset {
+    /// The bucket.
+    pub bucket: String,
+    /// The key prefix.
+    pub dataset: String,
+    /// Writes in the range.
+    pub writes: u64,
+    /// Last write.
+    #[serde(serialize_with = "rfc3339")]
+    pub last_write: DateTime<Utc>,
+    /// Last read in the range, if any.
+    #[serde(serialize_with = "rfc3339_opt")]
+    pub last_read: Option<DateTime<Utc>>,
+    /// Days from the last read (or the start of the range) to the end of the range.
+    pub days_without_reads: i64,
+    /// Who writes it, most writes first.
+    pub writers: Vec<Writer>,
+}
+
+/// A requester writing a dataset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Writer {
+    /// The requester (`-` for anonymous requests).
+    pub requester: String,
+    /// Writes in the range.
+    pub writes: u64,
+    /// Last write.
+    #[serde(serialize_with = "rfc3339")]
+    pub last_write: DateTime<Utc>,
+}
+
+/// What the report covered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// The range asked for.
+    pub range: TimeRange,
+    /// First and last request in it.
+    pub first_request: Option<DateTime<Utc>>,
+    /// Last request in it.
+    pub last_request: Option<DateTime<Utc>>,
+    /// The first day of the range (asked for, or of the first request).
+    pub start_day: Option<NaiveDate>,
+    /// The last day of the range (asked for, or of the last request): the report's "today".
+    pub end_day: Option<NaiveDate>,
+    /// Days from the first to the last day, both included (at least 1).
+    pub range_days: u32,
+    /// Successful object requests in the range.
+    pub requests: u64,
+    /// The unused-days threshold.
+    pub unused_days: u32,
+    /// The reads' rare share.
+    pub rare_share: f64,
+    /// The dataset rule.
+    pub rule: DatasetRule,
+    /// The price table's region, currency and source.
+    pub prices: (String, String, String),
+    /// The number of datasets shown in charts.
+    pub top: usize,
+}
+
+/// The access-pattern report. Its JSON ([`AccessReport::to_json`]) is
+/// `{"datasets": [...], "unused": [...], "advice": [...]}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AccessReport {
+    /// Datasets, most read first.
+    pub datasets: Vec<DatasetUsage>,
+    /// Datasets written but not read for the unused-days threshold.
+    pub unused: Vec<UnusedDataset>,
+    /// Storage-class advice per dataset, in the order of `datasets`.
+    pub advice: Vec<Advice>,
+    /// Reads per dataset and day.
+    #[serde(skip)]
+    pub days: Vec<DayUsage>,
+    /// What the report covered.
+    #[serde(skip)]
+    pub summary: Summary,
+}
+
+fn rfc3339<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+}
+
+fn rfc3339_opt<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => rfc3339(t, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// Opens the access-log tables at `uris`, registers them as [`TABLE`] in a new session and
+/// builds the report.
+pub async fn run(
+    uris: &[String],
+    storage: &lake::StorageConfig,
+    range: &TimeRange,
+    options: &AccessOptions,
+) -> Result<AccessReport, ReportError> {
+    let session = ReportSession::new();
+    session.register_tables(TABLE, uris, storage).await?;
+    access_report(&session, TABLE, range, options).await
+}
+
+/// Builds the report from the access-log table(s) registered as `table` in `session`.
+pub async fn access_report(
+    session: &ReportSession,
+    table: &str,
+    range: &TimeRange,
+    options: &AccessOptions,
+) -> Result<AccessReport, ReportError> {
+    check_columns(session, table).await?;
+    udf::register(session.context(), &options.rule);
+    let class = operation::class_sql("operation");
+    session
+        .execute(
+            "classify requests",
+            &format!(
+                "CREATE OR REPLACE VIEW {OPS} AS SELECT bucket, key, {DATASET_FN}(key) AS dataset, \
+                 COALESCE(requester, '-') AS requester, operation, {class} AS class, bytes_sent, object_size, \
+                 request_time, request_date, {KEY_DAY_FN}(key) AS key_day \
+                 FROM {} WHERE key IS NOT NULL AND bucket IS NOT NULL AND COALESCE(http_status, 0) < 400",
+                quote_ident(table)
+            ),
+        )
+        .await?;
+    let window = range.filter("request_date", "request_time");
+    let bounds = session
+        .query(
+            "range",
+            &format!(
+                "SELECT MIN(request_time) AS first, MAX(request_time) AS last, COUNT(*) AS requests \
+                 FROM {OPS} WHERE {window}"
+            ),
+        )
+        .await?;
+    let first_request = bounds.timestamps("first")?.first().copied().flatten();
+    let last_request = bounds.timestamps("last")?.first().copied().flatten();
+    let requests = bounds.i64s("requests")?.first().copied().flatten().unwrap_or(0) as u64;
+    let start_day = range.from.or(first_request).map(|t| t.date_naive());
+    let end = range.to.or(last_request.map(|t| t + TimeDelta::microseconds(1)));
+    let end_day = end.map(|t| (t - TimeDelta::microseconds(1)).date_naive());
+    let range_days = match (start_day, end_day) {
+        (Some(s), Some(e)) => ((e - s).num_days() + 1).max(1) as u32,
+        _ => 1,
+    };
+    let summary = Summary {
+        range: *range,
+        first_request,
+        last_request,
+        start_day,
+        end_day,
+        range_days,
+        requests,
+        unused_days: options.unused_days,
+        rare_share: options.rare_share,
+        rule: options.rule.clone(),
+        prices: (
+            options.prices.region.clone(),
+            options.prices.currency.clone(),
+            options.prices.source.clone(),
+        ),
+        top: options.top,
+    };
+    let (Some(end), Some(end_day)) = (end, end_day) else {
+        return Ok(AccessReport {
+            datasets: Vec::new(),
+            unused: Vec::new(),
+            advice: Vec::new(),
+            days: Vec::new(),
+            summary,
+        });
+    };
+    let until = TimeRange {
+        from: None,
+        to: Some(end),
+    }
+    .filter("request_date", "request_time");
+
+    let mut datasets = dataset_usage(session, &window).await?;
+    let ages = read_ages(session, &window, &until).await?;
+    let stored = stored_objects(session, &until, epoch_day(end_day)).await?;
+    let writers = writers(session, &window).await?;
+    let days = day_usage(session, &window).await?;
+
+    let mut reads_by_dataset: HashMap<(String, String), Vec<ReadsAt>> = HashMap::new();
+    for (key, reads) in ages {
+        reads_by_dataset.entry(key).or_default().push(reads);
+    }
+    let mut stored_by_dataset: HashMap<(String, String), Vec<StoredAt>> = HashMap::new();
+    for (key, objects) in stored {
+        stored_by_dataset.entry(key).or_default().push(objects);
+    }
+    for usage in &mut datasets {
+        for r in reads_by_dataset
+            .get(&(usage.bucket.clone(), usage.dataset.clone()))
+            .into_iter()
+            .flatten()
+        {
+            match r.age {
+                Some(age) => usage.age_days.add(age, r.reads),
+                None => usage.reads_of_unknown_age += r.reads,
+            }
+        }
+    }
+    datasets.sort_by(|a, b| {
+        b.reads
+            .cmp(&a.reads)
+            .then(b.read_bytes.cmp(&a.read_bytes))
+            .then_with(|| (&a.bucket, &a.dataset).cmp(&(&b.bucket, &b.dataset)))
+    });
+
+    let unused = unused_datasets(&datasets, writers, end_day, range_days, options.unused_days);
+    let advice = datasets
+        .iter()
+        .map(|usage| {
+            let key = (usage.bucket.clone(), usage.dataset.clone());
+            let facts = DatasetFacts {
+                reads: reads_by_dataset.remove(&key).unwrap_or_default(),
+                stored: stored_by_dataset.remove(&key).unwrap_or_default(),
+                movable_writes: usage.movable_writes,
+                range_days,
+            };
+            advisor::advise(
+                &usage.bucket,
+                &usage.dataset,
+                &facts,
+                &options.prices,
+                options.rare_share,
+            )
+        })
+        .collect();
+    Ok(AccessReport {
+        datasets,
+        unused,
+        advice,
+        days,
+        summary,
+    })
+}
+
+/// The table must have the access-log columns the report reads.
+async fn check_columns(session: &ReportSession, table: &str) -> Result<(), ReportError> {
+    let frame = session
+        .context()
+        .table(quote_ident(table).as_str())
+        .await
+        .map_err(|source| ReportError::Query {
+            query: format!("open {table}"),
+            source,
+        })?;
+    for column in COLUMNS {
+        if frame.schema().field_with_unqualified_name(column).is_err() {
+            return Err(ReportError::MissingColumn {
+                name: table.to_owned(),
+                column: column.to_owned(),
+                expected: "access_logs".to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Totals per dataset in the range (ages are filled in later).
+async fn dataset_usage(session: &ReportSession, window: &str) -> Result<Vec<DatasetUsage>, ReportError> {
+    let rows = session
+        .query(
+            "datasets",
+            &format!(
+                "SELECT bucket, dataset, \
+                 SUM(CASE WHEN class = 'read' THEN 1 ELSE 0 END) AS reads, \
+                 SUM(CASE WHEN class = 'read' THEN COALESCE(bytes_sent, 0) ELSE 0 END) AS read_bytes, \
+                 SUM(CASE WHEN class = 'write' THEN 1 ELSE 0 END) AS writes, \
+                 SUM(CASE WHEN class = 'write' AND COALESCE(object_size, {min}) >= {min} THEN 1 ELSE 0 END) \
+                   AS movable_writes, \
+                 SUM(CASE WHEN class = 'lifecycle' THEN 1 ELSE 0 END) AS lifecycle, \
+                 COUNT(DISTINCT CASE WHEN class = 'read' THEN requester END) AS requesters, \
+                 MIN(CASE WHEN class = 'read' THEN request_time END) AS first_read, \
+                 MAX(CASE WHEN class = 'read' THEN request_time END) AS last_read, \
+                 MAX(CASE WHEN class = 'write' THEN request_time END) AS last_write \
+                 FROM {OPS} WHERE {window} AND class IN ('read', 'write', 'lifecycle') \
+                 GROUP BY bucket, dataset",
+                min = advisor::MIN_TRANSITION_BYTES,
+            ),
+        )
+        .await?;
+    let (buckets, names) = (rows.strings("bucket")?, rows.strings("dataset")?);
+    let (reads, read_bytes, writes) = (rows.i64s("reads")?, rows.i64s("read_bytes")?, rows.i64s("writes")?);
+    let (movable, lifecycle, requesters) = (
+        rows.i64s("movable_writes")?,
+        rows.i64s("lifecycle")?,
+        rows.i64s("requesters")?,
+    );
+    let (first_read, last_read, last_write) = (
+        rows.timestamps("first_read")?,
+        rows.timestamps("last_read")?,
+        rows.timestamps("last_write")?,
+    );
+    let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
+    Ok((0..rows.len())
+        .map(|i| DatasetUsage {
+            bucket: buckets[i].clone().unwrap_or_default(),
+            dataset: names[i].clone().unwrap_or_default(),
+            reads: n(reads[i]),
+            read_bytes: n(read_bytes[i]),
+            writes: n(writes[i]),
+            requesters: n(requesters[i]),
+            age_days: AgeHistogram::default(),
+            lifecycle: n(lifecycle[i]),
+            reads_of_unknown_age: 0,
+            first_read: first_read[i],
+            last_read: last_read[i],
+            last_write: last_write[i],
+            movable_writes: n(movable[i]),
+        })
+        .collect())
+}
+
+/// Reads per dataset by the age of the data read, whether the object is movable, with the bytes
+/// they retrieved.
+async fn read_ages(
+    session: &ReportSession,
+    window: &str,
+    until: &str,
+) -> Result<Vec<((String, String), ReadsAt)>, ReportError> {
+    let rows = session
+        .query(
+            "ages of the data read",
+            &format!(
+                "WITH first_write AS (\
+                   SELECT bucket, key, MIN(request_time) AS written FROM {OPS} \
+                   WHERE {until} AND class = 'write' GROUP BY bucket, key), \
+                 reads AS (\
+                   SELECT bucket, key, dataset, request_time, request_date, key_day, operation, bytes_sent, \
+                   object_size FROM {OPS} WHERE {window} AND class = 'read') \
+                 SELECT r.bucket, r.dataset, \
+                   CASE WHEN r.key_day IS NOT NULL \
+                          THEN GREATEST(CAST(r.request_date AS INT) - r.key_day, 0) \
+                        WHEN w.written <= r.request_time \
+                          THEN CAST(r.request_date AS INT) - CAST(CAST(w.written AS DATE) AS INT) \
+                   END AS age, \
+                   COALESCE(r.object_size, {min}) >= {min} AS movable, \
+                   COUNT(*) AS reads, \
+                   SUM(CASE WHEN starts_with(r.operation, 'REST.COPY.') THEN COALESCE(r.object_size, 0) \
+                            ELSE COALESCE(r.bytes_sent, 0) END) AS bytes \
+                 FROM reads r LEFT JOIN first_write w ON r.bucket = w.bucket AND r.key = w.key \
+                 GROUP BY 1, 2, 3, 4",
+                min = advisor::MIN_TRANSITION_BYTES,
+            ),
+        )
+        .await?;
+    let (buckets, names, ages) = (rows.strings("bucket")?, rows.strings("dataset")?, rows.i64s("age")?);
+    let (movable, reads, bytes) = (rows.bools("movable")?, rows.i64s("reads")?, rows.i64s("bytes")?);
+    Ok((0..rows.len())
+        .map(|i| {
+            let key = (
+                buckets[i].clone().unwrap_or_default(),
+                names[i].clone().unwrap_or_default(),
+            );
+            let at = ReadsAt {
+                age: ages[i],
+                movable: movable[i] != Some(false),
+                reads: reads[i].unwrap_or(0).max(0) as u64,
+                bytes: bytes[i].unwrap_or(0).max(0) as u64,
+            };
+            (key, at)
+        })
+        .collect())
+}
+
+/// Objects per dataset at the end of the range, by age (as of `end_day`, days since the epoch),
+/// whether a lifecycle transition moved them, and whether they are large enough to move.
+async fn stored_objects(
+    session: &ReportSession,
+    until: &str,
+    end_day: i32,
+) -> Result<Vec<((String, String), StoredAt)>, ReportError> {
+    let removals = operation::LIFECYCLE_REMOVALS
+        .iter()
+        .map(|op| super::quote_literal(op))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let rows = session
+        .query(
+            "stored objects",
+            &format!(
+                "WITH objects AS (\
+                   SELECT bucket, key, dataset, MAX(key_day) AS key_day, \
+                   MIN(CASE WHEN class = 'write' THEN request_time END) AS first_write, \
+                   MAX(CASE WHEN class = 'write' THEN request_time END) AS last_write, \
+                   MAX(CASE WHEN class = 'delete' OR operation IN ({removals}) THEN request_time END) AS removed, \
+                   MAX(CASE WHEN starts_with(operation, 'S3.TRANSITION') THEN request_time END) AS moved, \
+                   MAX(object_size) AS size \
+                   FROM {OPS} WHERE {until} AND class <> 'other' GROUP BY bucket, key, dataset) \
+                 SELECT bucket, dataset, \
+                   CASE WHEN key_day IS NOT NULL THEN GREATEST({end_day} - key_day, 0) \
+                        WHEN first_write IS NOT NULL THEN {end_day} - CAST(CAST(first_write AS DATE) AS INT) \
+                   END AS age, \
+                   COALESCE(moved > last_write OR (moved IS NOT NULL AND last_write IS NULL), false) AS moved, \
+                   COALESCE(size, 0) >= {min} AS movable, \
+                   COUNT(*) AS objects, SUM(COALESCE(size, 0)) AS bytes \
+                 FROM objects \
+                 WHERE removed IS NULL OR (last_write IS NOT NULL AND last_write > removed) \
+                 GROUP BY 1, 2, 3, 4, 5",
+                min = advisor::MIN_TRANSITION_BYTES,
+            ),
+        )
+        .await?;
+    let (buckets, names, ages) = (rows.strings("bucket")?, rows.strings("dataset")?, rows.i64s("age")?);
+    let (moved, movable) = (rows.bools("moved")?, rows.bools("movable")?);
+    let (objects, bytes) = (rows.i64s("objects")?, rows.i64s("bytes")?);
+    Ok((0..rows.len())
+        .map(|i| {
+            let key = (
+                buckets[i].clone().unwrap_or_default(),
+                names[i].clone().unwrap_or_default(),
+            );
+            let at = StoredAt {
+                age: ages[i],
+                moved: moved[i] == Some(true),
+                movable: movable[i] == Some(true),
+                objects: objects[i].unwrap_or(0).max(0) as u64,
+                bytes: bytes[i].unwrap_or(0).max(0) as u64,
+            };
+            (key, at)
+        })
+        .collect())
+}
+
+/// Writers per dataset in the range.
+async fn writers(
+    session: &ReportSession,
+    window: &str,
+) -> Result<BTreeMap<(String, String), Vec<Writer>>, ReportError> {
+    let rows = session
+        .query(
+            "writers",
+            &format!(
+                "SELECT bucket, dataset, requester, COUNT(*) AS writes, MAX(request_time) AS last_write \
+                 FROM {OPS} WHERE {window} AND class = 'write' GROUP BY bucket, dataset, requester"
+            ),
+        )
+        .await?;
+    let (buckets, names, requesters) = (
+        rows.strings("bucket")?,
+        rows.strings("dataset")?,
+        rows.strings("requester")?,
+    );
+    let (writes, last) = (rows.i64s("writes")?, rows.timestamps("last_write")?);
+    let mut out: BTreeMap<(String, String), Vec<Writer>> = BTreeMap::new();
+    for i in 0..rows.len() {
+        let (Some(last_write), key) = (
+            last[i],
+            (
+                buckets[i].clone().unwrap_or_default(),
+                names[i].clone().unwrap_or_default(),
+            ),
+        ) else {
+            continue;
+        };
+        out.entry(key).or_default().push(Writer {
+            requester: requesters[i].clone().unwrap_or_else(|| "-".to_owned()),
+            writes: writes[i].unwrap_or(0).max(0) as u64,
+            last_write,
+        });
+    }
+    for list in out.values_mut() {
+        list.sort_by(|a, b| b.writes.cmp(&a.writes).then_with(|| a.requester.cmp(&b.requester)));
+    }
+    Ok(out)
+}
+
+/// Reads per dataset and day.
+async fn day_usage(session: &ReportSession, window: &str) -> Result<Vec<DayUsage>, ReportError> {
+    let rows = session
+        .query(
+            "reads per day",
+            &format!(
+                "SELECT bucket, dataset, request_date AS day, COUNT(*) AS reads, \
+                 SUM(COALESCE(bytes_sent, 0)) AS read_bytes, COUNT(DISTINCT requester) AS requesters \
+                 FROM {OPS} WHERE {window} AND class = 'read' GROUP BY bucket, dataset, request_date \
+                 ORDER BY day, bucket, dataset"
+            ),
+        )
+        .await?;
+    let (buckets, names, days) = (rows.strings("bucket")?, rows.strings("dataset")?, rows.dates("day")?);
+    let (reads, bytes, requesters) = (rows.i64s("reads")?, rows.i64s("read_bytes")?, rows.i64s("requesters")?);
+    Ok((0..rows.len())
+        .filter_map(|i| {
+            Some(DayUsage {
+                bucket: buckets[i].clone().unwrap_or_default(),
+                dataset: names[i].clone().unwrap_or_default(),
+                day: days[i]?,
+                reads: reads[i].unwrap_or(0).max(0) as u64,
+                read_bytes: bytes[i].unwrap_or(0).max(0) as u64,
+                requesters: requesters[i].unwrap_or(0).max(0) as u64,
+            })
+        })
+        .collect())
+}
+
+/// Datasets written in the range and not read for `unused_days` days before `end_day`.
+fn unused_datasets(
+    datasets: &[DatasetUsage],
+    mut writers: BTreeMap<(String, String), Vec<Writer>>,
+    end_day: NaiveDate,
+    range_days: u32,
+    unused_days: u32,
+) -> Vec<UnusedDataset> {
+    let mut unused: Vec<UnusedDataset> = datasets
+        .iter()
+        .filter(|d| d.writes > 0)
+        .filter_map(|d| {
+            let last_write = d.last_write?;
+            let days_without_reads = match d.last_read {
+                Some(read) => (end_day - read.date_naive()).num_days(),
+                None => i64::from(range_days),
+            };
+            (days_without_reads >= i64::from(unused_days)).then(|| UnusedDataset {
+                bucket: d.bucket.clone(),
+                dataset: d.dataset.clone(),
+                writes: d.writes,
+                last_write,
+                last_read: d.last_read,
+                days_without_reads,
+                writers: writers
+                    .remove(&(d.bucket.clone(), d.dataset.clone()))
+                    .unwrap_or_default(),
+            })
+        })
+        .collect();
+    unused.sort_by(|a, b| {
+        b.writes
+            .cmp(&a.writes)
+            .then_with(|| (&a.bucket, &a.dataset).cmp(&(&b.bucket, &b.dataset)))
+    });
+    unused
+}
+
+/// The first day of the range and the day after its end, for charts over days.
+fn day_span(summary: &Summary) -> Option<(NaiveDate, NaiveDate)> {
+    Some((summary.start_day?, summary.end_day?.checked_add_days(Days::new(1))?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_fall_in_their_buckets() {
+        let mut h = AgeHistogram::default();
+        for (age, reads) in [
+            (-2, 1),
+            (0, 2),
+            (1, 3),
+            (6, 4),
+            (7, 5),
+            (29, 6),
+            (30, 7),
+            (89, 8),
+            (90, 9),
+            (364, 10),
+        ] {
+            h.add(age, reads);
+        }
+        h.add(365, 11);
+        h.add(4000, 12);
+        assert_eq!(h.counts(), [3, 7, 11, 15, 19, 23]);
+        assert_eq!(h.total(), 78);
+        let json = serde_json::to_value(h).unwrap();
+        let keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut expected: Vec<&str> = AGE_BUCKETS.iter().map(|(l, _, _)| *l).collect();
+        expected.sort_unstable();
+        assert_eq!(keys, expected);
+        assert_eq!(json["365+"], 23);
+    }
+
+    #[tokio::test]
+    async fn the_sql_classes_are_the_rust_classes() {
+        let session = ReportSession::new();
+        let ops = [
+            "REST.GET.OBJECT",
+            "REST.HEAD.OBJECT",
+            "REST.COPY.OBJECT_GET",
+            "REST.PUT.OBJECT",
+            "REST.POST.UPLOAD",
+            "REST.PUT.PART",
+            "REST.DELETE.OBJECT",
+            "BATCH.DELETE.OBJECT",
+            "S3.EXPIRE.OBJECT",
+            "S3.TRANSITION_GIR.OBJECT",
+            "REST.GET.BUCKET",
+            "S3",
+        ];
+        let values = ops
+            .iter()
+            .map(|op| format!("({})", super::super::quote_literal(op)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let rows = session
+            .query(
+                "classes",
+                &format!(
+                    "SELECT op, {} AS class FROM (VALUES {values}) AS t(op)",
+                    operation::class_sql("op")
+                ),
+            )
+            .await
+            .unwrap();
+        let got: Vec<(String, String)> = rows
+            .strings("op")
+            .unwrap()
+            .into_iter()
+            .zip(rows.strings("class").unwrap())
+            .map(|(o, c)| (o.unwrap(), c.unwrap()))
+            .collect();
+        assert_eq!(got.len(), ops.len());
+        for (op, class) in got {
+            assert_eq!(class, operation::classify(&op).as_str(), "{op}");
+        }
+    }
+}

@@ -1,0 +1,563 @@
+//! The access report as text, JSON and an HTML page with charts.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde_json::{Value, json};
+
+use super::{AGE_BUCKETS, AccessReport, Advice, DatasetUsage, UnusedDataset, advisor, day_span};
+use crate::report::chart::{self, Series};
+use crate::report::{HtmlPage, ReportDir, ReportError, TextTable};
+
+/// Datasets the per-day table and chart show at most.
+const DAILY_DATASETS: usize = 5;
+
+impl AccessReport {
+    /// The report as pretty-printed JSON: `{"datasets": [...], "unused": [...], "advice": [...]}`.
+    pub fn to_json(&self) -> Result<String, ReportError> {
+        serde_json::to_string_pretty(self).map_err(|e| ReportError::InvalidArgument {
+            argument: "--format".to_owned(),
+            value: "json".to_owned(),
+            reason: format!("the report cannot be written as JSON: {e}"),
+        })
+    }
+
+    /// The report as plain-text sections.
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        for (title, body) in self.sections() {
+            let _ = writeln!(out, "{title}\n");
+            match body {
+                Body::Text(text) => {
+                    let _ = writeln!(out, "{text}\n");
+                }
+                Body::Table(table) => {
+                    if table.is_empty() {
+                        let _ = writeln!(out, "(none)\n");
+                    } else {
+                        let _ = writeln!(out, "{}", table.render());
+                    }
+                }
+                Body::Blocks(blocks) => {
+                    for (name, text) in blocks {
+                        let _ = writeln!(out, "{name}:\n{text}\n");
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Writes `index.html` (tables and the charts inline), the charts as SVG files, the JSON
+    /// report and one lifecycle configuration per bucket into `dir`; returns the page's path.
+    pub fn write_html(&self, dir: &ReportDir) -> Result<PathBuf, ReportError> {
+        let mut page = HtmlPage::new("Access patterns");
+        let charts = self.charts()?;
+        let mut charts_written = false;
+        for (title, body) in self.sections() {
+            page.heading(&title);
+            if !charts_written && title.starts_with("Most used") {
+                for (name, svg) in charts.iter().filter(|(n, _)| !n.starts_with("age")) {
+                    dir.write_chart(name, svg)?;
+                    page.chart(svg);
+                }
+                charts_written = true;
+            }
+            if title.starts_with("Age of the data read") {
+                for (name, svg) in charts.iter().filter(|(n, _)| n.starts_with("age")) {
+                    dir.write_chart(name, svg)?;
+                    page.chart(svg);
+                }
+            }
+            match body {
+                Body::Text(text) => {
+                    for paragraph in text.split("\n\n") {
+                        page.paragraph(paragraph);
+                    }
+                }
+                Body::Table(table) => {
+                    if table.is_empty() {
+                        page.paragraph("(none)");
+                    } else {
+                        page.table(&table);
+                    }
+                }
+                Body::Blocks(blocks) => {
+                    for (name, text) in blocks {
+                        page.paragraph(&name);
+                        page.preformatted(&text);
+                    }
+                }
+            }
+        }
+        dir.write("report.json", &self.to_json()?)?;
+        let configurations = self.lifecycle_by_bucket();
+        if !configurations.is_empty() {
+            page.heading("Lifecycle configuration files");
+            page.paragraph(
+                "One file per bucket with the rules of all its datasets. put-bucket-lifecycle-configuration \
+                 replaces a bucket's whole configuration: merge these rules with the bucket's existing ones first.",
+            );
+            let mut files = TextTable::new(["bucket", "file", "apply with"]);
+            for (bucket, configuration) in configurations {
+                let name = format!("lifecycle-{}.json", file_safe(&bucket));
+                let text = serde_json::to_string_pretty(&configuration).map_err(|e| ReportError::InvalidArgument {
+                    argument: "--out".to_owned(),
+                    value: name.clone(),
+                    reason: e.to_string(),
+                })?;
+                dir.write(&name, &text)?;
+                files.push([
+                    bucket.clone(),
+                    name.clone(),
+                    format!(
+                        "aws s3api put-bucket-lifecycle-configuration --bucket {bucket} --lifecycle-configuration \
+                         file://{name}"
+                    ),
+                ]);
+            }
+            page.table(&files);
+        }
+        dir.write("index.html", &page.finish())
+    }
+
+    /// One lifecycle configuration per bucket with the rules of every dataset advised to move.
+    pub fn lifecycle_by_bucket(&self) -> BTreeMap<String, Value> {
+        let mut rules: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        for advice in self.advice.iter().filter(|a| a.lifecycle.is_some()) {
+            let list = rules.entry(advice.bucket.clone()).or_default();
+            let mut rule = advisor::lifecycle_rule(&advice.bucket, &advice.dataset, &advice.transitions);
+            let id = rule["ID"].as_str().unwrap_or_default().to_owned();
+            let taken = |candidate: &str| list.iter().any(|r| r["ID"] == candidate);
+            if taken(&id) {
+                let unique = (2..).map(|n| format!("{id}-{n}")).find(|c| !taken(c)).unwrap_or(id);
+                rule["ID"] = Value::String(unique);
+            }
+            list.push(rule);
+        }
+        rules
+            .into_iter()
+            .map(|(bucket, rules)| (bucket, json!({ "Rules": rules })))
+            .collect()
+    }
+
+    /// The sections shared by the text and the HTML page.
+    fn sections(&self) -> Vec<(String, Body)> {
+        let s = &self.summary;
+        let mut sections = Vec::new();
+        let (start, end) = match (s.start_day, s.end_day) {
+            (Some(a), Some(b)) => (a.to_string(), b.to_string()),
+            _ => (String::from("…"), String::from("…")),
+        };
+        let rule = match s.rule.regex() {
+            Some(regex) => format!(
+                "the start of the key the regex {} matches (its first group), else up to the first partition-like \
+                 directory (name=value or a date), else {} directories",
+                regex.as_str(),
+                s.rule.depth()
+            ),
+            None => format!(
+                "the key up to the first partition-like directory (name=value or a date), else {} directories",
+                s.rule.depth()
+            ),
+        };
+        let mut intro = format!(
+            "From {start} to {end} ({}): {} successful object requests.\n\nA dataset is a bucket and a key \
+             prefix: {rule}.",
+            plural(u64::from(s.range_days), "day"),
+            count(s.requests)
+        );
+        if s.requests == 0 {
+            intro.push_str("\n\nNo successful object request in the range: nothing to report.");
+        }
+        sections.push(("Access patterns".to_owned(), Body::Text(intro)));
+        if s.requests == 0 {
+            return sections;
+        }
+
+        let mut used = TextTable::new([
+            "bucket",
+            "dataset",
+            "reads",
+            "read bytes",
+            "requesters",
+            "writes",
+            "lifecycle",
+            "first read",
+            "last read",
+        ]);
+        for d in &self.datasets {
+            used.push([
+                d.bucket.clone(),
+                d.dataset.clone(),
+                count(d.reads),
+                bytes(d.read_bytes),
+                count(d.requesters),
+                count(d.writes),
+                count(d.lifecycle),
+                day(d.first_read),
+                day(d.last_read),
+            ]);
+        }
+        sections.push(("Most used datasets".to_owned(), Body::Table(used)));
+
+        let mut daily =
+            TextTable::new(std::iter::once("day".to_owned()).chain(self.daily_top().iter().map(|d| label(d))));
+        let top = self.daily_top();
+        let mut per_day: BTreeMap<NaiveDate, Vec<u64>> = BTreeMap::new();
+        for u in &self.days {
+            if let Some(i) = top.iter().position(|d| d.bucket == u.bucket && d.dataset == u.dataset) {
+                per_day.entry(u.day).or_insert_with(|| vec![0; top.len()])[i] += u.reads;
+            }
+        }
+        for (d, reads) in per_day {
+            daily.push(std::iter::once(d.to_string()).chain(reads.into_iter().map(count)));
+        }
+        sections.push((
+            format!("Reads per day (the {} most read datasets)", top.len()),
+            Body::Table(daily),
+        ));
+
+        let mut ages = TextTable::new(
+            ["bucket", "dataset"]
+                .into_iter()
+                .map(str::to_owned)
+                .chain(AGE_BUCKETS.iter().map(|(l, _, _)| format!("{l} d")))
+                .chain(["unknown".to_owned(), "current day".to_owned()]),
+        );
+        let mut all = super::AgeHistogram::default();
+        let mut unknown = 0;
+        for d in self.datasets.iter().filter(|d| d.reads > 0) {
+            for (k, n) in d.age_days.counts().iter().enumerate() {
+                all.add(AGE_BUCKETS[k].1, *n);
+            }
+            unknown += d.reads_of_unknown_age;
+            ages.push(
+                [d.bucket.clone(), d.dataset.clone()]
+                    .into_iter()
+                    .chain(d.age_days.counts().into_iter().map(count))
+                    .chain([count(d.reads_of_unknown_age), share(d.current_day_share())]),
+            );
+        }
+        let overall = (all.total() > 0).then(|| all.current_day as f64 / all.total() as f64);
+        ages.push(
+            ["(all)".to_owned(), String::new()]
+                .into_iter()
+                .chain(all.counts().into_iter().map(count))
+                .chain([count(unknown), share(overall)]),
+        );
+        sections.push((
+            "Age of the data read (days from the key's date, else from the key's first write seen, to the read)"
+                .to_owned(),
+            Body::Table(ages),
+        ));
+
+        sections.push((
+            format!("Unused datasets (written, not read for {} days or more)", s.unused_days),
+            Body::Table(unused_table(&self.unused)),
+        ));
+
+        let (region, currency, source) = &s.prices;
+        sections.push((
+            "Storage-class advice".to_owned(),
+            Body::Text(format!(
+                "Prices: {region}, {currency} ({source}). Reads become rare at the age from which at most {:.0}% of \
+                 the reads happen. Stored data is estimated from the logs: keys seen written or read and not deleted \
+                 since, at the largest object_size logged; objects no request touched are not counted. Monthly \
+                 figures scale the {} of reads to 30 days.",
+                s.rare_share * 100.0,
+                plural(u64::from(s.range_days), "day")
+            )),
+        ));
+        sections.push(("Advice per dataset".to_owned(), Body::Table(advice_table(&self.advice))));
+        sections.push((
+            "Why".to_owned(),
+            Body::Text(
+                self.advice
+                    .iter()
+                    .map(|a| format!("{}: {}.", label_of(&a.bucket, &a.dataset), a.reason))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
+        ));
+        let blocks: Vec<(String, String)> = self
+            .advice
+            .iter()
+            .filter_map(|a| {
+                let text = serde_json::to_string_pretty(a.lifecycle.as_ref()?).ok()?;
+                Some((label_of(&a.bucket, &a.dataset), text))
+            })
+            .collect();
+        if !blocks.is_empty() {
+            sections.push((
+                "Lifecycle rules (aws s3api put-bucket-lifecycle-configuration --lifecycle-configuration)".to_owned(),
+                Body::Blocks(blocks),
+            ));
+        }
+        sections
+    }
+
+    /// The datasets of the per-day table and chart: the most read ones.
+    fn daily_top(&self) -> Vec<&DatasetUsage> {
+        self.datasets
+            .iter()
+            .filter(|d| d.reads > 0)
+            .take(DAILY_DATASETS.min(self.summary.top.max(1)))
+            .collect()
+    }
+
+    /// The charts of the page, with their file names.
+    fn charts(&self) -> Result<Vec<(String, chart::Svg)>, ReportError> {
+        let mut charts = Vec::new();
+        let top: Vec<&DatasetUsage> = self.datasets.iter().take(self.summary.top.max(1)).collect();
+        let bars: Vec<(String, f64)> = top.iter().map(|d| (label(d), d.reads as f64)).collect();
+        charts.push((
+            "top-datasets.svg".to_owned(),
+            chart::bar_chart("Most read datasets", "reads", &bars)?,
+        ));
+        let bars: Vec<(String, f64)> = top.iter().map(|d| (label(d), d.read_bytes as f64)).collect();
+        charts.push((
+            "top-datasets-bytes.svg".to_owned(),
+            chart::bar_chart("Bytes read per dataset", "bytes sent", &bars)?,
+        ));
+        let series: Vec<Series> = self
+            .daily_top()
+            .into_iter()
+            .map(|d| Series {
+                name: label(d),
+                points: self
+                    .days
+                    .iter()
+                    .filter(|u| u.bucket == d.bucket && u.dataset == d.dataset)
+                    .map(|u| (u.day, u.reads as f64))
+                    .chain(day_span(&self.summary).map(|(first, _)| (first, 0.0)))
+                    .collect(),
+            })
+            .collect();
+        charts.push((
+            "reads-per-day.svg".to_owned(),
+            chart::line_chart("Reads per day", "reads", &series)?,
+        ));
+        let histogram = |h: &super::AgeHistogram, unknown: u64| -> Vec<(String, f64)> {
+            AGE_BUCKETS
+                .iter()
+                .zip(h.counts())
+                .map(|((l, _, _), n)| (format!("{l} d"), n as f64))
+                .chain([("unknown".to_owned(), unknown as f64)])
+                .collect()
+        };
+        let mut all = super::AgeHistogram::default();
+        let mut unknown = 0;
+        for d in &self.datasets {
+            for (k, n) in d.age_days.counts().iter().enumerate() {
+                all.add(AGE_BUCKETS[k].1, *n);
+            }
+            unknown += d.reads_of_unknown_age;
+        }
+        charts.push((
+            "ages.svg".to_owned(),
+            chart::histogram("Age of the data read, all datasets", "reads", &histogram(&all, unknown))?,
+        ));
+        for (i, d) in top.iter().filter(|d| d.reads > 0).enumerate() {
+            charts.push((
+                format!("ages-{}.svg", i + 1),
+                chart::histogram(
+                    &format!("Age of the data read: {}", label(d)),
+                    "reads",
+                    &histogram(&d.age_days, d.reads_of_unknown_age),
+                )?,
+            ));
+        }
+        Ok(charts)
+    }
+}
+
+/// What a section holds.
+enum Body {
+    Text(String),
+    Table(TextTable),
+    Blocks(Vec<(String, String)>),
+}
+
+fn unused_table(unused: &[UnusedDataset]) -> TextTable {
+    let mut table = TextTable::new([
+        "bucket",
+        "dataset",
+        "writes",
+        "last write",
+        "last read",
+        "days without reads",
+        "writers",
+    ]);
+    for u in unused {
+        let writers: Vec<String> = u
+            .writers
+            .iter()
+            .map(|w| {
+                format!(
+                    "{} ({} writes, last {})",
+                    w.requester,
+                    count(w.writes),
+                    minute(w.last_write)
+                )
+            })
+            .collect();
+        table.push([
+            u.bucket.clone(),
+            u.dataset.clone(),
+            count(u.writes),
+            minute(u.last_write),
+            u.last_read.map_or_else(|| "never".to_owned(), minute),
+            u.days_without_reads.to_string(),
+            writers.join("; "),
+        ]);
+    }
+    table
+}
+
+fn advice_table(advice: &[Advice]) -> TextTable {
+    let mut table = TextTable::new([
+        "bucket",
+        "dataset",
+        "reads",
+        "rare after",
+        "stored",
+        "transitions",
+        "saving / month",
+        "one-time cost",
+    ]);
+    for a in advice {
+        let steps: Vec<String> = a
+            .transitions
+            .iter()
+            .map(|t| format!("{} at {} d", t.storage_class, t.days))
+            .collect();
+        table.push([
+            a.bucket.clone(),
+            a.dataset.clone(),
+            count(a.reads),
+            a.rare_after_days.map_or_else(|| "-".to_owned(), |d| format!("{d} d")),
+            bytes(a.stored_bytes),
+            if steps.is_empty() {
+                "keep in STANDARD".to_owned()
+            } else {
+                steps.join(", ")
+            },
+            if steps.is_empty() {
+                "-".to_owned()
+            } else {
+                money(a.monthly_saving, &a.currency)
+            },
+            if steps.is_empty() {
+                "-".to_owned()
+            } else {
+                money(a.one_time_transition_cost, &a.currency)
+            },
+        ]);
+    }
+    table
+}
+
+fn label(d: &DatasetUsage) -> String {
+    label_of(&d.bucket, &d.dataset)
+}
+
+fn label_of(bucket: &str, dataset: &str) -> String {
+    format!("s3://{bucket}/{dataset}")
+}
+
+/// `1,234,567`.
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Bytes in binary units: `512 B`, `1.5 KiB`, `20.0 MiB`, `3.25 GiB`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else if value < 10.0 {
+        format!("{value:.2} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+fn money(amount: f64, currency: &str) -> String {
+    if amount.abs() < 10.0 {
+        format!("{amount:.4} {currency}")
+    } else {
+        format!("{amount:.2} {currency}")
+    }
+}
+
+/// `1 day`, `2 days`.
+fn plural(n: u64, unit: &str) -> String {
+    if n == 1 {
+        format!("1 {unit}")
+    } else {
+        format!("{} {unit}s", count(n))
+    }
+}
+
+fn share(share: Option<f64>) -> String {
+    share.map_or_else(|| "-".to_owned(), |s| format!("{:.1}%", s * 100.0))
+}
+
+fn day(t: Option<DateTime<Utc>>) -> String {
+    t.map_or_else(|| "-".to_owned(), |t| t.date_naive().to_string())
+}
+
+fn minute(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M").to_string()
+}
+
+/// `name` with anything but letters, digits, `.`, `-` and `_` replaced, for a file name.
+fn file_safe(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || ".-_".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_for_people() {
+        assert_eq!(count(0), "0");
+        assert_eq!(count(999), "999");
+        assert_eq!(count(1_234_567), "1,234,567");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1536), "1.50 KiB");
+        assert_eq!(bytes(20 << 20), "20.0 MiB");
+        assert_eq!(money(0.01234, "USD"), "0.0123 USD");
+        assert_eq!(money(1234.5, "USD"), "1234.50 USD");
+        assert_eq!(share(Some(0.5)), "50.0%");
+        assert_eq!(plural(1, "day"), "1 day");
+        assert_eq!(plural(1500, "day"), "1,500 days");
+        assert_eq!(file_safe("my.bucket/../x"), "my.bucket_.._x");
+    }
+}

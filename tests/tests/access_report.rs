@@ -1,0 +1,217 @@
+//! `lakelog report access` over access-log tables on the stand-in S3, checked against DuckDB
+//! reading the same tables with its own SQL: at least one figure of every section of the report
+//! (datasets, ages of the data read, unused datasets, the advisor's stored data).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use access_log_ingest::{Ingestor, NoProgress, ObjectReader, TableTemplate};
+use aws_sdk_s3::primitives::ByteStream;
+use chrono::NaiveDate;
+use lake::StorageConfig;
+use lakelog::report::TimeRange;
+use lakelog::report::access::workload::{self, LAKE_BUCKET, WEB_BUCKET};
+use lakelog::report::access::{AGE_BUCKETS, AccessOptions, AccessReport, AgeHistogram, PriceTable};
+use lakelog_tests::{StandIn, duckdb};
+use serde_json::Value;
+
+/// Operations DuckDB counts as reads and writes (written out here, not taken from lakelog).
+const READS: &str = "'REST.GET.OBJECT', 'REST.HEAD.OBJECT', 'REST.COPY.OBJECT_GET', 'REST.COPY.PART_GET'";
+const WRITES: &str = "'REST.PUT.OBJECT', 'REST.POST.OBJECT', 'REST.COPY.OBJECT', 'REST.POST.UPLOAD'";
+
+struct Lake {
+    standin: StandIn,
+    tables: Vec<String>,
+    report: AccessReport,
+}
+
+impl Lake {
+    /// The workload's 60 days from 2024-03-01 put into a raw-logs bucket, ingested into tables in
+    /// a lake bucket, and reported over the 60 days.
+    async fn new() -> Lake {
+        let standin = StandIn::connect().await.unwrap();
+        let raw = standin.create_bucket("report-raw").await.unwrap();
+        let lake = standin.create_bucket("report-lake").await.unwrap();
+        let generated = workload::generate(NaiveDate::from_ymd_opt(2024, 3, 1).unwrap(), 60);
+        for object in &generated.objects {
+            standin
+                .s3()
+                .put_object()
+                .bucket(&raw)
+                .key(format!("{}/{}", object.bucket, object.name))
+                .body(ByteStream::from(object.data.clone()))
+                .send()
+                .await
+                .unwrap();
+        }
+        let storage = StorageConfig {
+            endpoint: Some(standin.endpoint().to_owned()),
+            extra: standin.storage_options(),
+        };
+        let template = TableTemplate::parse("table", &format!("s3://{lake}/access_logs/{{bucket}}")).unwrap();
+        let rejects = template.default_rejects();
+        let reader = ObjectReader::s3(standin.s3());
+        let objects = reader.list(&format!("s3://{raw}/")).await.unwrap();
+        assert_eq!(objects.len(), generated.objects.len());
+        let ingestor = Ingestor::new(template, rejects, storage.clone(), reader, 4);
+        for (object, result) in ingestor.ingest(&objects, &NoProgress).await {
+            result.unwrap_or_else(|e| panic!("{object}: {e}"));
+        }
+        let tables: Vec<String> = [LAKE_BUCKET, WEB_BUCKET]
+            .iter()
+            .map(|b| StandIn::s3_uri(&lake, &format!("access_logs/{b}")))
+            .collect();
+        let range = TimeRange::parse(Some("2024-03-01"), Some("2024-04-29")).unwrap();
+        let options = AccessOptions::new(PriceTable::default_table().unwrap());
+        let report = lakelog::report::access::run(&tables, &storage, &range, &options)
+            .await
+            .unwrap();
+        Lake {
+            standin,
+            tables,
+            report,
+        }
+    }
+
+    /// Runs `sql` in DuckDB, where `t` is both tables' rows in the range that did not fail and
+    /// `t_all` every row up to the end of the range.
+    fn duckdb(&self, sql: &str) -> Vec<Vec<Value>> {
+        let scans: Vec<String> = self
+            .tables
+            .iter()
+            .map(|t| format!("SELECT * FROM delta_scan('{t}')"))
+            .collect();
+        let sql = format!(
+            "WITH t_all AS (SELECT * FROM ({}) WHERE request_date <= DATE '2024-04-29' \
+               AND coalesce(http_status, 0) < 400 AND key IS NOT NULL), \
+             t AS (SELECT * FROM t_all WHERE request_date >= DATE '2024-03-01') {sql}",
+            scans.join(" UNION ALL ")
+        );
+        duckdb(self.standin.endpoint(), &sql).unwrap_or_else(|e| panic!("{e:#}\n{sql}"))
+    }
+}
+
+fn int(v: &Value) -> u64 {
+    v.as_u64()
+        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        .or_else(|| v.as_f64().map(|f| f as u64))
+        .unwrap_or_else(|| panic!("{v} is not a count"))
+}
+
+fn text(v: &Value) -> String {
+    v.as_str().unwrap_or_else(|| panic!("{v} is not text")).to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duckdb_agrees_with_every_section() {
+    let lake = Lake::new().await;
+    let report = &lake.report;
+    assert_eq!(report.datasets.len(), 6, "{:#?}", report.datasets);
+
+    // Datasets: reads, bytes, writes and readers of every dataset, by key prefix.
+    let prefixes: Vec<String> = report
+        .datasets
+        .iter()
+        .map(|d| format!("('{}', '{}')", d.bucket, d.dataset.replace('\'', "''")))
+        .collect();
+    let rows = lake.duckdb(&format!(
+        "SELECT p.bucket, p.prefix, \
+           count(*) FILTER (WHERE operation IN ({READS})), \
+           coalesce(sum(bytes_sent) FILTER (WHERE operation IN ({READS})), 0), \
+           count(*) FILTER (WHERE operation IN ({WRITES})), \
+           count(DISTINCT coalesce(requester, '-')) FILTER (WHERE operation IN ({READS})) \
+         FROM (VALUES {}) AS p(bucket, prefix) \
+         JOIN t ON t.bucket = p.bucket AND starts_with(t.key, p.prefix) GROUP BY 1, 2",
+        prefixes.join(", ")
+    ));
+    let by_duckdb: BTreeMap<(String, String), [u64; 4]> = rows
+        .iter()
+        .map(|r| {
+            (
+                (text(&r[0]), text(&r[1])),
+                [int(&r[2]), int(&r[3]), int(&r[4]), int(&r[5])],
+            )
+        })
+        .collect();
+    for d in &report.datasets {
+        assert_eq!(
+            by_duckdb[&(d.bucket.clone(), d.dataset.clone())],
+            [d.reads, d.read_bytes, d.writes, d.requesters],
+            "{} {}",
+            d.bucket,
+            d.dataset
+        );
+    }
+
+    // Ages: clicks by the date in their partition, the model by its first write.
+    let histogram = |rows: Vec<Vec<Value>>| {
+        let mut h = AgeHistogram::default();
+        for r in rows {
+            h.add(r[0].as_i64().unwrap(), int(&r[1]));
+        }
+        h
+    };
+    let clicks = lake.duckdb(&format!(
+        "SELECT date_diff('day', CAST(regexp_extract(key, 'dt=([0-9-]{{10}})/', 1) AS DATE), request_date), \
+         count(*) FROM t WHERE starts_with(key, 'events/clicks/') AND operation IN ({READS}) GROUP BY 1"
+    ));
+    let usage = |name: &str| report.datasets.iter().find(|d| d.dataset == name).unwrap();
+    assert_eq!(histogram(clicks), usage("events/clicks/").age_days);
+    let models = lake.duckdb(&format!(
+        "SELECT date_diff('day', CAST(w.first AS DATE), r.request_date), count(*) \
+         FROM t r JOIN (SELECT key, min(request_time) AS first FROM t_all WHERE operation IN ({WRITES}) \
+                        GROUP BY key) w ON r.key = w.key \
+         WHERE starts_with(r.key, 'models/') AND r.operation IN ({READS}) GROUP BY 1"
+    ));
+    assert_eq!(histogram(models), usage("models/recommender/").age_days);
+    assert_eq!(AGE_BUCKETS.len(), 6);
+
+    // Unused: prefixes written but not read in the last 30 days of the range, and their writers.
+    let unused = lake.duckdb(&format!(
+        "SELECT p.prefix FROM (VALUES {}) AS p(bucket, prefix) JOIN t ON t.bucket = p.bucket \
+         AND starts_with(t.key, p.prefix) GROUP BY 1 \
+         HAVING count(*) FILTER (WHERE operation IN ({WRITES})) > 0 \
+            AND coalesce(max(request_date) FILTER (WHERE operation IN ({READS})), DATE '2024-02-29') \
+                <= DATE '2024-04-29' - INTERVAL 30 DAY",
+        prefixes.join(", ")
+    ));
+    let unused: BTreeSet<String> = unused.iter().map(|r| text(&r[0])).collect();
+    let reported: BTreeSet<String> = report.unused.iter().map(|u| u.dataset.clone()).collect();
+    assert_eq!(unused, reported);
+    let writers = lake.duckdb(&format!(
+        "SELECT requester, count(*) FROM t WHERE starts_with(key, 'exports/legacy/') \
+         AND operation IN ({WRITES}) GROUP BY 1 ORDER BY 2 DESC"
+    ));
+    let writers: Vec<(String, u64)> = writers.iter().map(|r| (text(&r[0]), int(&r[1]))).collect();
+    let reported: Vec<(String, u64)> = report.unused[0]
+        .writers
+        .iter()
+        .map(|w| (w.requester.clone(), w.writes))
+        .collect();
+    assert_eq!(writers, reported);
+
+    // Advice: the stored data estimated from the logs (keys not expired or deleted since their
+    // last write, at their largest logged size), and what lifecycle already moved.
+    let stored = lake.duckdb(
+        "SELECT prefix, count(*), sum(size), coalesce(sum(size) FILTER (WHERE moved), 0) FROM ( \
+           SELECT regexp_extract(key, '^([^/]+/[^/]+/)', 1) AS prefix, max(object_size) AS size, \
+             max(request_time) FILTER (WHERE operation IN ('REST.PUT.OBJECT', 'REST.POST.UPLOAD')) AS written, \
+             max(request_time) FILTER (WHERE operation IN ('S3.EXPIRE.OBJECT', 'REST.DELETE.OBJECT')) AS removed, \
+             coalesce(max(request_time) FILTER (WHERE starts_with(operation, 'S3.TRANSITION')) \
+               > max(request_time) FILTER (WHERE operation = 'REST.PUT.OBJECT'), false) AS moved \
+           FROM t_all WHERE operation NOT IN ('REST.GET.BUCKET', 'REST.PUT.PART') GROUP BY bucket, key) \
+         WHERE removed IS NULL OR written > removed GROUP BY 1",
+    );
+    let stored: BTreeMap<String, [u64; 3]> = stored
+        .iter()
+        .map(|r| (text(&r[0]), [int(&r[1]), int(&r[2]), int(&r[3])]))
+        .collect();
+    for name in ["exports/legacy/", "events/clicks/", "models/recommender/"] {
+        let advice = report.advice.iter().find(|a| a.dataset == name).unwrap();
+        assert_eq!(
+            stored[name],
+            [advice.stored_objects, advice.stored_bytes, advice.already_moved_bytes],
+            "{name}"
+        );
+    }
+    assert!(report.advice.iter().any(|a| !a.transitions.is_empty()));
+}
