@@ -3,7 +3,7 @@
 //! Charts are SVG text, so no font or image library is needed; plotters escapes every label,
 //! which makes the markup safe to inline in an HTML page ([`super::HtmlPage::chart`]).
 
-use chrono::NaiveDate;
+use chrono::{Datelike, NaiveDate};
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 
@@ -118,63 +118,16 @@ pub fn histogram(title: &str, unit: &str, buckets: &[(String, f64)]) -> Result<S
 
 /// A line chart of values per day, one line per series, with a legend.
 pub fn line_chart(title: &str, unit: &str, series: &[Series]) -> Result<Svg, ReportError> {
-    let days = series.iter().flat_map(|s| s.points.iter().map(|(d, _)| *d));
-    let (first, last) = match (days.clone().min(), days.max()) {
-        (Some(first), Some(last)) => (first, last),
-        _ => {
-            let today = chrono::Utc::now().date_naive();
-            (today, today)
-        }
-    };
-    let span = (last - first).num_days().max(1) as i32;
-    let max = series
+    let day = |d: &NaiveDate| i64::from(d.num_days_from_ce());
+    let lines: Vec<(&str, Vec<(i64, f64)>)> = series
         .iter()
-        .flat_map(|s| s.points.iter().map(|(_, v)| *v))
-        .fold(0.0, f64::max);
-    draw(title, (WIDTH, 420), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0..span, 0.0..axis_max(max))?;
-        let day_of = |i: &i32| {
-            (first + chrono::Days::new((*i).max(0) as u64))
-                .format("%m-%d")
-                .to_string()
-        };
-        chart
-            .configure_mesh()
-            .x_labels(12.min(span as usize + 1))
-            .x_label_formatter(&day_of)
-            .y_label_formatter(&|v| human(*v))
-            .y_desc(unit)
-            .draw()?;
-        for (k, s) in series.iter().enumerate() {
-            let mut values = vec![0.0; span as usize + 1];
-            for (day, v) in &s.points {
-                if let Some(slot) = values.get_mut((*day - first).num_days() as usize) {
-                    *slot += v;
-                }
-            }
-            let color = Palette99::pick(k).to_rgba();
-            chart
-                .draw_series(LineSeries::new(
-                    values.into_iter().enumerate().map(|(i, v)| (i as i32, v)),
-                    color.stroke_width(2),
-                ))?
-                .label(shorten(&s.name))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
-        }
-        if !series.is_empty() {
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK.mix(0.3))
-                .position(SeriesLabelPosition::UpperRight)
-                .draw()?;
-        }
-        Ok(())
+        .map(|s| (s.name.as_str(), s.points.iter().map(|(d, v)| (day(d), *v)).collect()))
+        .collect();
+    let today = day(&chrono::Utc::now().date_naive());
+    slot_line_chart(title, unit, &lines, today, 12, |slot| {
+        NaiveDate::from_num_days_from_ce_opt(i32::try_from(slot).unwrap_or(i32::MAX))
+            .map(|d| d.format("%m-%d").to_string())
+            .unwrap_or_default()
     })
 }
 
@@ -190,18 +143,40 @@ pub struct HourlySeries {
 /// A line chart of values per hour (windows starting on whole hours), one line per series.
 pub fn hourly_line_chart(title: &str, unit: &str, series: &[HourlySeries]) -> Result<Svg, ReportError> {
     let hour = |t: &chrono::DateTime<chrono::Utc>| t.timestamp().div_euclid(3600);
-    let hours = series.iter().flat_map(|s| s.points.iter().map(|(t, _)| hour(t)));
-    let (first, last) = match (hours.clone().min(), hours.max()) {
+    let lines: Vec<(&str, Vec<(i64, f64)>)> = series
+        .iter()
+        .map(|s| (s.name.as_str(), s.points.iter().map(|(t, v)| (hour(t), *v)).collect()))
+        .collect();
+    let now = hour(&chrono::Utc::now());
+    slot_line_chart(title, unit, &lines, now, 8, |slot| {
+        chrono::DateTime::from_timestamp(slot.saturating_mul(3600), 0)
+            .map(|t| t.format("%m-%d %H:00").to_string())
+            .unwrap_or_default()
+    })
+}
+
+/// A line chart over consecutive slots (days, hours): `(name, [(slot, value)])` per line, slots
+/// without a point drawn as 0, at most `labels` labels on the x axis, each from `label(slot)`.
+/// `empty` is the slot shown when there is no point at all.
+fn slot_line_chart(
+    title: &str,
+    unit: &str,
+    lines: &[(&str, Vec<(i64, f64)>)],
+    empty: i64,
+    labels: usize,
+    label: impl Fn(i64) -> String,
+) -> Result<Svg, ReportError> {
+    let slots = lines
+        .iter()
+        .flat_map(|(_, points)| points.iter().map(|(slot, _)| *slot));
+    let (first, last) = match (slots.clone().min(), slots.max()) {
         (Some(first), Some(last)) => (first, last),
-        _ => {
-            let now = hour(&chrono::Utc::now());
-            (now, now)
-        }
+        _ => (empty, empty),
     };
     let span = (last - first).max(1);
-    let max = series
+    let max = lines
         .iter()
-        .flat_map(|s| s.points.iter().map(|(_, v)| *v))
+        .flat_map(|(_, points)| points.iter().map(|(_, v)| *v))
         .fold(0.0, f64::max);
     draw(title, (WIDTH, 420), |root| {
         let mut chart = ChartBuilder::on(root)
@@ -210,23 +185,19 @@ pub fn hourly_line_chart(title: &str, unit: &str, series: &[HourlySeries]) -> Re
             .x_label_area_size(36)
             .y_label_area_size(64)
             .build_cartesian_2d(0..span, 0.0..axis_max(max))?;
-        let hour_of = |i: &i64| {
-            chrono::DateTime::from_timestamp((first + *i) * 3600, 0)
-                .map(|t| t.format("%m-%d %H:00").to_string())
-                .unwrap_or_default()
-        };
+        let label_of = |i: &i64| label(first + (*i).max(0));
         chart
             .configure_mesh()
-            .x_labels(8.min(span as usize + 1))
-            .x_label_formatter(&hour_of)
+            .x_labels(labels.min(span as usize + 1))
+            .x_label_formatter(&label_of)
             .y_label_formatter(&|v| human(*v))
             .y_desc(unit)
             .draw()?;
-        for (k, s) in series.iter().enumerate() {
+        for (k, (name, points)) in lines.iter().enumerate() {
             let mut values = vec![0.0; span as usize + 1];
-            for (t, v) in &s.points {
-                if let Some(slot) = values.get_mut((hour(t) - first) as usize) {
-                    *slot += v;
+            for (slot, v) in points {
+                if let Some(value) = values.get_mut((slot - first) as usize) {
+                    *value += v;
                 }
             }
             let color = Palette99::pick(k).to_rgba();
@@ -235,10 +206,10 @@ pub fn hourly_line_chart(title: &str, unit: &str, series: &[HourlySeries]) -> Re
                     values.into_iter().enumerate().map(|(i, v)| (i as i64, v)),
                     color.stroke_width(2),
                 ))?
-                .label(shorten(&s.name))
+                .label(shorten(name))
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
         }
-        if !series.is_empty() {
+        if !lines.is_empty() {
             chart
                 .configure_series_labels()
                 .background_style(WHITE.mix(0.85))
