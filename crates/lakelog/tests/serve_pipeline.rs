@@ -47,11 +47,25 @@ fn events_sent_to_serve_land_in_the_local_table_within_seconds() {
         .to_owned();
 
     let sent = Command::new(env!("CARGO_BIN_EXE_lakelog"))
-        .args(["send-events", "--url", &url, "--rate", "500", "--duration", "2", "--seed", "3"])
+        .args([
+            "send-events",
+            "--url",
+            &url,
+            "--rate",
+            "500",
+            "--duration",
+            "2",
+            "--seed",
+            "3",
+        ])
         .output()
         .unwrap();
     let report = String::from_utf8_lossy(&sent.stdout);
-    assert!(sent.status.success(), "{report}\n{}", String::from_utf8_lossy(&sent.stderr));
+    assert!(
+        sent.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
     let written: u64 = report
         .split_once(": ")
         .and_then(|(_, rest)| rest.split_whitespace().next())
