@@ -264,7 +264,7 @@ fn the_report_prints_the_known_figures() {
 }
 
 #[test]
-fn ranges_rules_text_and_errors() {
+fn ranges_rules_prices_text_and_errors() {
     let dir = tempfile::tempdir().unwrap();
     let tables = lake(dir.path());
 
@@ -342,13 +342,8 @@ fn ranges_rules_text_and_errors() {
     assert!(!ok && err.contains("no column bucket"), "{err}");
     let (ok, _, err) = lakelog(&["report", "access", "--table", &tables[0], &rejects]);
     assert!(!ok && err.contains("cannot be read together"), "{err}");
-}
 
-#[test]
-fn a_price_table_can_be_replaced() {
-    let dir = tempfile::tempdir().unwrap();
-    let tables = lake(dir.path());
-    // With free Standard storage nothing is worth moving.
+    // Another price table: with free Standard storage nothing is worth moving.
     let mut prices: Value = serde_json::from_str(lakelog::report::access::prices::DEFAULT_PRICES).unwrap();
     prices["classes"]["STANDARD"]["storage_gb_month"] = json!(0.0);
     let file = dir.path().join("prices.json");
@@ -357,6 +352,7 @@ fn a_price_table_can_be_replaced() {
     for a in r["advice"].as_array().unwrap() {
         assert_eq!(a["transitions"], json!([]), "{a:#}");
     }
+    // A range without requests.
     let empty = report(&tables, &["--from", "2030-01-01"]);
     assert_eq!(empty, json!({"datasets": [], "unused": [], "advice": []}));
 }

@@ -26,7 +26,7 @@ impl AccessReport {
 
     /// The report as plain-text sections.
     pub fn render_text(&self) -> String {
-        let mut out = String::new();
+        let mut out = String::from("ACCESS PATTERNS\n\n");
         for (title, body) in self.sections() {
             let _ = writeln!(out, "{title}\n");
             match body {
@@ -172,7 +172,7 @@ impl AccessReport {
         if s.requests == 0 {
             intro.push_str("\n\nNo successful object request in the range: nothing to report.");
         }
-        sections.push(("Access patterns".to_owned(), Body::Text(intro)));
+        sections.push(("Summary".to_owned(), Body::Text(intro)));
         if s.requests == 0 {
             return sections;
         }
@@ -279,7 +279,7 @@ impl AccessReport {
                     .iter()
                     .map(|a| format!("{}: {}.", label_of(&a.bucket, &a.dataset), a.reason))
                     .collect::<Vec<_>>()
-                    .join("\n"),
+                    .join("\n\n"),
             ),
         ));
         let blocks: Vec<(String, String)> = self
