@@ -4,13 +4,14 @@ use std::borrow::Cow;
 use std::mem::MaybeUninit;
 use std::sync::{Arc, LazyLock};
 
-use arrow::array::builder::NullBufferBuilder;
 use arrow::array::{
-    ArrayRef, BooleanBuilder, Date32Builder, Int32Builder, Int64Builder, StringArray, StringBuilder,
-    TimestampMicrosecondBuilder,
+    ArrayRef, BooleanBuilder, Int64Builder, PrimitiveArray, StringArray, StringBuilder, TimestampMicrosecondBuilder,
 };
-use arrow::buffer::{Buffer, OffsetBuffer, ScalarBuffer};
-use arrow::datatypes::{DataType, Field as ArrowField, Schema, SchemaRef, TimeUnit};
+use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow::datatypes::{
+    ArrowPrimitiveType, DataType, Date32Type, Field as ArrowField, Int32Type, Int64Type, Schema, SchemaRef, TimeUnit,
+    TimestampMicrosecondType,
+};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 
@@ -91,6 +92,76 @@ pub fn rejects_schema() -> SchemaRef {
     REJECTS.clone()
 }
 
+/// Which rows of a column are valid (not null), one byte each (0 or 1) while the column is built,
+/// packed into bits when it is finished: a push is a store, without a branch.
+#[derive(Debug)]
+struct Validity {
+    valid: Vec<u8>,
+}
+
+impl Validity {
+    fn with_capacity(rows: usize) -> Self {
+        Self {
+            valid: Vec::with_capacity(rows),
+        }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, valid: bool) {
+        self.valid.push(u8::from(valid));
+    }
+
+    fn push_n_valid(&mut self, rows: usize) {
+        self.valid.resize(self.valid.len() + rows, 1);
+    }
+
+    /// The validity buffer, or none when every row is valid.
+    fn finish(self) -> Option<NullBuffer> {
+        let rows = self.valid.len();
+        let mut bits = Vec::with_capacity(rows.div_ceil(8));
+        let mut bytes = self.valid.chunks_exact(8);
+        // Eight rows at a time: the flags, at bit 8 i of a word, times a multiplier with bit
+        // 56 - 7 i set, land on bit 56 + i; no two partial products meet in the top byte. Arrow
+        // numbers the bits of a byte from the lowest, like the rows here.
+        for eight in bytes.by_ref() {
+            let flags = eight.first_chunk::<8>().map_or(0, |w| u64::from_le_bytes(*w));
+            bits.push((flags.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8);
+        }
+        let rest = bytes.remainder();
+        if !rest.is_empty() {
+            bits.push(rest.iter().rev().fold(0, |acc, &flag| acc << 1 | flag));
+        }
+        let nulls = NullBuffer::new(BooleanBuffer::new(Buffer::from_vec(bits), 0, rows));
+        (nulls.null_count() > 0).then_some(nulls)
+    }
+}
+
+/// A column of numbers being built, without the call per value of arrow's `PrimitiveBuilder`.
+#[derive(Debug)]
+struct Numbers<T: ArrowPrimitiveType> {
+    values: Vec<T::Native>,
+    validity: Validity,
+}
+
+impl<T: ArrowPrimitiveType> Numbers<T> {
+    fn with_capacity(rows: usize) -> Self {
+        Self {
+            values: Vec::with_capacity(rows),
+            validity: Validity::with_capacity(rows),
+        }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, value: Option<T::Native>) {
+        self.validity.push(value.is_some());
+        self.values.push(value.unwrap_or_default());
+    }
+
+    fn finish(self) -> PrimitiveArray<T> {
+        PrimitiveArray::new(ScalarBuffer::from(self.values), self.validity.finish())
+    }
+}
+
 /// A `Utf8` column being built. It does what arrow's `StringBuilder` does for each value, without
 /// its per-value checks: the offsets are checked once per batch, and the values are known to be
 /// UTF-8 because only `&str` goes in.
@@ -100,7 +171,7 @@ struct TextColumn {
     /// Where each value ends in `values`, after a leading 0. Wrapped past `i32::MAX`, which
     /// `finish` then reports.
     offsets: Vec<i32>,
-    nulls: NullBufferBuilder,
+    validity: Validity,
 }
 
 impl TextColumn {
@@ -110,18 +181,15 @@ impl TextColumn {
         Self {
             values: Vec::with_capacity(bytes),
             offsets,
-            nulls: NullBufferBuilder::new(rows),
+            validity: Validity::with_capacity(rows),
         }
     }
 
     #[inline(always)]
     fn push(&mut self, value: Option<&str>) {
-        match value {
-            Some(value) => {
-                self.append_bytes(value.as_bytes());
-                self.nulls.append_non_null();
-            }
-            None => self.nulls.append_null(),
+        self.validity.push(value.is_some());
+        if let Some(value) = value {
+            self.append_bytes(value.as_bytes());
         }
         self.offsets.push(self.values.len() as i32);
     }
@@ -158,10 +226,10 @@ impl TextColumn {
         }
         self.offsets
             .extend((1..=rows).map(|row| (start + row * value.len()) as i32));
-        self.nulls.append_n_non_nulls(rows);
+        self.validity.push_n_valid(rows);
     }
 
-    fn finish(mut self) -> Result<StringArray, ArrowError> {
+    fn finish(self) -> Result<StringArray, ArrowError> {
         if i32::try_from(self.values.len()).is_err() {
             return Err(ArrowError::InvalidArgumentError(format!(
                 "{} bytes of text in one column of a batch, more than the 2 GiB a Utf8 column holds",
@@ -170,7 +238,7 @@ impl TextColumn {
         }
         let offsets = ScalarBuffer::from(self.offsets);
         let values = Buffer::from_vec(self.values);
-        let nulls = self.nulls.finish();
+        let nulls = self.validity.finish();
         if cfg!(debug_assertions) {
             return StringArray::try_new(OffsetBuffer::new(offsets), values, nulls);
         }
@@ -183,14 +251,17 @@ impl TextColumn {
 }
 
 /// Values up to this long are copied by [`copy_short`].
-const SHORT: usize = 64;
+const SHORT: usize = 128;
 
 /// Copies `src` (at most [`SHORT`] bytes) to the start of `dst` (exactly `SHORT` bytes) with at
 /// most two fixed-size copies, overlapping when `src` is shorter than both together.
 #[inline(always)]
 fn copy_short(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
     let n = src.len();
-    if n >= 16 {
+    if n > 64 {
+        dst[..64].write_copy_of_slice(&src[..64]);
+        dst[n - 64..n].write_copy_of_slice(&src[n - 64..]);
+    } else if n >= 16 {
         if n >= 32 {
             dst[..32].write_copy_of_slice(&src[..32]);
             dst[n - 32..n].write_copy_of_slice(&src[n - 32..]);
@@ -217,19 +288,19 @@ pub struct AccessLogBatchBuilder {
     ingested_at: i64,
     bucket_owner: TextColumn,
     bucket: TextColumn,
-    request_time: TimestampMicrosecondBuilder,
+    request_time: Numbers<TimestampMicrosecondType>,
     remote_ip: TextColumn,
     requester: TextColumn,
     request_id: TextColumn,
     operation: TextColumn,
     key: TextColumn,
     request_uri: TextColumn,
-    http_status: Int32Builder,
+    http_status: Numbers<Int32Type>,
     error_code: TextColumn,
-    bytes_sent: Int64Builder,
-    object_size: Int64Builder,
-    total_time_ms: Int64Builder,
-    turn_around_time_ms: Int64Builder,
+    bytes_sent: Numbers<Int64Type>,
+    object_size: Numbers<Int64Type>,
+    total_time_ms: Numbers<Int64Type>,
+    turn_around_time_ms: Numbers<Int64Type>,
     referer: TextColumn,
     user_agent: TextColumn,
     version_id: TextColumn,
@@ -243,10 +314,10 @@ pub struct AccessLogBatchBuilder {
     acl_required: BooleanBuilder,
     source_region: TextColumn,
     extra_fields: TextColumn,
-    request_date: Date32Builder,
+    request_date: Numbers<Date32Type>,
     /// The `log_object` column as runs of one value: a builder seldom sees more than one object.
     log_objects: Vec<(String, usize)>,
-    log_line: Int64Builder,
+    log_line: Numbers<Int64Type>,
     rows: usize,
     /// The rows the builder was made for.
     capacity: usize,
@@ -275,20 +346,19 @@ impl AccessLogBatchBuilder {
             let used = like.map_or(0, |like| column(like).values.len());
             TextColumn::with_capacity(rows, used.max(rows * guess))
         };
-        let ts = || TimestampMicrosecondBuilder::with_capacity(rows).with_timezone(UTC);
-        let long = || Int64Builder::with_capacity(rows);
+        let long = || Numbers::with_capacity(rows);
         Self {
             ingested_at,
             bucket_owner: s(64, |b| &b.bucket_owner),
             bucket: s(16, |b| &b.bucket),
-            request_time: ts(),
+            request_time: Numbers::with_capacity(rows),
             remote_ip: s(16, |b| &b.remote_ip),
             requester: s(64, |b| &b.requester),
             request_id: s(16, |b| &b.request_id),
             operation: s(16, |b| &b.operation),
             key: s(48, |b| &b.key),
             request_uri: s(64, |b| &b.request_uri),
-            http_status: Int32Builder::with_capacity(rows),
+            http_status: Numbers::with_capacity(rows),
             error_code: s(16, |b| &b.error_code),
             bytes_sent: long(),
             object_size: long(),
@@ -307,7 +377,7 @@ impl AccessLogBatchBuilder {
             acl_required: BooleanBuilder::with_capacity(rows),
             source_region: s(16, |b| &b.source_region),
             extra_fields: s(0, |b| &b.extra_fields),
-            request_date: Date32Builder::with_capacity(rows),
+            request_date: Numbers::with_capacity(rows),
             log_objects: Vec::new(),
             log_line: long(),
             rows: 0,
@@ -319,19 +389,19 @@ impl AccessLogBatchBuilder {
     pub fn append(&mut self, r: &AccessLogRecord<'_>, log_object: &str, log_line: i64) {
         put(&mut self.bucket_owner, &r.bucket_owner);
         put(&mut self.bucket, &r.bucket);
-        self.request_time.append_value(r.request_time);
+        self.request_time.push(Some(r.request_time));
         put(&mut self.remote_ip, &r.remote_ip);
         put(&mut self.requester, &r.requester);
         put(&mut self.request_id, &r.request_id);
         put(&mut self.operation, &r.operation);
         put(&mut self.key, &r.key);
         put(&mut self.request_uri, &r.request_uri);
-        self.http_status.append_option(r.http_status);
+        self.http_status.push(r.http_status);
         put(&mut self.error_code, &r.error_code);
-        self.bytes_sent.append_option(r.bytes_sent);
-        self.object_size.append_option(r.object_size);
-        self.total_time_ms.append_option(r.total_time_ms);
-        self.turn_around_time_ms.append_option(r.turn_around_time_ms);
+        self.bytes_sent.push(r.bytes_sent);
+        self.object_size.push(r.object_size);
+        self.total_time_ms.push(r.total_time_ms);
+        self.turn_around_time_ms.push(r.turn_around_time_ms);
         put(&mut self.referer, &r.referer);
         put(&mut self.user_agent, &r.user_agent);
         put(&mut self.version_id, &r.version_id);
@@ -345,12 +415,12 @@ impl AccessLogBatchBuilder {
         self.acl_required.append_option(r.acl_required);
         put(&mut self.source_region, &r.source_region);
         put(&mut self.extra_fields, &r.extra_fields);
-        self.request_date.append_value(r.request_date());
+        self.request_date.push(Some(r.request_date()));
         match self.log_objects.last_mut() {
             Some((last, rows)) if last == log_object => *rows += 1,
             _ => self.log_objects.push((log_object.to_owned(), 1)),
         }
-        self.log_line.append_value(log_line);
+        self.log_line.push(Some(log_line));
         self.rows += 1;
     }
 
@@ -381,7 +451,7 @@ impl AccessLogBatchBuilder {
         let columns: Vec<ArrayRef> = vec![
             Arc::new(done.bucket_owner.finish()?),
             Arc::new(done.bucket.finish()?),
-            Arc::new(done.request_time.finish()),
+            Arc::new(done.request_time.finish().with_timezone(UTC)),
             Arc::new(done.remote_ip.finish()?),
             Arc::new(done.requester.finish()?),
             Arc::new(done.request_id.finish()?),
@@ -542,6 +612,23 @@ mod tests {
             assert_eq!(array.is_valid(i).then(|| array.value(i)), *value, "{i}");
         }
         assert_eq!(array.value(values.len() + 2), "s3://raw/log");
+    }
+
+    #[test]
+    fn number_columns_keep_values_and_nulls_across_words() {
+        let values: Vec<Option<i64>> = (0..200i64).map(|i| (i % 3 != 0).then_some(i * 1_000_003)).collect();
+        let mut column = Numbers::<Int64Type>::with_capacity(1);
+        for &value in &values {
+            column.push(value);
+        }
+        let array = column.finish();
+        assert_eq!(array.iter().collect::<Vec<_>>(), values);
+        assert_eq!(array.null_count(), 67);
+        let mut all_valid = Numbers::<Int32Type>::with_capacity(0);
+        (0..70).for_each(|i| all_valid.push(Some(i)));
+        let array = all_valid.finish();
+        assert!(array.nulls().is_none());
+        assert_eq!(array.value(69), 69);
     }
 
     #[test]

@@ -73,7 +73,8 @@ pub struct AccessLogRecord<'a> {
 impl<'a> AccessLogRecord<'a> {
     /// Parses one line (without its line terminator).
     pub fn parse(line: &'a [u8]) -> Result<Self, ParseError> {
-        let f = Fields::split(line)?;
+        let mut f = Fields::unsplit(line);
+        f.split_in_place()?;
         let text = |field| f.text(field);
         let time = f
             .get(Field::RequestTime)
@@ -173,30 +174,38 @@ pub fn decode_key(raw: &[u8]) -> Cow<'_, str> {
 
 /// Decodes `raw`, whose first `%` or `+` is at `first`.
 fn decode_escaped(raw: &[u8], first: usize) -> Cow<'_, str> {
-    // One pass: `+` is never a hex digit, so it cannot be part of an escape.
-    let mut decoded = Vec::with_capacity(raw.len());
-    let mut rest = raw;
-    let mut next = Some(first);
-    while let Some(i) = next {
-        decoded.extend_from_slice(&rest[..i]);
-        let (byte, width) = match (rest[i], rest.get(i + 1).and_then(hex), rest.get(i + 2).and_then(hex)) {
-            (b'+', _, _) => (b' ', 1),
-            (_, Some(high), Some(low)) => (high << 4 | low, 3),
-            _ => (b'%', 1),
+    // Decoded in place in a copy of `raw`: an escape is never shorter than what it decodes to, so
+    // the bytes not yet read are never overwritten.
+    let mut bytes = raw.to_vec();
+    let (mut read, mut write) = (first, first);
+    while let Some(&byte) = bytes.get(read) {
+        // `+` is never a hex digit, so it cannot be part of an escape.
+        let (byte, width) = match byte {
+            b'+' => (b' ', 1),
+            b'%' => match (bytes.get(read + 1).and_then(hex), bytes.get(read + 2).and_then(hex)) {
+                (Some(h), Some(l)) => (h << 4 | l, 3),
+                _ => (b'%', 1),
+            },
+            other => (other, 1),
         };
-        decoded.push(byte);
-        rest = &rest[i + width..];
-        next = find_either(rest, b'%', b'+');
+        bytes[write] = byte;
+        write += 1;
+        read += width;
     }
-    decoded.extend_from_slice(rest);
-    match String::from_utf8(decoded) {
+    bytes.truncate(write);
+    match String::from_utf8(bytes) {
         Ok(text) => Cow::Owned(text),
         Err(_) => text_of(raw),
     }
 }
 
 fn hex(digit: &u8) -> Option<u8> {
-    char::from(*digit).to_digit(16).map(|d| d as u8)
+    match digit {
+        b'0'..=b'9' => Some(digit - b'0'),
+        b'a'..=b'f' => Some(digit - b'a' + 10),
+        b'A'..=b'F' => Some(digit - b'A' + 10),
+        _ => None,
+    }
 }
 
 /// `raw` as text, borrowed if it is UTF-8, with replacement characters if not.

@@ -36,7 +36,7 @@ pub struct Fields<'a> {
     extra: Option<&'a [u8]>,
     /// Whether the whole line is UTF-8. Every slice above begins and ends next to an ASCII
     /// delimiter (a space, bracket or quote) or at an end of the line, so at a character boundary:
-    /// when the line is UTF-8, so is each of them.
+    /// when the line is UTF-8, so is each of them. (Fields past `count` hold a static `-`.)
     utf8: bool,
 }
 
@@ -44,45 +44,62 @@ impl<'a> Fields<'a> {
     /// Splits `line` (without its line terminator) into fields.
     #[inline]
     pub fn split(line: &'a [u8]) -> Result<Self, ParseError> {
+        let mut fields = Self::unsplit(line);
+        fields.split_in_place()?;
+        Ok(fields)
+    }
+
+    /// The fields of `line` before it is split: none.
+    #[inline(always)]
+    pub(crate) fn unsplit(line: &'a [u8]) -> Self {
+        Fields {
+            line,
+            // Fields the line's era lacks read as `-`, as null as a `-` in the line.
+            fields: [b"-"; NAMED_FIELDS],
+            count: 0,
+            extra: None,
+            utf8: false,
+        }
+    }
+
+    /// Splits the line of an [`unsplit`](Self::unsplit) value, in place: the fields are written
+    /// where the caller keeps them rather than moved there.
+    #[inline(always)]
+    pub(crate) fn split_in_place(&mut self) -> Result<(), ParseError> {
+        let line = self.line;
         let words = line.len().div_ceil(64);
         if words <= STACK_WORDS {
             let mut spaces = [0; STACK_WORDS];
             let mut quotes = [0; STACK_WORDS];
             let index = Index::new(line, &mut spaces[..words], &mut quotes[..words]);
-            Self::split_indexed(&index)
+            self.split_indexed(&index)
         } else {
             let (mut spaces, mut quotes) = (vec![0; words], vec![0; words]);
-            Self::split_indexed(&Index::new(line, &mut spaces, &mut quotes))
+            self.split_indexed(&Index::new(line, &mut spaces, &mut quotes))
         }
     }
 
     #[inline(always)]
-    fn split_indexed(index: &Index<'a, '_>) -> Result<Self, ParseError> {
+    fn split_indexed(&mut self, index: &Index<'a, '_>) -> Result<(), ParseError> {
         let line = index.line;
         let mut found = Found {
             index,
-            fields: [&[]; NAMED_FIELDS],
+            fields: &mut self.fields,
             count: 0,
             words: index.words(0),
         };
         found.split()?;
-        let Found { fields, count, .. } = found;
-        let pos = found.words.pos;
+        let (count, pos) = (found.count, found.words.pos);
         if count < MIN_FIELDS {
             return Err(ParseError::TooFewFields {
                 count,
                 missing: Field::ALL[count],
             });
         }
-        let extra = (pos < line.len()).then(|| trim_end_spaces(&line[pos..]));
-        let utf8 = index.ascii || std::str::from_utf8(line).is_ok();
-        Ok(Fields {
-            line,
-            fields,
-            count,
-            extra,
-            utf8,
-        })
+        self.count = count;
+        self.extra = (pos < line.len()).then(|| trim_end_spaces(&line[pos..]));
+        self.utf8 = index.ascii || std::str::from_utf8(line).is_ok();
+        Ok(())
     }
 
     /// How many named fields the line has (17 to 27).
@@ -107,7 +124,9 @@ impl<'a> Fields<'a> {
     /// when the line is UTF-8, with replacement characters for the bytes that are not otherwise.
     #[inline(always)]
     pub(crate) fn text(&self, field: Field) -> Option<Cow<'a, str>> {
-        self.get(field).filter(|raw| *raw != b"-").map(|raw| self.text_of(raw))
+        // Fields past `count` are `-`: no branch on the line's era.
+        let raw = self.fields[field as usize];
+        (raw != b"-").then(|| self.text_of(raw))
     }
 
     /// The text of everything after the 27th field.
@@ -140,15 +159,15 @@ impl<'a> Fields<'a> {
 }
 
 /// The fields of a line as the tokenizer finds them, one after the other.
-struct Found<'a, 'm, 'i> {
+struct Found<'a, 'm, 'i, 'f> {
     index: &'i Index<'a, 'm>,
-    fields: [&'a [u8]; NAMED_FIELDS],
+    fields: &'f mut [&'a [u8]; NAMED_FIELDS],
     count: usize,
     /// The words from the next field on.
     words: Words<'a, 'm, 'i>,
 }
 
-impl<'a, 'm, 'i> Found<'a, 'm, 'i> {
+impl<'a, 'm, 'i> Found<'a, 'm, 'i, '_> {
     /// Finds the fields in order until the line or the named fields end. Written out field by
     /// field rather than as one loop over a `match`, so that each branch is taken the same way on
     /// nearly every line.
