@@ -37,11 +37,12 @@ mod body;
 mod envelope;
 mod error;
 mod event;
+mod fast;
 #[cfg(feature = "synth")]
 pub mod synth;
 pub mod time;
 
-pub use body::{EVENTS, MAX_EVENTS_PER_REQUEST, parse_events};
+pub use body::{EVENTS, MAX_EVENTS_PER_REQUEST, parse_events, parse_events_reference};
 pub use envelope::{BODY, DERIVED_ID_NAMESPACE, Envelope, IS_BASE64_ENCODED, MAX_RECORD_BYTES, decode_record};
 pub use error::{BodyError, EventProblem, FieldProblem, InvalidEvents, RecordError};
 pub use event::{
