@@ -245,7 +245,7 @@ pub fn error_response(error: &ApiError) -> ApiGatewayProxyResponse {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct EventResult<'a> {
-    event_id: String,
+    event_id: Uuid,
     status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     shard_id: Option<&'a str>,
@@ -265,7 +265,7 @@ pub fn delivery_response(prepared: &Prepared, delivery: &Delivery, config: &ApiC
         .zip(&delivery.outcomes)
         .map(|(id, outcome)| match outcome {
             Outcome::Written(written) => EventResult {
-                event_id: id.to_string(),
+                event_id: *id,
                 status: "written",
                 shard_id: Some(&written.shard_id),
                 sequence_number: Some(&written.sequence_number),
@@ -273,7 +273,7 @@ pub fn delivery_response(prepared: &Prepared, delivery: &Delivery, config: &ApiC
                 error_message: None,
             },
             Outcome::Failed(failure) => EventResult {
-                event_id: id.to_string(),
+                event_id: *id,
                 status: "failed",
                 shard_id: None,
                 sequence_number: None,
@@ -284,27 +284,36 @@ pub fn delivery_response(prepared: &Prepared, delivery: &Delivery, config: &ApiC
         .collect();
     let (written, failed) = (delivery.written(), delivery.failed());
     if failed == 0 {
-        let body = json!({
-            "message": format!("{written} events written"),
-            "written": written,
-            "failed": 0,
-            "results": results,
-        });
+        let body = DeliveryBody {
+            message: format!("{written} events written"),
+            written,
+            failed,
+            results,
+        };
         json_response(200, &body, &[])
     } else {
         let retry_after = config.retry_after_seconds();
-        let body = json!({
-            "message": format!(
+        let body = DeliveryBody {
+            message: format!(
                 "{failed} of {} events could not be written; resend only the events with status \"failed\", \
                  with the eventId given here, after {retry_after} s",
                 written + failed
             ),
-            "written": written,
-            "failed": failed,
-            "results": results,
-        });
+            written,
+            failed,
+            results,
+        };
         json_response(503, &body, &[(header::RETRY_AFTER, retry_after.to_string())])
     }
+}
+
+/// The body of a 200 or 503 answer.
+#[derive(Debug, Serialize)]
+struct DeliveryBody<'a> {
+    message: String,
+    written: usize,
+    failed: usize,
+    results: Vec<EventResult<'a>>,
 }
 
 #[cfg(test)]

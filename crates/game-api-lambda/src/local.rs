@@ -20,12 +20,35 @@ pub const LOCAL_REGION: &str = "local";
 /// Records a [`LocalStream`] holds by default before refusing more.
 pub const DEFAULT_CAPACITY: usize = 100_000;
 
+/// A record as the stream keeps it; it becomes a [`KinesisEventRecord`] when it is taken.
+#[derive(Debug)]
+struct Stored {
+    data: bytes::Bytes,
+    partition_key: String,
+    sequence_number: String,
+    arrival: chrono::DateTime<Utc>,
+}
+
 #[derive(Debug, Default)]
 struct State {
-    records: VecDeque<KinesisEventRecord>,
+    records: VecDeque<Stored>,
     next_sequence: u128,
     received: u64,
     refused: u64,
+}
+
+/// The `n`th Kinesis sequence number of the shard: 56 decimal digits, increasing with `n`. The
+/// same text as `format!("4959{n:052}")`, without the formatter's padding one character at a time
+/// (a test compares them).
+fn sequence_number(n: u128) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(56);
+    out.push_str("4959");
+    for _ in digits.len()..52 {
+        out.push('0');
+    }
+    out.push_str(&digits);
+    out
 }
 
 /// An in-memory stream of one shard (`shardId-000000000000`).
@@ -118,9 +141,12 @@ impl LocalStream {
 
     /// Takes up to `max` of the oldest records without waiting.
     pub fn take(&self, max: usize) -> Vec<KinesisEventRecord> {
-        let mut state = self.state();
-        let n = max.min(state.records.len());
-        state.records.drain(..n).collect()
+        let taken: Vec<Stored> = {
+            let mut state = self.state();
+            let n = max.min(state.records.len());
+            state.records.drain(..n).collect()
+        };
+        taken.into_iter().map(|stored| self.record(stored)).collect()
     }
 
     /// Takes every record held.
@@ -128,19 +154,21 @@ impl LocalStream {
         self.take(usize::MAX)
     }
 
-    fn record(&self, entry: &PutEntry, sequence_number: &str) -> KinesisEventRecord {
+    fn record(&self, stored: Stored) -> KinesisEventRecord {
         let mut record = KinesisEventRecord::default();
         record.aws_region = Some(LOCAL_REGION.to_owned());
-        record.event_id = Some(format!("{LOCAL_SHARD_ID}:{sequence_number}"));
+        record.event_id = Some(format!("{LOCAL_SHARD_ID}:{}", stored.sequence_number));
         record.event_name = Some("aws:kinesis:record".to_owned());
         record.event_source = Some("aws:kinesis".to_owned());
         record.event_source_arn = Some(self.arn.clone());
         record.event_version = Some("1.0".to_owned());
         record.invoke_identity_arn = Some("arn:aws:iam::000000000000:role/lakelog-local".to_owned());
-        record.kinesis.approximate_arrival_timestamp.0 = Utc::now();
-        record.kinesis.data.0 = entry.data.to_vec();
-        record.kinesis.partition_key = entry.partition_key.clone();
-        record.kinesis.sequence_number = sequence_number.to_owned();
+        record.kinesis.approximate_arrival_timestamp.0 = stored.arrival;
+        // Once the handler has dropped its entries the stream holds the only reference to the
+        // data, and this takes the buffer without a copy.
+        record.kinesis.data.0 = Vec::from(stored.data);
+        record.kinesis.partition_key = stored.partition_key;
+        record.kinesis.sequence_number = stored.sequence_number;
         record.kinesis.kinesis_schema_version = Some("1.0".to_owned());
         record
     }
@@ -149,6 +177,7 @@ impl LocalStream {
 impl RecordSink for LocalStream {
     async fn put_records(&self, entries: &[PutEntry]) -> Result<Vec<EntryResult>, SinkError> {
         let mut results = Vec::with_capacity(entries.len());
+        let arrival = Utc::now();
         {
             let mut state = self.state();
             for entry in entries {
@@ -164,10 +193,13 @@ impl RecordSink for LocalStream {
                     continue;
                 }
                 state.next_sequence += 1;
-                // Kinesis sequence numbers are 56 decimal digits, increasing within a shard.
-                let sequence_number = format!("4959{:052}", state.next_sequence);
-                let record = self.record(entry, &sequence_number);
-                state.records.push_back(record);
+                let sequence_number = sequence_number(state.next_sequence);
+                state.records.push_back(Stored {
+                    data: entry.data.clone(),
+                    partition_key: entry.partition_key.clone(),
+                    sequence_number: sequence_number.clone(),
+                    arrival,
+                });
                 state.received += 1;
                 results.push(Ok(Written {
                     shard_id: LOCAL_SHARD_ID.to_owned(),
@@ -225,6 +257,15 @@ mod tests {
         assert_eq!(json["eventSource"], "aws:kinesis");
         assert!(stream.is_empty());
         assert_eq!(stream.received(), 2);
+    }
+
+    #[test]
+    fn sequence_numbers_are_56_digits_in_order() {
+        for n in [0, 1, 9, 10, 123_456_789, u128::from(u64::MAX), u128::MAX] {
+            assert_eq!(sequence_number(n), format!("4959{n:052}"), "{n}");
+        }
+        assert_eq!(sequence_number(1).len(), 56);
+        assert!(sequence_number(9) < sequence_number(10));
     }
 
     #[tokio::test]
