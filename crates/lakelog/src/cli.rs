@@ -16,6 +16,16 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// The whole product offline, in a few minutes: generated access logs and game traffic through
+    /// the Lambdas' code into Delta tables, maintenance, and both reports with charts.
+    ///
+    /// Writes raw S3 access logs of a generated data lake (snapshots, append-only event datasets,
+    /// readers with different age habits, lifecycle actions, malformed lines) and ingests them;
+    /// sends game traffic of several days through the game-events API handler, an in-memory
+    /// stream and the sink into game_events; compacts, checkpoints and vacuums every table; writes
+    /// the access-pattern and game KPI reports (HTML with charts, and JSON) under DIR/reports.
+    /// No AWS account or network is needed.
+    Demo(crate::commands::demo::DemoArgs),
     /// Parse S3 server access log files and print one JSON object per line.
     ///
     /// Parsed lines go to standard output with the access_logs column names as keys; lines that

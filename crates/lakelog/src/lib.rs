@@ -13,15 +13,22 @@ use std::process::ExitCode;
 use cli::{Cli, Command};
 
 /// Runs one parsed command line. Diagnostics go to standard error, at the level `LAKELOG_LOG`
-/// sets (default `warn`).
+/// sets (default `warn`; `error` for the demo).
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    // The demo says what happens itself, including the refusals it provokes on purpose.
+    let default = if matches!(cli.command, Command::Demo(_)) {
+        "error"
+    } else {
+        "warn"
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_env("LAKELOG_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
     match cli.command {
+        Command::Demo(args) => commands::demo::run(&args),
         Command::Parse(args) => commands::parse::run(&args),
         Command::Ingest(args) => commands::ingest::run(&args),
         Command::GenerateLogs(args) => commands::generate::run(&args),

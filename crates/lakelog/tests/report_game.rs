@@ -176,6 +176,9 @@ async fn kpis_count_each_event_once_and_leave_late_events_out() {
     assert!(stdout.contains("not counted): 1"), "{stdout}");
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(html.contains("<svg"));
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(written["late_events"], json!(1));
+    assert!(written["by_platform"].is_object());
     for chart in [
         "events_per_hour.svg",
         "bookings_per_hour.svg",

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod checkpoint;
+pub mod demo;
 pub mod generate;
 pub mod ingest;
 pub mod optimize;

@@ -405,6 +405,8 @@ impl GameReport {
             page.table(&kpis.hourly_table());
             page.table(&kpis.dau_table());
         }
+        // A `Value` always serialises.
+        dir.write("report.json", &format!("{:#}", self.to_json()))?;
         dir.write("index.html", &page.finish())
     }
 }

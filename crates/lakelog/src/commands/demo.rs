@@ -1,0 +1,528 @@
+//! `lakelog demo`: the whole product on one machine, offline, in a few minutes.
+//!
+//! 1. S3 server access logs of a generated data lake (daily snapshots, append-only event datasets,
+//!    a model, exports nobody reads, readers with different age habits, lifecycle actions,
+//!    malformed lines: [`workload`]) are written as raw log objects and ingested by the access-log
+//!    Lambda's code into one Delta table per bucket.
+//! 2. Game traffic from the event generator goes through the game-events API Lambda's handler
+//!    (as API Gateway proxy events, stamped with simulated request times), into an in-memory
+//!    Kinesis stream, and from there through the sink Lambda's code into `game_events`. One request
+//!    is sent twice, as a client retrying after a timeout does, and one malformed request is
+//!    refused.
+//! 3. The maintenance Lambda's pass runs on every table: compaction of closed partitions (with
+//!    removal of duplicate events), checkpoint, log cleanup and VACUUM.
+//! 4. Both reports are written as HTML with charts (and JSON) under `DIR/reports`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use access_log_ingest::{Ingestor, NoProgress as NoIngestProgress, ObjectReader, TableTemplate};
+use anyhow::{Context, bail};
+use aws_lambda_events::apigw::ApiGatewayProxyRequest;
+use aws_lambda_events::encodings::Body;
+use chrono::{DateTime, Days, NaiveDate, TimeDelta, Timelike, Utc};
+use clap::Args;
+use game_api::{ApiConfig, LocalStream, respond};
+use game_events::GameEvent;
+use game_events::synth::{Synth, SynthConfig};
+use lake::StorageConfig;
+use lake::maintenance::{
+    CompactOptions, MaintenanceOptions, NoProgress, TableReport, VacuumOptions, discover_tables, maintain,
+};
+use serde_json::{Value, json};
+
+use crate::report::access::workload::{self, MIN_DAYS};
+use crate::report::access::{AccessOptions, PriceTable};
+use crate::report::game::game_report;
+use crate::report::{ReportDir, ReportSession, TimeRange};
+
+/// A file in the demo folder that marks it as one, so that a second run may replace it.
+const MARKER: &str = ".lakelog-demo";
+
+/// Events per API request, as game clients batch them.
+pub const EVENTS_PER_REQUEST: usize = 100;
+
+/// Records the sink takes from the stream at once (the template's BatchSize).
+const SINK_BATCH: usize = 1000;
+
+/// Arguments of `lakelog demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Folder for everything the demo makes: raw logs, Delta tables, reports. A folder of an
+    /// earlier demo is replaced; any other folder must be empty or missing.
+    #[arg(long, value_name = "DIR", default_value = "lakelog-demo")]
+    pub dir: PathBuf,
+    /// Days of S3 access logs, ending yesterday.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(i64::from(MIN_DAYS)..=3650))]
+    pub log_days: u32,
+    /// Days of game traffic, ending now.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=60))]
+    pub game_days: u32,
+    /// Game events sent.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub events: u64,
+    /// Players (devices) the game events come from.
+    #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub devices: u64,
+    /// Seed of the game event generator.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Pretend it is this time (RFC 3339): with the same seed, the demo makes the same tables.
+    #[arg(long, value_name = "T", value_parser = parse_now)]
+    pub now: Option<DateTime<Utc>>,
+}
+
+fn parse_now(text: &str) -> Result<DateTime<Utc>, String> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| format!("{e}: expected RFC 3339, like 2024-06-01T12:00:00Z"))
+}
+
+/// One request of the simulated game traffic.
+#[derive(Debug, Clone)]
+pub struct PlannedRequest {
+    /// When API Gateway receives it: the server `eventTime` of its events.
+    pub at: DateTime<Utc>,
+    /// Its events.
+    pub events: Vec<GameEvent>,
+}
+
+/// The simulated game traffic: `events` events in requests of up to [`EVENTS_PER_REQUEST`], spread
+/// over the `hours` hours before `end` with a daily rhythm (quietest at 04:00 UTC, busiest at 16:00),
+/// in time order. The same arguments give the same requests.
+pub fn game_traffic(seed: u64, devices: usize, events: u64, end: DateTime<Utc>, hours: u32) -> Vec<PlannedRequest> {
+    let start = end - TimeDelta::hours(i64::from(hours));
+    let weight = |hour: u32| {
+        let at = start + TimeDelta::hours(i64::from(hour));
+        let phase = (f64::from(at.hour()) - 4.0) / 24.0 * std::f64::consts::TAU;
+        0.25 + 0.75 * (0.5 - 0.5 * phase.cos())
+    };
+    let weights: Vec<f64> = (0..hours).map(weight).collect();
+    let total: f64 = weights.iter().sum();
+    let mut synth = Synth::new(SynthConfig {
+        seed,
+        devices,
+        ..SynthConfig::default()
+    });
+    let mut requests = Vec::new();
+    let (mut planned, mut cumulative) = (0u64, 0.0);
+    for (hour, w) in (0u32..).zip(&weights) {
+        // Each hour ends where the cumulative share of the weights says, the last one exactly at
+        // `events`.
+        cumulative += w;
+        let until = if hour + 1 == hours {
+            events
+        } else {
+            ((cumulative / total * events as f64).round() as u64).min(events)
+        };
+        let in_hour = until.saturating_sub(planned);
+        planned += in_hour;
+        let count = in_hour.div_ceil(EVENTS_PER_REQUEST as u64);
+        let hour_start = start + TimeDelta::hours(i64::from(hour));
+        let mut left = in_hour;
+        for i in 0..count {
+            let at = hour_start + TimeDelta::milliseconds((3_600_000 * (2 * i + 1) / (2 * count)) as i64);
+            let n = left.div_ceil(count - i) as usize;
+            left -= n as u64;
+            // Clients send what happened in the last seconds.
+            requests.push(PlannedRequest {
+                at,
+                events: synth.events(n, at - TimeDelta::seconds(2)),
+            });
+        }
+    }
+    requests
+}
+
+/// The index of the request that the demo sends twice: a fifth into the traffic, so that with the
+/// default four days its partition is closed, and compacted, by the end.
+pub fn resent(traffic: &[PlannedRequest]) -> usize {
+    traffic.len() / 5
+}
+
+/// The API Gateway proxy event of a game client's POST of `events` at `at`.
+pub fn proxy_request(events: &[GameEvent], at: DateTime<Utc>, request_id: &str) -> ApiGatewayProxyRequest {
+    let body = json!({ "events": events }).to_string();
+    let mut request = ApiGatewayProxyRequest::default();
+    request.http_method = hyper::Method::POST;
+    request.resource = Some("/events".to_owned());
+    request.path = Some("/events".to_owned());
+    request.headers.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    request.body = Some(body);
+    let context = &mut request.request_context;
+    context.http_method = hyper::Method::POST;
+    context.request_id = Some(request_id.to_owned());
+    context.request_time_epoch = at.timestamp_millis();
+    context.stage = Some("demo".to_owned());
+    context.resource_path = Some("/events".to_owned());
+    request
+}
+
+/// Runs `lakelog demo`.
+pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(demo(args))
+}
+
+async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    prepare_dir(&args.dir)?;
+    let dir = std::path::absolute(&args.dir).with_context(|| format!("cannot resolve {}", args.dir.display()))?;
+    let lake_dir = dir.join("lake");
+    let storage = StorageConfig::default();
+    let now = args.now.unwrap_or_else(Utc::now);
+
+    println!("lakelog demo in {}", dir.display());
+    let access_tables = access_logs(&dir, args.log_days, now.date_naive(), &storage).await?;
+    let game_table = uri(&lake_dir.join("game_events"))?;
+    game_events(args, &game_table, now, &storage).await?;
+
+    step("Maintenance: compaction of closed partitions, checkpoints, log cleanup, VACUUM");
+    let mut tables = discover_tables(&uri(&lake_dir.join("access_logs"))?, &storage).await?;
+    tables.extend(discover_tables(&uri(&lake_dir)?, &storage).await?);
+    for table in &tables {
+        let is_events = table == &game_table;
+        let options = MaintenanceOptions {
+            compact: Some(CompactOptions {
+                dedup_key: is_events.then(|| game_events::EVENT_ID.to_owned()),
+                now,
+                ..CompactOptions::default()
+            }),
+            checkpoint: true,
+            cleanup_logs: true,
+            vacuum: Some(VacuumOptions::default()),
+            stop_at: None,
+        };
+        let report = maintain(table, &storage, &options, &NoProgress)
+            .await
+            .with_context(|| format!("maintenance of {table} failed"))?;
+        println!("  {}", describe_maintenance(&lake_dir, &report));
+    }
+
+    step("Reports");
+    let reports = dir.join("reports");
+    let access_page = access_report(&access_tables, &reports.join("access"), &storage).await?;
+    let game_page = game_report_pages(&game_table, &reports.join("game"), &storage).await?;
+    println!(
+        "\nDone in {:.0} s. Open these in a browser:\n  {}\n  {}\nThe tables are under {}; query them with \
+         `lakelog report`, DuckDB's delta_scan or Spark.",
+        started.elapsed().as_secs_f64(),
+        access_page.display(),
+        game_page.display(),
+        lake_dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn step(title: &str) {
+    println!("\n== {title}");
+}
+
+/// A table URI for a local folder.
+fn uri(path: &Path) -> anyhow::Result<String> {
+    path.to_str()
+        .map(str::to_owned)
+        .with_context(|| format!("the path {} is not UTF-8", path.display()))
+}
+
+/// Makes `dir` an empty demo folder: creates it, or replaces an earlier demo's; refuses any other
+/// folder with something in it.
+fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
+    if dir.join(MARKER).is_file() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("cannot remove the earlier demo in {}", dir.display()))?;
+    } else if dir.exists() {
+        let mut entries = std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
+        if entries.next().is_some() {
+            bail!(
+                "{} exists and is not empty (nor an earlier demo's folder): give another --dir",
+                dir.display()
+            );
+        }
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::write(
+        dir.join(MARKER),
+        "made by lakelog demo; the next demo in this folder replaces it\n",
+    )
+    .with_context(|| format!("cannot write in {}", dir.display()))?;
+    Ok(())
+}
+
+/// Writes the access-log workload of the `days` days before `today` as raw log objects and ingests
+/// them; returns the URIs of the access-log tables (one per bucket).
+async fn access_logs(dir: &Path, days: u32, today: NaiveDate, storage: &StorageConfig) -> anyhow::Result<Vec<String>> {
+    step("S3 server access logs -> Delta (the access-log-ingest Lambda's code)");
+    let start = today
+        .checked_sub_days(Days::new(u64::from(days)))
+        .context("--log-days reaches before the calendar")?;
+    let generated = workload::generate(start, days);
+    let raw = dir.join("raw-logs");
+    let files = generated
+        .write_to(&raw)
+        .with_context(|| format!("cannot write the raw logs under {}", raw.display()))?;
+    let bytes: usize = generated.objects.iter().map(|o| o.data.len()).sum();
+    println!(
+        "  wrote {} log objects ({:.1} MB, {} malformed lines) of buckets {} and {} for {} .. {} under {}",
+        files.len(),
+        bytes as f64 / 1e6,
+        generated.malformed,
+        workload::LAKE_BUCKET,
+        workload::WEB_BUCKET,
+        start,
+        generated.last_day(),
+        raw.display()
+    );
+    let template = uri(&dir.join("lake").join("access_logs").join("{bucket}"))?;
+    let table = TableTemplate::parse("the access-log table", &template)?;
+    let rejects = table.default_rejects();
+    let reader = ObjectReader::local();
+    let objects = reader
+        .list(&uri(&raw)?)
+        .await
+        .with_context(|| format!("cannot list {}", raw.display()))?;
+    let ingestor = Ingestor::new(table, rejects.clone(), storage.clone(), reader, 4);
+    let (mut rows, mut rejected) = (0, 0);
+    for (object, result) in ingestor.ingest(&objects, &NoIngestProgress).await {
+        let report = result.with_context(|| format!("{object} was not ingested"))?;
+        rows += report.rows;
+        rejected += report.rejects;
+    }
+    println!(
+        "  ingested {} objects: {rows} rows; {rejected} malformed lines kept with their reasons in {}",
+        objects.len(),
+        rejects
+    );
+    let tables = [workload::LAKE_BUCKET, workload::WEB_BUCKET]
+        .iter()
+        .map(|bucket| uri(&dir.join("lake").join("access_logs").join(bucket)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(tables)
+}
+
+/// Sends the game traffic through the API handler into an in-memory stream, and the stream's
+/// records through the sink into `table`.
+async fn game_events(args: &DemoArgs, table: &str, now: DateTime<Utc>, storage: &StorageConfig) -> anyhow::Result<()> {
+    step("Game events -> API -> stream -> Delta (the game-events-api and game-events-sink Lambdas' code)");
+    let hours = args.game_days * 24;
+    let devices = usize::try_from(args.devices).context("--devices is too large for this machine")?;
+    let traffic = game_traffic(args.seed, devices, args.events, now, hours);
+    let stream = LocalStream::with_capacity("game-events", usize::MAX);
+    let config = ApiConfig::default();
+    let sink_config = game_sink::Config::new(table, None)?;
+    let sink = game_sink::Sink::open(&sink_config, storage)
+        .await
+        .with_context(|| format!("cannot open the table {table}"))?;
+
+    // A client with a bug: its request is refused whole, and nothing of it is written.
+    let mut broken = traffic.first().map(|r| r.events.clone()).unwrap_or_default();
+    broken.truncate(3);
+    let mut bad = proxy_request(&broken, now, "demo-bad-request");
+    if let Some(body) = &mut bad.body {
+        *body = body.replacen("\"eventName\"", "\"event_name\"", 1);
+    }
+    let answer = respond(&bad, &stream, &config).await;
+    println!(
+        "  a malformed request got {}: {}",
+        answer.status_code,
+        body_message(answer.body.as_ref())
+    );
+
+    // One request is sent again 30 seconds later, as a client that timed out does; by then the
+    // sink has committed the first copy, so the table holds both until compaction.
+    let resend = resent(&traffic);
+    let sending = Instant::now();
+    let mut totals = game_sink::BatchReport::default();
+    let (mut sent, mut commits, mut requests) = (0u64, 0u64, 0u64);
+    for (i, request) in traffic.iter().enumerate() {
+        let mut attempts = vec![request.at];
+        if i == resend {
+            attempts.push(request.at + TimeDelta::seconds(30));
+        }
+        for (attempt, at) in attempts.into_iter().enumerate() {
+            if attempt > 0 {
+                commits += drain(&stream, &sink, 1, &mut totals).await?;
+            }
+            let proxy = proxy_request(&request.events, at, &format!("demo-{requests}"));
+            requests += 1;
+            let answer = respond(&proxy, &stream, &config).await;
+            if answer.status_code != 200 {
+                bail!(
+                    "the API answered {} to request {i}: {}",
+                    answer.status_code,
+                    body_message(answer.body.as_ref())
+                );
+            }
+            sent += request.events.len() as u64;
+        }
+        commits += drain(&stream, &sink, SINK_BATCH, &mut totals).await?;
+    }
+    commits += drain(&stream, &sink, 1, &mut totals).await?;
+    println!(
+        "  {requests} requests of up to {EVENTS_PER_REQUEST} events ({} events, one request sent twice) over the {} \
+         hours to {}, from {} devices",
+        args.events,
+        hours,
+        now.format("%Y-%m-%d %H:%M UTC"),
+        args.devices
+    );
+    println!(
+        "  the stream took {sent} records; the sink committed them in {commits} commits: {} rows in {table}, {} \
+         rejected, {} repeated eventIds dropped within a batch ({:.1} s)",
+        totals.rows,
+        totals.rejected,
+        totals.duplicates,
+        sending.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Hands the stream's records to the sink in batches of [`SINK_BATCH`] while at least `min` are
+/// waiting, as a Kinesis event source does; returns the commits.
+async fn drain(
+    stream: &LocalStream,
+    sink: &game_sink::Sink,
+    min: usize,
+    totals: &mut game_sink::BatchReport,
+) -> anyhow::Result<u64> {
+    let mut commits = 0;
+    while stream.len() >= min.max(1) {
+        let report = deliver(sink, stream.take(SINK_BATCH)).await?;
+        totals.records += report.records;
+        totals.rows += report.rows;
+        totals.duplicates += report.duplicates;
+        totals.rejected += report.rejected;
+        commits += 1;
+    }
+    Ok(commits)
+}
+
+/// Hands a batch to the sink as Lambda does with ReportBatchItemFailures: what was not committed
+/// is delivered again, a few times.
+async fn deliver(
+    sink: &game_sink::Sink,
+    mut batch: Vec<aws_lambda_events::kinesis::KinesisEventRecord>,
+) -> anyhow::Result<game_sink::BatchReport> {
+    let mut total = game_sink::BatchReport::default();
+    for attempt in 1..=5 {
+        let report = sink.process(&batch).await;
+        total.records += report.records;
+        total.rows += report.rows;
+        total.duplicates += report.duplicates;
+        total.rejected += report.rejected;
+        let Some(from) = report.retry_from else {
+            return Ok(total);
+        };
+        let position = batch
+            .iter()
+            .position(|r| r.kinesis.sequence_number == from)
+            .unwrap_or(0);
+        batch.drain(..position);
+        tracing::warn!(
+            attempt,
+            records = batch.len(),
+            "a batch was not committed; delivering it again"
+        );
+        tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+    }
+    bail!(
+        "{} records could not be committed to {} after 5 attempts",
+        batch.len(),
+        sink.events_uri()
+    )
+}
+
+/// The `message` of an API answer's JSON body.
+fn body_message(body: Option<&Body>) -> String {
+    let text = match body {
+        Some(Body::Text(text)) => text.as_str(),
+        _ => return String::new(),
+    };
+    serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|v| v["message"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| text.to_owned())
+}
+
+/// One line on what maintenance did to a table.
+fn describe_maintenance(lake_dir: &Path, report: &TableReport) -> String {
+    let name = Path::new(&report.uri)
+        .strip_prefix(lake_dir)
+        .map_or_else(|_| report.uri.clone(), |p| p.display().to_string());
+    let mut parts = Vec::new();
+    if let Some(c) = &report.compaction {
+        let mut text = format!(
+            "{} -> {} files ({} commits)",
+            c.files_before,
+            c.files_after,
+            c.bins.len()
+        );
+        if c.duplicates() > 0 {
+            text.push_str(&format!(", {} duplicate rows removed", c.duplicates()));
+        }
+        parts.push(text);
+    }
+    if let Some(c) = &report.checkpoint {
+        parts.push(format!("checkpoint at version {}", c.version));
+    }
+    if let Some(v) = &report.vacuum {
+        parts.push(format!("VACUUM deleted {} files", v.files.len()));
+    }
+    format!("{name}: {}", parts.join(", "))
+}
+
+/// Writes the access report (HTML, charts, JSON) into `out` and prints its headlines.
+async fn access_report(tables: &[String], out: &Path, storage: &StorageConfig) -> anyhow::Result<PathBuf> {
+    let options = AccessOptions::new(PriceTable::default_table()?);
+    let report = crate::report::access::run(tables, storage, &TimeRange::default(), &options).await?;
+    let page = report.write_html(&ReportDir::create(out)?)?;
+    println!("  access patterns of {} datasets:", report.datasets.len());
+    for dataset in report.datasets.iter().take(3) {
+        println!(
+            "    {}/{}: {} reads, {:.0}% of them of data written that day",
+            dataset.bucket,
+            dataset.dataset,
+            dataset.reads,
+            dataset.current_day_share().unwrap_or(0.0) * 100.0
+        );
+    }
+    for unused in &report.unused {
+        println!(
+            "    unused: {}/{}, written by {} and not read for {} days or more",
+            unused.bucket,
+            unused.dataset,
+            unused
+                .writers
+                .iter()
+                .map(|w| w.requester.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            options.unused_days
+        );
+    }
+    let savings: f64 = report.advice.iter().map(|a| a.monthly_saving).sum();
+    println!("    storage-class advice: {savings:.2} USD a month to save with the lifecycle rules in the report");
+    Ok(page)
+}
+
+/// Writes the game report (HTML, charts, JSON) into `out` and prints its headlines.
+async fn game_report_pages(table: &str, out: &Path, storage: &StorageConfig) -> anyhow::Result<PathBuf> {
+    let session = ReportSession::new();
+    session
+        .register_tables("game_events", std::slice::from_ref(&table.to_owned()), storage)
+        .await?;
+    let report = game_report(&session, "game_events", &TimeRange::default()).await?;
+    let page = report.write_html(&ReportDir::create(out)?)?;
+    let events: i64 = report.all.events_per_hour.iter().map(|h| h.count).sum();
+    let bookings: f64 = report.all.bookings_per_hour.iter().map(|h| h.amount).sum();
+    let peak = report.all.dau.iter().map(|d| d.users).max().unwrap_or(0);
+    println!(
+        "  game KPIs: {events} events (each eventId once) in {} hours, {bookings:.2} in bookings, up to {peak} daily \
+         active users",
+        report.all.events_per_hour.len()
+    );
+    Ok(page)
+}

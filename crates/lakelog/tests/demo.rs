@@ -1,0 +1,160 @@
+//! `lakelog demo` end to end: the reports it writes hold the figures its generated workload is
+//! known to have (game KPIs recomputed here from the same planned traffic; access-log reads from the
+//! workload's documented requests), and compaction removes the one resent request's rows.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use lakelog::commands::demo::{game_traffic, resent};
+use serde_json::Value;
+
+const NOW: &str = "2024-06-05T12:30:00Z";
+const EVENTS: u64 = 6000;
+const DEVICES: usize = 300;
+const SEED: u64 = 7;
+const LOG_DAYS: i64 = 51;
+
+fn read_json(path: &std::path::Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn the_demo_reports_what_its_workload_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_lakelog"))
+            .args([
+                "demo",
+                "--dir",
+                dir.to_str().unwrap(),
+                "--now",
+                NOW,
+                "--log-days",
+                &LOG_DAYS.to_string(),
+            ])
+            .args([
+                "--events",
+                &EVENTS.to_string(),
+                "--devices",
+                &DEVICES.to_string(),
+                "--seed",
+                &SEED.to_string(),
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+
+    // What the demo sent, planned again from the same arguments.
+    let now = DateTime::parse_from_rfc3339(NOW).unwrap().with_timezone(&Utc);
+    let traffic = game_traffic(SEED, DEVICES, EVENTS, now, 4 * 24);
+    assert_eq!(traffic.iter().map(|r| r.events.len() as u64).sum::<u64>(), EVENTS);
+    let mut hourly: BTreeMap<String, (i64, f64)> = BTreeMap::new();
+    let mut users: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for request in &traffic {
+        // eventTime is the request's time in whole seconds.
+        let at = request.at.duration_trunc(TimeDelta::seconds(1)).unwrap();
+        let hour = at.duration_trunc(TimeDelta::hours(1)).unwrap();
+        let entry = hourly
+            .entry(hour.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+            .or_default();
+        for event in &request.events {
+            entry.0 += 1;
+            let params = event.event_params.as_ref().unwrap();
+            if event.event_name == "purchaseEvent" {
+                entry.1 += params.amount.unwrap();
+            }
+            users
+                .entry(at.date_naive().to_string())
+                .or_default()
+                .insert(params.device_id.clone().unwrap());
+        }
+    }
+
+    let game = read_json(&dir.join("reports/game/report.json"));
+    let events: BTreeMap<String, i64> = game["events_per_hour"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["window_start"].as_str().unwrap().to_owned(),
+                h["count"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let expected: BTreeMap<String, i64> = hourly.iter().map(|(h, (n, _))| (h.clone(), *n)).collect();
+    assert_eq!(events, expected);
+    for h in game["bookings_per_hour"].as_array().unwrap() {
+        let expected = hourly[h["window_start"].as_str().unwrap()].1;
+        assert!(
+            (h["amount"].as_f64().unwrap() - expected).abs() < 1e-6,
+            "{h} vs {expected}"
+        );
+    }
+    let dau: BTreeMap<String, usize> = game["dau"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["date"].as_str().unwrap().to_owned(),
+                d["users"].as_u64().unwrap() as usize,
+            )
+        })
+        .collect();
+    let expected: BTreeMap<String, usize> = users.iter().map(|(d, u)| (d.clone(), u.len())).collect();
+    assert_eq!(dau, expected);
+    assert_eq!(game["late_events"], 0);
+
+    // The resent request's partition is closed by NOW: compaction dropped its second copy.
+    let resent_events = traffic[resent(&traffic)].events.len();
+    assert!(
+        stdout.contains(&format!("{resent_events} duplicate rows removed")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("a malformed request got 400"), "{stdout}");
+
+    // Access logs: the clicks dataset's reads as the workload documents them (dashboards 4 a day,
+    // analyst from day 3, ml-training on days 40 and 50, two reads just outside the days), and the
+    // exports nobody reads.
+    let access = read_json(&dir.join("reports/access/report.json"));
+    let clicks = access["datasets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["dataset"] == "events/clicks/")
+        .unwrap();
+    assert_eq!(clicks["reads"].as_i64().unwrap(), 4 * LOG_DAYS + (LOG_DAYS - 3) + 2 + 2);
+    assert!(
+        access["unused"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|u| u["dataset"] == "exports/legacy/"),
+        "{access}"
+    );
+    for page in ["reports/access/index.html", "reports/game/index.html"] {
+        assert!(stdout.contains(dir.join(page).to_str().unwrap()), "{stdout}");
+        let html = std::fs::read_to_string(dir.join(page)).unwrap();
+        assert!(html.contains("<svg"), "{page} has no chart");
+    }
+
+    // A second run replaces the first demo; a folder that is not a demo's is refused.
+    assert!(run().status.success());
+    let other = tmp.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("keep.txt"), "mine").unwrap();
+    let refused = Command::new(env!("CARGO_BIN_EXE_lakelog"))
+        .args(["demo", "--dir", other.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("not empty"));
+    assert!(other.join("keep.txt").exists());
+}
