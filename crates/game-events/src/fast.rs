@@ -20,7 +20,11 @@ use crate::time::parse_client_time;
 
 /// The events of a valid body, or `None` if anything at all is wrong with it.
 pub(crate) fn parse(body: &[u8]) -> Option<Vec<GameEvent>> {
-    let Body(events) = serde_json::from_slice(body).ok()?;
+    // A body that is not UTF-8 is never valid JSON for a `Value` (outside strings any byte over
+    // 0x7F is a syntax error, inside one it is refused). Checked once for the whole body, so that
+    // serde_json does not check every string on its own.
+    let text = std::str::from_utf8(body).ok()?;
+    let Body(events) = serde_json::from_str(text).ok()?;
     (1..=MAX_EVENTS_PER_REQUEST).contains(&events.len()).then_some(events)
 }
 
