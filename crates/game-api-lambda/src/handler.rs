@@ -103,14 +103,17 @@ pub fn prepare(request: &ApiGatewayProxyRequest, config: &ApiConfig, now: DateTi
     let events = parse_events(&body)?;
     let time = request_time(request).unwrap_or(now);
     let envelope = envelope(request).map_err(|e| ApiError::Internal(e.to_string()))?;
+    // Every record is written into one buffer, which the entries then share: one allocation per
+    // request instead of one per event.
+    let mut buffer = Vec::with_capacity(events.len() * (envelope.overhead() + 512));
+    let mut records = Vec::with_capacity(events.len());
     let mut event_ids = Vec::with_capacity(events.len());
-    let mut entries = Vec::with_capacity(events.len());
     let mut too_large = Vec::new();
     for (index, event) in events.into_iter().enumerate() {
         let stamped = event.stamp(time);
-        let mut data = Vec::with_capacity(envelope.overhead() + 512);
+        let start = buffer.len();
         envelope
-            .write_record(&stamped, &mut data)
+            .write_record(&stamped, &mut buffer)
             .map_err(|e| ApiError::Internal(format!("event {index}: {e}")))?;
         let partition_key = match config.partition_key {
             PartitionKey::DeviceId => stamped
@@ -120,19 +123,24 @@ pub fn prepare(request: &ApiGatewayProxyRequest, config: &ApiConfig, now: DateTi
             PartitionKey::Random => None,
         }
         .unwrap_or_else(|| stamped.event_id.to_string());
-        let size = data.len() + partition_key.len();
+        let size = buffer.len() - start + partition_key.len();
         if size > MAX_RECORD_BYTES {
             too_large.push((index, size));
         }
         event_ids.push(stamped.event_id);
-        entries.push(PutEntry {
-            data: Bytes::from(data),
-            partition_key,
-        });
+        records.push((start..buffer.len(), partition_key));
     }
     if !too_large.is_empty() {
         return Err(ApiError::RecordTooLarge { events: too_large });
     }
+    let buffer = Bytes::from(buffer);
+    let entries = records
+        .into_iter()
+        .map(|(range, partition_key)| PutEntry {
+            data: buffer.slice(range),
+            partition_key,
+        })
+        .collect();
     Ok(Prepared { event_ids, entries })
 }
 

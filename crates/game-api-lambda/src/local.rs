@@ -164,8 +164,7 @@ impl LocalStream {
         record.event_version = Some("1.0".to_owned());
         record.invoke_identity_arn = Some("arn:aws:iam::000000000000:role/lakelog-local".to_owned());
         record.kinesis.approximate_arrival_timestamp.0 = stored.arrival;
-        // Once the handler has dropped its entries the stream holds the only reference to the
-        // data, and this takes the buffer without a copy.
+        // A copy, unless the stream holds the only reference to the data.
         record.kinesis.data.0 = Vec::from(stored.data);
         record.kinesis.partition_key = stored.partition_key;
         record.kinesis.sequence_number = stored.sequence_number;
