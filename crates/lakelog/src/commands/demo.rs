@@ -481,12 +481,13 @@ async fn access_report(tables: &[String], out: &Path, storage: &StorageConfig) -
     let page = report.write_html(&ReportDir::create(out)?)?;
     println!("  access patterns of {} datasets:", report.datasets.len());
     for dataset in report.datasets.iter().take(3) {
+        let age = match dataset.current_day_share() {
+            Some(share) => format!("{:.0}% of those of known age read data of that day", share * 100.0),
+            None => "the age of the data read is unknown (written before the logs)".to_owned(),
+        };
         println!(
-            "    {}/{}: {} reads, {:.0}% of them of data written that day",
-            dataset.bucket,
-            dataset.dataset,
-            dataset.reads,
-            dataset.current_day_share().unwrap_or(0.0) * 100.0
+            "    {}/{}: {} reads by {} requesters; {age}",
+            dataset.bucket, dataset.dataset, dataset.reads, dataset.requesters
         );
     }
     for unused in &report.unused {
