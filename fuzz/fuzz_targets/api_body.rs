@@ -1,0 +1,99 @@
+//! Runs the game events API's handler on arbitrary request bodies, with the in-memory stream as
+//! sink. No input may panic; the answer is always JSON with a known status; a 200 answers for
+//! exactly the records that reached the stream (same eventIds, in order, each record decoding to
+//! its event), and any other answer leaves the stream untouched. The body parser's one-pass fast
+//! path and its reference path must give the same result for the same bytes.
+//!
+//! The first byte picks how the body is sent: as text or base64 (`isBase64Encoded`), declared
+//! gzip or not, and with which content type; the rest is the body.
+
+#![no_main]
+
+use std::sync::LazyLock;
+
+use aws_lambda_events::apigw::ApiGatewayProxyRequest;
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::http::{HeaderValue, Method};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use game_api::{ApiConfig, LocalStream, respond};
+use game_events::decode_record;
+use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+
+static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a runtime")
+});
+
+const CONTENT_TYPES: [Option<&str>; 4] = [
+    None,
+    Some("application/json"),
+    Some("application/json; charset=utf-8"),
+    Some("text/plain"),
+];
+
+fn request(data: &[u8]) -> ApiGatewayProxyRequest {
+    let (flags, body) = data.split_first().map_or((0, data), |(f, rest)| (*f, rest));
+    let mut request = ApiGatewayProxyRequest::default();
+    request.http_method = Method::POST;
+    request.request_context.http_method = Method::POST;
+    request.request_context.request_time_epoch = 1_717_243_200_123;
+    if flags & 1 == 1 {
+        request.is_base64_encoded = true;
+        request.body = Some(STANDARD.encode(body));
+    } else {
+        // A text body must be a string: invalid UTF-8 is replaced, as API Gateway would.
+        request.body = Some(String::from_utf8_lossy(body).into_owned());
+    }
+    if flags & 2 == 2 {
+        request
+            .headers
+            .insert("content-encoding", HeaderValue::from_static("gzip"));
+    }
+    if let Some(content_type) = CONTENT_TYPES[usize::from(flags >> 2) % CONTENT_TYPES.len()] {
+        request
+            .headers
+            .insert("content-type", HeaderValue::from_static(content_type));
+    }
+    request
+}
+
+fuzz_target!(|data: &[u8]| {
+    let body = data.get(1..).unwrap_or_default();
+    assert_eq!(
+        game_events::parse_events(body),
+        game_events::parse_events_reference(body),
+        "the fast and the reference parser disagree"
+    );
+    let request = request(data);
+    let stream = LocalStream::with_capacity("fuzz", 1000);
+    let config = ApiConfig::default();
+    let response = RUNTIME.block_on(respond(&request, &stream, &config));
+    let Some(Body::Text(text)) = &response.body else {
+        panic!("no JSON text body: {:?}", response.body)
+    };
+    let answer: Value = serde_json::from_str(text).expect("the body is JSON");
+    let records = stream.drain();
+    match response.status_code {
+        200 => {
+            let results = answer["results"].as_array().expect("results");
+            assert_eq!(results.len(), records.len(), "one record per event");
+            assert!(!records.is_empty());
+            for (result, record) in results.iter().zip(&records) {
+                assert_eq!(result["status"], "written");
+                assert_eq!(result["sequenceNumber"], record.kinesis.sequence_number.as_str());
+                let event = decode_record(&record.kinesis.data.0).expect("every record decodes");
+                assert_eq!(result["eventId"], event.event_id.to_string().as_str());
+                assert_eq!(event.event_time.timestamp(), 1_717_243_200);
+            }
+        }
+        400 | 413 | 415 => {
+            assert!(records.is_empty(), "a refused request wrote records");
+            assert!(!answer["message"].as_str().expect("a message").is_empty());
+        }
+        other => panic!("unexpected status {other}: {text}"),
+    }
+});
