@@ -34,7 +34,9 @@
 //! ```
 
 mod duckdb;
+mod kinesis;
 pub use duckdb::duckdb;
+pub use kinesis::{StreamRecord, read_stream};
 
 use std::collections::HashMap;
 use std::env;

@@ -9,23 +9,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use aws_lambda_events::apigw::{ApiGatewayProxyRequest, ApiGatewayProxyResponse};
 use aws_lambda_events::encodings::Body;
-use aws_sdk_kinesis::types::ShardIteratorType;
 use chrono::{DateTime, Utc};
 use game_api::testing::{FailingSink, FlakySink};
 use game_api::{ApiConfig, DeliveryConfig, KinesisSink, PartitionKey, StreamRef, kinesis_client, respond};
 use game_events::synth::{Synth, SynthConfig};
 use game_events::{GameEvent, decode_record};
-use lakelog_tests::{StandIn, unique_name};
+use lakelog_tests::{StandIn, StreamRecord, read_stream, unique_name};
 use serde_json::{Value, json};
-
-/// A record read back from the stream.
-#[derive(Debug, Clone)]
-struct Stored {
-    shard_id: String,
-    sequence_number: String,
-    partition_key: String,
-    data: Vec<u8>,
-}
 
 async fn create_stream(client: &aws_sdk_kinesis::Client, shards: i32) -> Result<String> {
     let name = unique_name("game-events");
@@ -37,38 +27,6 @@ async fn create_stream(client: &aws_sdk_kinesis::Client, shards: i32) -> Result<
         .await
         .with_context(|| format!("creating stream {name} on the stand-in"))?;
     Ok(name)
-}
-
-/// Every record of every shard, oldest first per shard.
-async fn read_stream(client: &aws_sdk_kinesis::Client, stream: &str) -> Result<Vec<Stored>> {
-    let shards = client.list_shards().stream_name(stream).send().await?;
-    let mut out = Vec::new();
-    for shard in shards.shards() {
-        let mut iterator = client
-            .get_shard_iterator()
-            .stream_name(stream)
-            .shard_id(shard.shard_id())
-            .shard_iterator_type(ShardIteratorType::TrimHorizon)
-            .send()
-            .await?
-            .shard_iterator;
-        while let Some(it) = iterator {
-            let page = client.get_records().shard_iterator(it).limit(1000).send().await?;
-            if page.records().is_empty() {
-                break;
-            }
-            for record in page.records() {
-                out.push(Stored {
-                    shard_id: shard.shard_id().to_owned(),
-                    sequence_number: record.sequence_number().to_owned(),
-                    partition_key: record.partition_key().unwrap_or_default().to_owned(),
-                    data: record.data().as_ref().to_vec(),
-                });
-            }
-            iterator = page.next_shard_iterator;
-        }
-    }
-    Ok(out)
 }
 
 fn sample(name: &str) -> Result<ApiGatewayProxyRequest> {
@@ -130,7 +88,7 @@ fn config(budget: Duration) -> ApiConfig {
 }
 
 /// eventId of each stored record (each must decode).
-fn stored_ids(stored: &[Stored]) -> Result<Vec<String>> {
+fn stored_ids(stored: &[StreamRecord]) -> Result<Vec<String>> {
     stored
         .iter()
         .map(|s| Ok(decode_record(&s.data)?.event_id.to_string()))
@@ -139,7 +97,7 @@ fn stored_ids(stored: &[Stored]) -> Result<Vec<String>> {
 
 /// Checks the invariant: the written results are exactly the stored records (each once, with the
 /// sequence number the response gave), and no failed result is stored.
-fn check_acknowledged(response: &ApiGatewayProxyResponse, stored: &[Stored]) -> Result<(usize, usize)> {
+fn check_acknowledged(response: &ApiGatewayProxyResponse, stored: &[StreamRecord]) -> Result<(usize, usize)> {
     let results = results(response)?;
     let ids = stored_ids(stored)?;
     let mut seen = HashSet::new();

@@ -7,9 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use anyhow::{Context, Result, ensure};
 use aws_lambda_events::apigw::ApiGatewayProxyRequest;
-use aws_lambda_events::encodings::SecondTimestamp;
-use aws_lambda_events::event::kinesis::{KinesisEventRecord, KinesisRecord};
-use aws_sdk_kinesis::types::ShardIteratorType;
+use aws_lambda_events::event::kinesis::KinesisEventRecord;
 use chrono::{DateTime, Duration, DurationRound, TimeZone, Utc};
 use game_api::{ApiConfig, KinesisSink, StreamRef, kinesis_client, respond};
 use game_events::synth::{Synth, SynthConfig};
@@ -18,7 +16,7 @@ use game_sink::{Config, Sink};
 use lake::StorageConfig;
 use lakelog::report::game::{GameReport, game_report};
 use lakelog::report::{ReportSession, TimeRange};
-use lakelog_tests::{StandIn, duckdb, unique_name};
+use lakelog_tests::{StandIn, StreamRecord, duckdb, read_stream, unique_name};
 use serde_json::{Value, json};
 
 /// A request of `events` that API Gateway received at `time`.
@@ -40,44 +38,6 @@ struct Expected {
     bookings_per_hour: BTreeMap<DateTime<Utc>, f64>,
     dau: BTreeMap<String, BTreeSet<String>>,
     late: i64,
-}
-
-async fn read_stream(client: &aws_sdk_kinesis::Client, stream: &str) -> Result<Vec<KinesisEventRecord>> {
-    let shards = client.list_shards().stream_name(stream).send().await?;
-    let mut out = Vec::new();
-    for shard in shards.shards() {
-        let mut iterator = client
-            .get_shard_iterator()
-            .stream_name(stream)
-            .shard_id(shard.shard_id())
-            .shard_iterator_type(ShardIteratorType::TrimHorizon)
-            .send()
-            .await?
-            .shard_iterator;
-        while let Some(it) = iterator {
-            let page = client.get_records().shard_iterator(it).limit(500).send().await?;
-            if page.records().is_empty() {
-                break;
-            }
-            for r in page.records() {
-                let mut kinesis = KinesisRecord::default();
-                let arrival = r
-                    .approximate_arrival_timestamp()
-                    .and_then(|t| DateTime::from_timestamp(t.secs(), t.subsec_nanos()))
-                    .context("arrival time")?;
-                kinesis.approximate_arrival_timestamp = SecondTimestamp(arrival);
-                *kinesis.data = r.data().as_ref().to_vec();
-                kinesis.partition_key = r.partition_key().unwrap_or_default().to_owned();
-                kinesis.sequence_number = r.sequence_number().to_owned();
-                let mut record = KinesisEventRecord::default();
-                record.event_id = Some(format!("{}:{}", shard.shard_id(), r.sequence_number()));
-                record.kinesis = kinesis;
-                out.push(record);
-            }
-            iterator = page.next_shard_iterator;
-        }
-    }
-    Ok(out)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,7 +116,11 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
     }
 
     // The stream holds every event, once, in the seed's envelope.
-    let records = read_stream(&kinesis, &stream).await?;
+    let records: Vec<KinesisEventRecord> = read_stream(&kinesis, &stream)
+        .await?
+        .iter()
+        .map(StreamRecord::to_lambda)
+        .collect();
     ensure!(
         records.len() == sent_ids.len(),
         "{} records for {} events",

@@ -1,0 +1,74 @@
+//! Reading back what a Kinesis stream on the stand-in holds.
+
+use anyhow::{Context, Result};
+use aws_lambda_events::encodings::SecondTimestamp;
+use aws_lambda_events::event::kinesis::{KinesisEventRecord, KinesisRecord};
+use aws_sdk_kinesis::types::ShardIteratorType;
+use chrono::{DateTime, Utc};
+
+/// A record as the stream stores it.
+#[derive(Debug, Clone)]
+pub struct StreamRecord {
+    /// The shard it is in.
+    pub shard_id: String,
+    /// Its sequence number.
+    pub sequence_number: String,
+    /// Its partition key.
+    pub partition_key: String,
+    /// Its data.
+    pub data: Vec<u8>,
+    /// When the stream received it.
+    pub arrival: DateTime<Utc>,
+}
+
+impl StreamRecord {
+    /// The record as a Kinesis event source hands it to a Lambda function.
+    pub fn to_lambda(&self) -> KinesisEventRecord {
+        let mut kinesis = KinesisRecord::default();
+        kinesis.approximate_arrival_timestamp = SecondTimestamp(self.arrival);
+        *kinesis.data = self.data.clone();
+        kinesis.partition_key = self.partition_key.clone();
+        kinesis.sequence_number = self.sequence_number.clone();
+        let mut record = KinesisEventRecord::default();
+        record.event_id = Some(format!("{}:{}", self.shard_id, self.sequence_number));
+        record.kinesis = kinesis;
+        record
+    }
+}
+
+/// Every record of every shard of `stream`, oldest first per shard.
+pub async fn read_stream(client: &aws_sdk_kinesis::Client, stream: &str) -> Result<Vec<StreamRecord>> {
+    let shards = client.list_shards().stream_name(stream).send().await?;
+    let mut out = Vec::new();
+    for shard in shards.shards() {
+        let mut iterator = client
+            .get_shard_iterator()
+            .stream_name(stream)
+            .shard_id(shard.shard_id())
+            .shard_iterator_type(ShardIteratorType::TrimHorizon)
+            .send()
+            .await?
+            .shard_iterator;
+        while let Some(it) = iterator {
+            let page = client.get_records().shard_iterator(it).limit(1000).send().await?;
+            if page.records().is_empty() {
+                break;
+            }
+            for record in page.records() {
+                let arrival = record
+                    .approximate_arrival_timestamp()
+                    .and_then(|t| DateTime::from_timestamp(t.secs(), t.subsec_nanos()))
+                    .with_context(|| format!("record {} has no arrival time", record.sequence_number()))?;
+                out.push(StreamRecord {
+                    shard_id: shard.shard_id().to_owned(),
+                    sequence_number: record.sequence_number().to_owned(),
+                    partition_key: record.partition_key().unwrap_or_default().to_owned(),
+                    data: record.data().as_ref().to_vec(),
+                    arrival,
+                });
+            }
+            iterator = page.next_shard_iterator;
+        }
+    }
+    Ok(out)
+}
