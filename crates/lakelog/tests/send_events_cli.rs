@@ -2,40 +2,12 @@
 //! event is acknowledged, and the file it writes says so event by event.
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
-/// A `lakelog serve` child process, stopped when dropped.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `lakelog serve` on a free port and returns it with its events URL.
-fn serve(lake: &std::path::Path) -> (Server, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lakelog"))
-        .args(["serve", "--port", "0", "--lake", lake.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let server = Server(child);
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|word| word.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no URL in {line:?}"))
-        .to_owned();
-    (server, url)
-}
+mod common;
+use common::serve;
 
 fn send(url: &str, out: &std::path::Path, extra: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_lakelog"))

@@ -1,20 +1,12 @@
 //! `lakelog serve` as one machine's game pipeline: API handler -> embedded stream -> sink -> a
 //! local Delta table, fed by `lakelog send-events`.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use lake::StorageConfig;
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
 
 fn rows(table: &str) -> u64 {
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -30,21 +22,7 @@ fn rows(table: &str) -> u64 {
 fn events_sent_to_serve_land_in_the_local_table_within_seconds() {
     let dir = tempfile::tempdir().unwrap();
     let lake_dir = dir.path().join("lake");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lakelog"))
-        .args(["serve", "--port", "0", "--lake", lake_dir.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let server = Server(child);
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://127.0.0.1:"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
+    let (server, url) = common::serve(&lake_dir);
 
     let sent = Command::new(env!("CARGO_BIN_EXE_lakelog"))
         .args([

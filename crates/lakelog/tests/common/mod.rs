@@ -1,0 +1,36 @@
+//! What several CLI tests share: a `lakelog serve` child process.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// A running `lakelog serve`, killed when dropped.
+pub struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `lakelog serve` on a free port of 127.0.0.1 with its tables under `lake`, and returns it
+/// with its events URL (from the line it prints first).
+pub fn serve(lake: &Path) -> (Server, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lakelog"))
+        .args(["serve", "--port", "0", "--lake", lake.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let server = Server(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|word| word.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no URL in {line:?}"))
+        .to_owned();
+    (server, url)
+}
