@@ -88,6 +88,30 @@ pub struct BatchReport {
     pub retry_from: Option<String>,
 }
 
+impl BatchReport {
+    /// Where to deliver `batch`, the records this report is of, again from: the index of the
+    /// record named by [`retry_from`](Self::retry_from), or 0 if it names none of them; `None`
+    /// when the whole batch is in the tables.
+    pub fn redeliver_from(&self, batch: &[KinesisEventRecord]) -> Option<usize> {
+        let from = self.retry_from.as_deref()?;
+        Some(
+            batch
+                .iter()
+                .position(|r| r.kinesis.sequence_number == from)
+                .unwrap_or(0),
+        )
+    }
+
+    /// Adds the counts of `later`, a report of a later delivery; its `retry_from` replaces this one's.
+    pub fn add(&mut self, later: BatchReport) {
+        self.records += later.records;
+        self.rows += later.rows;
+        self.duplicates += later.duplicates;
+        self.rejected += later.rejected;
+        self.retry_from = later.retry_from;
+    }
+}
+
 /// Appends batches of Kinesis records to the `game_events` table and its rejects table.
 #[derive(Debug)]
 pub struct Sink {
@@ -212,5 +236,61 @@ impl Sink {
             "batch committed"
         );
         report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(sequence_numbers: &[&str]) -> Vec<KinesisEventRecord> {
+        sequence_numbers
+            .iter()
+            .map(|n| {
+                let mut record = KinesisEventRecord::default();
+                record.kinesis.sequence_number = (*n).to_owned();
+                record
+            })
+            .collect()
+    }
+
+    #[test]
+    fn redelivery_starts_at_the_first_uncommitted_record() {
+        let records = batch(&["1", "2", "3"]);
+        let mut report = BatchReport::default();
+        assert_eq!(report.redeliver_from(&records), None);
+        report.retry_from = Some("2".into());
+        assert_eq!(report.redeliver_from(&records), Some(1));
+        // A sequence number outside the batch: all of it again.
+        report.retry_from = Some("9".into());
+        assert_eq!(report.redeliver_from(&records), Some(0));
+    }
+
+    #[test]
+    fn reports_of_redeliveries_add_up() {
+        let mut total = BatchReport {
+            records: 3,
+            rows: 1,
+            duplicates: 0,
+            rejected: 0,
+            retry_from: Some("2".into()),
+        };
+        total.add(BatchReport {
+            records: 2,
+            rows: 2,
+            duplicates: 1,
+            rejected: 1,
+            retry_from: None,
+        });
+        assert_eq!(
+            total,
+            BatchReport {
+                records: 5,
+                rows: 3,
+                duplicates: 1,
+                rejected: 1,
+                retry_from: None,
+            }
+        );
     }
 }

@@ -390,11 +390,7 @@ async fn drain(
 ) -> anyhow::Result<u64> {
     let mut commits = 0;
     while stream.len() >= min.max(1) {
-        let report = deliver(sink, stream.take(SINK_BATCH)).await?;
-        totals.records += report.records;
-        totals.rows += report.rows;
-        totals.duplicates += report.duplicates;
-        totals.rejected += report.rejected;
+        totals.add(deliver(sink, stream.take(SINK_BATCH)).await?);
         commits += 1;
     }
     Ok(commits)
@@ -409,18 +405,12 @@ async fn deliver(
     let mut total = game_sink::BatchReport::default();
     for attempt in 1..=5 {
         let report = sink.process(&batch).await;
-        total.records += report.records;
-        total.rows += report.rows;
-        total.duplicates += report.duplicates;
-        total.rejected += report.rejected;
-        let Some(from) = report.retry_from else {
+        let redeliver = report.redeliver_from(&batch);
+        total.add(report);
+        let Some(from) = redeliver else {
             return Ok(total);
         };
-        let position = batch
-            .iter()
-            .position(|r| r.kinesis.sequence_number == from)
-            .unwrap_or(0);
-        batch.drain(..position);
+        batch.drain(..from);
         tracing::warn!(
             attempt,
             records = batch.len(),

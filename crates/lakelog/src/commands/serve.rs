@@ -138,7 +138,7 @@ async fn consume(stream: Arc<LocalStream>, sink: game_sink::Sink, stop: Arc<Atom
         }
         let report = sink.process(&pending).await;
         rows += report.rows;
-        match report.retry_from {
+        match report.redeliver_from(&pending) {
             None => {
                 pending.clear();
                 failures = 0;
@@ -152,12 +152,8 @@ async fn consume(stream: Arc<LocalStream>, sink: game_sink::Sink, stop: Arc<Atom
                 );
                 break;
             }
-            Some(sequence_number) => {
+            Some(from) => {
                 failures += 1;
-                let from = pending
-                    .iter()
-                    .position(|r| r.kinesis.sequence_number == sequence_number)
-                    .unwrap_or(0);
                 pending.drain(..from);
                 eprintln!("lakelog serve: a batch was not committed; retrying in a second");
                 tokio::time::sleep(Duration::from_secs(1)).await;
