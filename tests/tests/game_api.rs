@@ -259,12 +259,14 @@ async fn what_is_still_throttled_when_the_budget_ends_is_answered_503_and_not_ac
         0.6,
         9,
     );
-    // One round, and no time for a second one.
+    // One round, and no time for a second one: the backoff reaches past the budget. The budget is
+    // long enough for the one PutRecords call to finish even on a loaded machine; a call still
+    // running at the deadline would be answered failed although it may have written its records.
     let config = ApiConfig {
         delivery: DeliveryConfig {
-            budget: Duration::from_millis(400),
-            first_backoff: Duration::from_millis(400),
-            max_backoff: Duration::from_millis(400),
+            budget: Duration::from_secs(10),
+            first_backoff: Duration::from_secs(10),
+            max_backoff: Duration::from_secs(10),
         },
         ..ApiConfig::default()
     };
