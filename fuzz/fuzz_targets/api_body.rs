@@ -1,8 +1,10 @@
 //! Runs the game events API's handler on arbitrary request bodies, with the in-memory stream as
 //! sink. No input may panic; the answer is always JSON with a known status; a 200 answers for
 //! exactly the records that reached the stream (same eventIds, in order, each record decoding to
-//! its event), and any other answer leaves the stream untouched. The body parser's one-pass fast
-//! path and its reference path must give the same result for the same bytes.
+//! the event the reference parser reads from the body, stamped with the request's time and the
+//! answered eventId), and any other answer leaves the stream untouched. The body parser's one-pass
+//! fast path (owned or borrowed) and its reference path must give the same result for the same
+//! bytes.
 //!
 //! The first byte picks how the body is sent: as text or base64 (`isBase64Encoded`), declared
 //! gzip or not, and with which content type; the rest is the body.
@@ -16,6 +18,7 @@ use aws_lambda_events::encodings::Body;
 use aws_lambda_events::http::{HeaderValue, Method};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use game_api::request::body_bytes;
 use game_api::{ApiConfig, LocalStream, respond};
 use game_events::decode_record;
 use libfuzzer_sys::fuzz_target;
@@ -68,9 +71,22 @@ fuzz_target!(|data: &[u8]| {
         game_events::parse_events_reference(body),
         "the fast and the reference parser disagree"
     );
+    let borrowed = game_events::parse_body(body).map(|events| {
+        let owned: Option<Vec<_>> = events.into_iter().map(game_events::BodyEvent::into_owned).collect();
+        owned.expect("every event of the body converts into a GameEvent")
+    });
+    assert_eq!(
+        borrowed,
+        game_events::parse_events_reference(body),
+        "the borrowed and the reference parser disagree"
+    );
     let request = request(data);
     let stream = LocalStream::with_capacity("fuzz", 1000);
     let config = ApiConfig::default();
+    // What the handler reads: the body once decoded as the request says.
+    let expected = body_bytes(&request, config.max_body_bytes)
+        .ok()
+        .and_then(|bytes| game_events::parse_events_reference(&bytes).ok());
     let response = RUNTIME.block_on(respond(&request, &stream, &config));
     let Some(Body::Text(text)) = &response.body else {
         panic!("no JSON text body: {:?}", response.body)
@@ -82,12 +98,19 @@ fuzz_target!(|data: &[u8]| {
             let results = answer["results"].as_array().expect("results");
             assert_eq!(results.len(), records.len(), "one record per event");
             assert!(!records.is_empty());
-            for (result, record) in results.iter().zip(&records) {
+            let expected = expected.expect("a 200 answers a valid body");
+            assert_eq!(expected.len(), records.len(), "one record per event of the body");
+            for ((result, record), want) in results.iter().zip(&records).zip(expected) {
                 assert_eq!(result["status"], "written");
                 assert_eq!(result["sequenceNumber"], record.kinesis.sequence_number.as_str());
                 let event = decode_record(&record.kinesis.data.0).expect("every record decodes");
                 assert_eq!(result["eventId"], event.event_id.to_string().as_str());
                 assert_eq!(event.event_time.timestamp(), 1_717_243_200);
+                assert_eq!(
+                    event,
+                    want.stamp_with_id(event.event_time, event.event_id),
+                    "the record holds its event"
+                );
             }
         }
         400 | 413 | 415 => {

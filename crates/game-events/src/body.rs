@@ -1,7 +1,10 @@
 //! Request bodies: one event object, or `{"events": [...]}`.
 
+use chrono::{DateTime, Utc};
 use serde_json::Value;
+use uuid::Uuid;
 
+use crate::borrowed::BorrowedEvent;
 use crate::error::{BodyError, EventProblem, InvalidEvents, describe};
 use crate::event::GameEvent;
 
@@ -20,9 +23,74 @@ pub const EVENTS: &str = "events";
 pub fn parse_events(body: &[u8]) -> Result<Vec<GameEvent>, BodyError> {
     // Valid bodies, the common case, in one pass; anything else through the path that lists every
     // problem.
-    match crate::fast::parse(body) {
+    let fast = crate::fast::parse(body).and_then(|events| events.into_iter().map(BorrowedEvent::into_owned).collect());
+    match fast {
         Some(events) => Ok(events),
         None => parse_events_reference(body),
+    }
+}
+
+/// An event of a body accepted by [`parse_body`]: borrowed from the body when the one-pass parser
+/// read it, a [`GameEvent`] when the reference path did. Either way the same event as
+/// [`parse_events`] makes of it.
+#[derive(Debug, Clone)]
+pub enum BodyEvent<'a> {
+    /// Read by the one-pass parser (every valid body the fast path takes).
+    Borrowed(BorrowedEvent<'a>),
+    /// Read by the reference path (valid bodies the fast path gives up on).
+    Owned(GameEvent),
+}
+
+impl BodyEvent<'_> {
+    /// The client's `eventId`, if it sent one.
+    pub fn event_id(&self) -> Option<Uuid> {
+        match self {
+            Self::Borrowed(event) => event.event_id(),
+            Self::Owned(event) => event.event_id,
+        }
+    }
+
+    /// `eventParams.device_id`, if any.
+    pub fn device_id(&self) -> Option<&str> {
+        match self {
+            Self::Borrowed(event) => event.device_id(),
+            Self::Owned(event) => event.event_params.as_ref()?.device_id.as_deref(),
+        }
+    }
+
+    /// The event as a [`GameEvent`]; `None` only if the parser's checks and `serde_json` disagree
+    /// (see [`BorrowedEvent::into_owned`]).
+    pub fn into_owned(self) -> Option<GameEvent> {
+        match self {
+            Self::Borrowed(event) => event.into_owned(),
+            Self::Owned(event) => Some(event),
+        }
+    }
+
+    /// Appends the JSON of the event stamped with `time` (to the whole second) and `event_id`:
+    /// the fields and values of [`GameEvent::stamp_with_id`]'s [`crate::StampedEvent`].
+    pub fn write_stamped(&self, time: DateTime<Utc>, event_id: Uuid, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        match self {
+            Self::Borrowed(event) => event.write_stamped(time, event_id, out),
+            Self::Owned(event) => {
+                let mut stamped = event.clone().stamp_with_id(time, event_id);
+                stamped.event_id = event_id;
+                serde_json::to_writer(out, &stamped)
+            }
+        }
+    }
+}
+
+/// [`parse_events`] for a caller that writes the events out again: valid events borrowed from
+/// `body` where the one-pass parser reads them, so that their text is not copied (see
+/// [`BorrowedEvent`]). The same events, in order, and the same errors as [`parse_events`].
+pub fn parse_body(body: &[u8]) -> Result<Vec<BodyEvent<'_>>, BodyError> {
+    match crate::fast::parse(body) {
+        Some(events) => Ok(events.into_iter().map(BodyEvent::Borrowed).collect()),
+        None => Ok(parse_events_reference(body)?
+            .into_iter()
+            .map(BodyEvent::Owned)
+            .collect()),
     }
 }
 

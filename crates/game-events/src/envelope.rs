@@ -4,9 +4,11 @@
 
 use std::io::Write;
 
+use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use crate::body::BodyEvent;
 use crate::error::{FieldProblem, RecordError, describe};
 use crate::event::{EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, EventParams, StampedEvent};
 use crate::time;
@@ -53,6 +55,22 @@ impl Envelope {
     pub fn write_record(&self, event: &StampedEvent, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
         out.write_all(&self.prefix).map_err(serde_json::Error::io)?;
         serde_json::to_writer(&mut *out, event)?;
+        out.push(b'}');
+        Ok(())
+    }
+
+    /// Appends the record of an event of a request body, stamped with `time` (to the whole
+    /// second) and `event_id`: the record [`Envelope::write_record`] writes for the
+    /// [`StampedEvent`], with the fields the model does not read copied as the client wrote them.
+    pub fn write_body_event(
+        &self,
+        event: &BodyEvent<'_>,
+        time: DateTime<Utc>,
+        event_id: Uuid,
+        out: &mut Vec<u8>,
+    ) -> Result<(), serde_json::Error> {
+        out.extend_from_slice(&self.prefix);
+        event.write_stamped(time, event_id, out)?;
         out.push(b'}');
         Ok(())
     }

@@ -34,6 +34,7 @@
 #[cfg(feature = "arrow")]
 pub mod batch;
 mod body;
+mod borrowed;
 mod envelope;
 mod error;
 mod event;
@@ -42,7 +43,8 @@ mod fast;
 pub mod synth;
 pub mod time;
 
-pub use body::{EVENTS, MAX_EVENTS_PER_REQUEST, parse_events, parse_events_reference};
+pub use body::{BodyEvent, EVENTS, MAX_EVENTS_PER_REQUEST, parse_body, parse_events, parse_events_reference};
+pub use borrowed::BorrowedEvent;
 pub use envelope::{BODY, DERIVED_ID_NAMESPACE, Envelope, IS_BASE64_ENCODED, MAX_RECORD_BYTES, decode_record};
 pub use error::{BodyError, EventProblem, FieldProblem, InvalidEvents, RecordError};
 pub use event::{

@@ -1,0 +1,232 @@
+//! Events of a valid body as the one-pass parser reads them: borrowed from the body's text, so that
+//! neither reading an event nor writing its stamped JSON into a record copies its strings into
+//! allocations of their own.
+//!
+//! Strings without escapes are slices of the body; fields the model does not read are kept as
+//! their JSON text ([`RawValue`]), checked to be exactly what a `serde_json::Value` would accept,
+//! and copied as they are into the record. [`BorrowedEvent::into_owned`] makes the [`GameEvent`] of
+//! the same event, which is what the tests and the `api_body` fuzz target compare with the
+//! reference path.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use std::borrow::Cow;
+use uuid::Uuid;
+
+use crate::event::{EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, EventParams, GameEvent};
+use crate::time::whole_second;
+
+/// A field the model does not read: its name and its JSON text as sent. A name seen twice keeps
+/// only its last value, as in a `serde_json::Map`.
+pub(crate) type RawField<'a> = (Cow<'a, str>, &'a RawValue);
+
+/// Sets `name` to `value` in `fields`, replacing an earlier value of the same name.
+pub(crate) fn set_raw_field<'a>(fields: &mut Vec<RawField<'a>>, name: Cow<'a, str>, value: &'a RawValue) {
+    match fields.iter_mut().find(|(n, _)| *n == name) {
+        Some(field) => field.1 = value,
+        None => fields.push((name, value)),
+    }
+}
+
+/// One valid event of a request body, borrowed from the body (see [`crate::parse_body`]).
+///
+/// It holds what [`GameEvent`] holds, with the same validation behind it; only the representation
+/// differs: strings borrowed from the body where they had no escapes, and fields the model does not
+/// read as their JSON text.
+#[derive(Debug, Clone)]
+pub struct BorrowedEvent<'a> {
+    pub(crate) name: Cow<'a, str>,
+    pub(crate) id: Option<Uuid>,
+    pub(crate) params: Option<BorrowedParams<'a>>,
+    pub(crate) extra: Vec<RawField<'a>>,
+}
+
+/// `eventParams` of a [`BorrowedEvent`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BorrowedParams<'a> {
+    pub(crate) game_keyword: Option<Cow<'a, str>>,
+    pub(crate) app_name: Option<Cow<'a, str>>,
+    pub(crate) score_adjustment: Option<i32>,
+    pub(crate) platform: Option<Cow<'a, str>>,
+    pub(crate) app_version: Option<Cow<'a, str>>,
+    pub(crate) device_id: Option<Cow<'a, str>>,
+    pub(crate) client_event_time: Option<Cow<'a, str>>,
+    pub(crate) amount: Option<f64>,
+    pub(crate) extra: Vec<RawField<'a>>,
+}
+
+impl BorrowedEvent<'_> {
+    /// `eventName`.
+    pub fn event_name(&self) -> &str {
+        &self.name
+    }
+
+    /// The client's `eventId`, if it sent one.
+    pub fn event_id(&self) -> Option<Uuid> {
+        self.id
+    }
+
+    /// `eventParams.device_id`, if any.
+    pub fn device_id(&self) -> Option<&str> {
+        self.params.as_ref()?.device_id.as_deref()
+    }
+
+    /// The same event as a [`GameEvent`]; `None` only if a field's JSON text no longer reads as a
+    /// `serde_json::Value`, which the parser has already checked it does.
+    pub fn into_owned(self) -> Option<GameEvent> {
+        Some(GameEvent {
+            event_name: self.name.into_owned(),
+            event_id: self.id,
+            event_params: match self.params {
+                Some(params) => Some(params.into_owned()?),
+                None => None,
+            },
+            extra: owned_fields(self.extra)?,
+        })
+    }
+
+    /// Appends the JSON of the event stamped with `time` (to the whole second) and `event_id`: the
+    /// same fields and values as [`crate::StampedEvent`]'s JSON, with each field the model does not
+    /// read copied as the client wrote it.
+    pub fn write_stamped(&self, time: DateTime<Utc>, event_id: Uuid, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        let mut object = Object::start(out);
+        object.key(EVENT_NAME);
+        write_str(object.out, &self.name)?;
+        object.key(EVENT_TIME);
+        write_json(object.out, &whole_second(time).timestamp())?;
+        object.key(EVENT_ID);
+        object.out.push(b'"');
+        let id = event_id.hyphenated();
+        object
+            .out
+            .extend_from_slice(id.encode_lower(&mut Uuid::encode_buffer()).as_bytes());
+        object.out.push(b'"');
+        if let Some(params) = &self.params {
+            object.key(EVENT_PARAMS);
+            params.write(object.out)?;
+        }
+        object.raw_fields(&self.extra)?;
+        object.end();
+        Ok(())
+    }
+}
+
+impl BorrowedParams<'_> {
+    fn into_owned(self) -> Option<EventParams> {
+        Some(EventParams {
+            game_keyword: self.game_keyword.map(Cow::into_owned),
+            app_name: self.app_name.map(Cow::into_owned),
+            score_adjustment: self.score_adjustment,
+            platform: self.platform.map(Cow::into_owned),
+            app_version: self.app_version.map(Cow::into_owned),
+            device_id: self.device_id.map(Cow::into_owned),
+            client_event_time: self.client_event_time.map(Cow::into_owned),
+            amount: self.amount,
+            extra: owned_fields(self.extra)?,
+        })
+    }
+
+    /// Appends the parameters' JSON object, the fields in the order [`EventParams`] serialises
+    /// them.
+    fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        let mut object = Object::start(out);
+        object.string("game_keyword", &self.game_keyword)?;
+        object.string("app_name", &self.app_name)?;
+        if let Some(score) = self.score_adjustment {
+            object.key("scoreAdjustment");
+            write_json(object.out, &score)?;
+        }
+        object.string("platform", &self.platform)?;
+        object.string("app_version", &self.app_version)?;
+        object.string("device_id", &self.device_id)?;
+        object.string("client_event_time", &self.client_event_time)?;
+        if let Some(amount) = self.amount {
+            object.key("amount");
+            write_json(object.out, &amount)?;
+        }
+        object.raw_fields(&self.extra)?;
+        object.end();
+        Ok(())
+    }
+}
+
+/// A JSON object being appended to a buffer.
+struct Object<'o> {
+    out: &'o mut Vec<u8>,
+    empty: bool,
+}
+
+impl<'o> Object<'o> {
+    fn start(out: &'o mut Vec<u8>) -> Self {
+        out.push(b'{');
+        Self { out, empty: true }
+    }
+
+    fn separate(&mut self) {
+        if !std::mem::take(&mut self.empty) {
+            self.out.push(b',');
+        }
+    }
+
+    /// `"key":` for one of the model's keys, which need no escaping.
+    fn key(&mut self, key: &str) {
+        self.separate();
+        self.out.push(b'"');
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.extend_from_slice(b"\":");
+    }
+
+    /// A string field of the model, left out when absent.
+    fn string(&mut self, key: &str, value: &Option<Cow<'_, str>>) -> serde_json::Result<()> {
+        if let Some(value) = value {
+            self.key(key);
+            write_str(self.out, value)?;
+        }
+        Ok(())
+    }
+
+    /// Fields the model does not read, as sent.
+    fn raw_fields(&mut self, fields: &[RawField<'_>]) -> serde_json::Result<()> {
+        for (name, value) in fields {
+            self.separate();
+            write_str(self.out, name)?;
+            self.out.push(b':');
+            self.out.extend_from_slice(value.get().as_bytes());
+        }
+        Ok(())
+    }
+
+    fn end(self) {
+        self.out.push(b'}');
+    }
+}
+
+fn owned_fields(fields: Vec<RawField<'_>>) -> Option<Map<String, Value>> {
+    fields
+        .into_iter()
+        .map(|(name, value)| Some((name.into_owned(), serde_json::from_str(value.get()).ok()?)))
+        .collect()
+}
+
+/// Appends `text` as a JSON string. Text borrowed from the body had no escapes there, and a JSON
+/// string without escapes holds no character that needs one (no quote, backslash or control
+/// character), so it is copied as it is; any other text is escaped as serde_json escapes it.
+#[allow(clippy::ptr_arg, reason = "whether the text is borrowed is what tells that it needs no escaping")]
+fn write_str(out: &mut Vec<u8>, text: &Cow<'_, str>) -> serde_json::Result<()> {
+    match text {
+        Cow::Borrowed(text) => {
+            out.push(b'"');
+            out.extend_from_slice(text.as_bytes());
+            out.push(b'"');
+            Ok(())
+        }
+        Cow::Owned(text) => write_json(out, text),
+    }
+}
+
+/// Appends `value` as serde_json writes it.
+fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> serde_json::Result<()> {
+    value.serialize(&mut serde_json::Serializer::new(out))
+}
