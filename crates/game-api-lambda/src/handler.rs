@@ -21,7 +21,7 @@ use aws_lambda_events::encodings::Body;
 use aws_lambda_events::http::{HeaderMap, HeaderValue, header};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use game_events::{BodyError, MAX_RECORD_BYTES, parse_events};
+use game_events::{BodyError, MAX_RECORD_BYTES, parse_body};
 use lambda_runtime::LambdaEvent;
 use serde::Serialize;
 use serde_json::json;
@@ -100,34 +100,35 @@ pub fn request_time(request: &ApiGatewayProxyRequest) -> Option<DateTime<Utc>> {
 /// (or `now` when API Gateway gives none); writes nothing.
 pub fn prepare(request: &ApiGatewayProxyRequest, config: &ApiConfig, now: DateTime<Utc>) -> Result<Prepared, ApiError> {
     let body = body_bytes(request, config.max_body_bytes)?;
-    let events = parse_events(&body)?;
+    let events = parse_body(&body)?;
     let time = request_time(request).unwrap_or(now);
     let envelope = envelope(request).map_err(|e| ApiError::Internal(e.to_string()))?;
     // Every record is written into one buffer, which the entries then share: one allocation per
-    // request instead of one per event.
-    let mut buffer = Vec::with_capacity(events.len() * (envelope.overhead() + 512));
+    // request instead of one per event. A record is the envelope and about as many bytes as its
+    // event had in the body.
+    let mut buffer = Vec::with_capacity(events.len() * (envelope.overhead() + 64) + body.len());
     let mut records = Vec::with_capacity(events.len());
     let mut event_ids = Vec::with_capacity(events.len());
     let mut too_large = Vec::new();
-    for (index, event) in events.into_iter().enumerate() {
-        let stamped = event.stamp(time);
+    for (index, event) in events.iter().enumerate() {
+        let event_id = event.event_id().unwrap_or_else(Uuid::new_v4);
         let start = buffer.len();
         envelope
-            .write_record(&stamped, &mut buffer)
+            .write_body_event(event, time, event_id, &mut buffer)
             .map_err(|e| ApiError::Internal(format!("event {index}: {e}")))?;
         let partition_key = match config.partition_key {
-            PartitionKey::DeviceId => stamped
+            PartitionKey::DeviceId => event
                 .device_id()
                 .filter(|id| !id.is_empty() && id.chars().count() <= MAX_PARTITION_KEY_CHARS)
                 .map(str::to_owned),
             PartitionKey::Random => None,
         }
-        .unwrap_or_else(|| stamped.event_id.to_string());
+        .unwrap_or_else(|| event_id.to_string());
         let size = buffer.len() - start + partition_key.len();
         if size > MAX_RECORD_BYTES {
             too_large.push((index, size));
         }
-        event_ids.push(stamped.event_id);
+        event_ids.push(event_id);
         records.push((start..buffer.len(), partition_key));
     }
     if !too_large.is_empty() {

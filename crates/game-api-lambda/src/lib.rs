@@ -4,7 +4,7 @@
 //!
 //! [`handler::respond`] checks a request completely before writing anything ([`handler::prepare`]:
 //! method, content type and encoding, base64 and gzip bodies, every event with
-//! [`game_events::parse_events`], every record's size), stamps each event with the request's time
+//! [`game_events::parse_body`], every record's size), stamps each event with the request's time
 //! and its `eventId`, and writes the records in the seed's envelope ([`game_events::Envelope`])
 //! through a [`RecordSink`]: Kinesis ([`KinesisSink`]), the in-memory [`LocalStream`] of
 //! `lakelog serve`, or a fault-injecting double of [`testing`]. [`deliver()`] makes `PutRecords`
