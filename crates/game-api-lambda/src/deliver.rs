@@ -126,9 +126,20 @@ pub async fn deliver<S: RecordSink>(sink: &S, entries: &[PutEntry], config: &Del
                 give_up = true;
                 continue;
             }
-            let batch: Vec<PutEntry> = call.iter().map(|&i| entries[i].clone()).collect();
+            // A call of consecutive entries (every call of the first round) is a slice of them;
+            // retries of scattered entries are gathered into a batch of their own.
+            let gathered: Vec<PutEntry>;
+            let batch = match call.first() {
+                Some(&first) if call.iter().enumerate().all(|(k, &i)| i == first + k) => {
+                    &entries[first..first + call.len()]
+                }
+                _ => {
+                    gathered = call.iter().map(|&i| entries[i].clone()).collect();
+                    &gathered[..]
+                }
+            };
             calls_made += 1;
-            let answer = match tokio::time::timeout_at(deadline, sink.put_records(&batch)).await {
+            let answer = match tokio::time::timeout_at(deadline, sink.put_records(batch)).await {
                 Ok(answer) => answer,
                 Err(_) => Err(SinkError {
                     code: "Timeout".into(),
