@@ -25,7 +25,8 @@ pub const DEFAULT_CAPACITY: usize = 100_000;
 struct Stored {
     data: bytes::Bytes,
     partition_key: String,
-    sequence_number: String,
+    /// The record's number in the shard; its sequence number is [`sequence_number`] of it.
+    sequence: u128,
     arrival: chrono::DateTime<Utc>,
 }
 
@@ -38,17 +39,22 @@ struct State {
 }
 
 /// The `n`th Kinesis sequence number of the shard: 56 decimal digits, increasing with `n`. The
-/// same text as `format!("4959{n:052}")`, without the formatter's padding one character at a time
-/// (a test compares them).
+/// same text as `format!("4959{n:052}")` (a test compares them), written digit by digit into a
+/// buffer of zeros, without the formatter's padding and its 128-bit division.
 fn sequence_number(n: u128) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(56);
-    out.push_str("4959");
-    for _ in digits.len()..52 {
-        out.push('0');
+    let Ok(mut rest) = u64::try_from(n) else {
+        return format!("4959{n:052}");
+    };
+    let mut digits = [b'0'; 56];
+    digits[..4].copy_from_slice(b"4959");
+    let mut end = digits.len();
+    while rest > 0 {
+        end -= 1;
+        digits[end] = b'0' + (rest % 10) as u8;
+        rest /= 10;
     }
-    out.push_str(&digits);
-    out
+    // Only ASCII digits were written.
+    String::from_utf8_lossy(&digits).into_owned()
 }
 
 /// An in-memory stream of one shard (`shardId-000000000000`).
@@ -157,7 +163,8 @@ impl LocalStream {
     fn record(&self, stored: Stored) -> KinesisEventRecord {
         let mut record = KinesisEventRecord::default();
         record.aws_region = Some(LOCAL_REGION.to_owned());
-        record.event_id = Some(format!("{LOCAL_SHARD_ID}:{}", stored.sequence_number));
+        let sequence_number = sequence_number(stored.sequence);
+        record.event_id = Some(format!("{LOCAL_SHARD_ID}:{sequence_number}"));
         record.event_name = Some("aws:kinesis:record".to_owned());
         record.event_source = Some("aws:kinesis".to_owned());
         record.event_source_arn = Some(self.arn.clone());
@@ -167,7 +174,7 @@ impl LocalStream {
         // A copy, unless the stream holds the only reference to the data.
         record.kinesis.data.0 = Vec::from(stored.data);
         record.kinesis.partition_key = stored.partition_key;
-        record.kinesis.sequence_number = stored.sequence_number;
+        record.kinesis.sequence_number = sequence_number;
         record.kinesis.kinesis_schema_version = Some("1.0".to_owned());
         record
     }
@@ -192,17 +199,17 @@ impl RecordSink for LocalStream {
                     continue;
                 }
                 state.next_sequence += 1;
-                let sequence_number = sequence_number(state.next_sequence);
+                let sequence = state.next_sequence;
                 state.records.push_back(Stored {
                     data: entry.data.clone(),
                     partition_key: entry.partition_key.clone(),
-                    sequence_number: sequence_number.clone(),
+                    sequence,
                     arrival,
                 });
                 state.received += 1;
                 results.push(Ok(Written {
                     shard_id: LOCAL_SHARD_ID.to_owned(),
-                    sequence_number,
+                    sequence_number: sequence_number(sequence),
                 }));
             }
         }
