@@ -39,7 +39,10 @@ impl Envelope {
     pub fn new(mut request: Map<String, Value>) -> Self {
         request.remove(BODY);
         request.insert(IS_BASE64_ENCODED.to_owned(), Value::Bool(false));
-        let mut prefix = Value::Object(request).to_string().into_bytes();
+        let request = Value::Object(request);
+        // Serialising a `Value` cannot fail (its keys are strings); `to_vec` writes straight into
+        // the buffer, where `Display` goes through a formatter adapter.
+        let mut prefix = serde_json::to_vec(&request).unwrap_or_else(|_| request.to_string().into_bytes());
         // `{...}` -> `{...,"body":`; the map is never empty, it holds isBase64Encoded.
         prefix.pop();
         prefix.extend_from_slice(b",\"body\":");
