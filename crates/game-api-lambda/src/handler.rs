@@ -123,7 +123,12 @@ pub fn prepare(request: &ApiGatewayProxyRequest, config: &ApiConfig, now: DateTi
                 .map(str::to_owned),
             PartitionKey::Random => None,
         }
-        .unwrap_or_else(|| event_id.to_string());
+        .unwrap_or_else(|| {
+            event_id
+                .hyphenated()
+                .encode_lower(&mut Uuid::encode_buffer())
+                .to_owned()
+        });
         let size = buffer.len() - start + partition_key.len();
         if size > MAX_RECORD_BYTES {
             too_large.push((index, size));
@@ -205,6 +210,13 @@ pub fn json_response(
     body: &impl Serialize,
     extra_headers: &[(header::HeaderName, String)],
 ) -> ApiGatewayProxyResponse {
+    let text = serde_json::to_string(body)
+        .unwrap_or_else(|e| json!({"message": format!("the response could not be serialised: {e}")}).to_string());
+    text_response(status, text, extra_headers)
+}
+
+/// A response whose body is `text`, already JSON.
+fn text_response(status: u16, text: String, extra_headers: &[(header::HeaderName, String)]) -> ApiGatewayProxyResponse {
     let mut headers = HeaderMap::new();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     for (name, value) in extra_headers {
@@ -212,8 +224,6 @@ pub fn json_response(
             headers.insert(name.clone(), value);
         }
     }
-    let text = serde_json::to_string(body)
-        .unwrap_or_else(|e| json!({"message": format!("the response could not be serialised: {e}")}).to_string());
     let mut response = ApiGatewayProxyResponse::default();
     response.status_code = i64::from(status);
     response.headers = headers;
@@ -250,84 +260,112 @@ pub fn error_response(error: &ApiError) -> ApiGatewayProxyResponse {
     json_response(status, &body, &headers)
 }
 
-/// One event's line of a 200 or 503 response.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct EventResult<'a> {
-    event_id: Uuid,
-    status: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    shard_id: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sequence_number: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error_code: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error_message: Option<&'a str>,
-}
-
 /// 200 when every event was written, else 503 with `Retry-After`; both list every event.
 pub fn delivery_response(prepared: &Prepared, delivery: &Delivery, config: &ApiConfig) -> ApiGatewayProxyResponse {
-    let results: Vec<EventResult<'_>> = prepared
-        .event_ids
-        .iter()
-        .zip(&delivery.outcomes)
-        .map(|(id, outcome)| match outcome {
-            Outcome::Written(written) => EventResult {
-                event_id: *id,
-                status: "written",
-                shard_id: Some(&written.shard_id),
-                sequence_number: Some(&written.sequence_number),
-                error_code: None,
-                error_message: None,
-            },
-            Outcome::Failed(failure) => EventResult {
-                event_id: *id,
-                status: "failed",
-                shard_id: None,
-                sequence_number: None,
-                error_code: Some(&failure.code),
-                error_message: Some(&failure.message),
-            },
-        })
-        .collect();
     let (written, failed) = (delivery.written(), delivery.failed());
     if failed == 0 {
-        let body = DeliveryBody {
-            message: format!("{written} events written"),
-            written,
-            failed,
-            results,
-        };
-        json_response(200, &body, &[])
+        let message = format!("{written} events written");
+        let body = delivery_body(&message, written, failed, &prepared.event_ids, &delivery.outcomes);
+        text_response(200, body, &[])
     } else {
         let retry_after = config.retry_after_seconds();
-        let body = DeliveryBody {
-            message: format!(
-                "{failed} of {} events could not be written; resend only the events with status \"failed\", \
-                 with the eventId given here, after {retry_after} s",
-                written + failed
-            ),
-            written,
-            failed,
-            results,
-        };
-        json_response(503, &body, &[(header::RETRY_AFTER, retry_after.to_string())])
+        let message = format!(
+            "{failed} of {} events could not be written; resend only the events with status \"failed\", \
+             with the eventId given here, after {retry_after} s",
+            written + failed
+        );
+        let body = delivery_body(&message, written, failed, &prepared.event_ids, &delivery.outcomes);
+        text_response(503, body, &[(header::RETRY_AFTER, retry_after.to_string())])
     }
 }
 
-/// The body of a 200 or 503 answer.
-#[derive(Debug, Serialize)]
-struct DeliveryBody<'a> {
-    message: String,
-    written: usize,
-    failed: usize,
-    results: Vec<EventResult<'a>>,
+/// The body of a 200 or 503 answer: `message`, `written`, `failed`, and `results` with one object
+/// per event: its `eventId` and `status`, then `shardId` and `sequenceNumber` when it was written,
+/// `errorCode` and `errorMessage` when it failed. Written field by field, as serde would write the
+/// same structure, without a serialiser call per field.
+fn delivery_body(message: &str, written: usize, failed: usize, event_ids: &[Uuid], outcomes: &[Outcome]) -> String {
+    let mut out = Vec::with_capacity(128 + event_ids.len() * 160);
+    out.extend_from_slice(b"{\"message\":");
+    json_str(&mut out, message);
+    out.extend_from_slice(format!(",\"written\":{written},\"failed\":{failed},\"results\":[").as_bytes());
+    for (index, (id, outcome)) in event_ids.iter().zip(outcomes).enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"eventId\":\"");
+        out.extend_from_slice(id.hyphenated().encode_lower(&mut Uuid::encode_buffer()).as_bytes());
+        match outcome {
+            Outcome::Written(written) => {
+                out.extend_from_slice(b"\",\"status\":\"written\",\"shardId\":");
+                json_str(&mut out, &written.shard_id);
+                out.extend_from_slice(b",\"sequenceNumber\":");
+                json_str(&mut out, &written.sequence_number);
+            }
+            Outcome::Failed(failure) => {
+                out.extend_from_slice(b"\",\"status\":\"failed\",\"errorCode\":");
+                json_str(&mut out, &failure.code);
+                out.extend_from_slice(b",\"errorMessage\":");
+                json_str(&mut out, &failure.message);
+            }
+        }
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}");
+    // Only UTF-8 was written: the texts given and ASCII around them.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// Appends `text` as a JSON string: as it is when no character of it needs escaping (shard ids and
+/// sequence numbers never do), else escaped by serde_json.
+fn json_str(out: &mut Vec<u8>, text: &str) {
+    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    } else if serde_json::to_writer(&mut *out, text).is_err() {
+        // Never: a string always serialises, and a `Vec` takes every write.
+        out.extend_from_slice(b"\"\"");
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn delivery_bodies_are_the_json_of_every_result() {
+        use crate::sink::{EntryFailure, Written};
+        let ids = [Uuid::from_u128(1), Uuid::from_u128(2)];
+        let outcomes = [
+            Outcome::Written(Written {
+                shard_id: "shardId-000000000000".into(),
+                sequence_number: "4959001".into(),
+            }),
+            Outcome::Failed(EntryFailure {
+                code: "ProvisionedThroughputExceededException".into(),
+                message: "Rate exceeded for \"shard\"\n\\ é".into(),
+            }),
+        ];
+        let body = delivery_body("1 of 2 \"events\"", 1, 1, &ids, &outcomes);
+        let value: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            value,
+            json!({
+                "message": "1 of 2 \"events\"",
+                "written": 1,
+                "failed": 1,
+                "results": [
+                    {"eventId": ids[0], "status": "written", "shardId": "shardId-000000000000", "sequenceNumber": "4959001"},
+                    {"eventId": ids[1], "status": "failed", "errorCode": "ProvisionedThroughputExceededException",
+                     "errorMessage": "Rate exceeded for \"shard\"\n\\ é"}
+                ]
+            })
+        );
+        assert_eq!(
+            delivery_body("none", 0, 0, &[], &[]),
+            r#"{"message":"none","written":0,"failed":0,"results":[]}"#
+        );
+    }
 
     #[test]
     fn statuses() {
