@@ -19,17 +19,31 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
-use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Instant;
 
+use arrow::array::ArrayRef;
+use arrow::compute::filter_record_batch;
+use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use arrow::record_batch::RecordBatch;
+use chrono::{DateTime, NaiveDate, SecondsFormat, TimeDelta, Utc};
+use deltalake::datafusion::datasource::MemTable;
+use deltalake::datafusion::error::DataFusionError;
+use serde_json::{Value, json};
+use tracing::debug;
+
+use super::arrival::{self, ArrivalColumns};
 use super::chart::{self, Svg};
-use super::{HtmlPage, ReportDir, ReportError, ReportSession, TextTable, TimeRange, quote_ident};
+use super::{HtmlPage, ReportDir, ReportError, ReportSession, Rows, TextTable, TimeRange, quote_ident};
 
 /// How much older than the latest `eventTime` seen an event may be and still count.
 pub const WATERMARK_MINUTES: i64 = 180;
 
 /// The name of the in-memory table of first copies with their lateness.
 const EVENTS: &str = "__game_kpi_events";
+
+/// The query that reads every copy of every event.
+const COPIES: &str = "copies of events";
 
 /// One window of events per hour.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,57 +99,130 @@ pub struct GameReport {
 /// Computes the report over the `game_events` table(s) registered in `session` as `table`.
 pub async fn game_report(session: &ReportSession, table: &str, range: &TimeRange) -> Result<GameReport, ReportError> {
     let t = quote_ident(table);
-    // First copies of each eventId, in arrival order; `late` compares each with the latest
-    // eventTime among the first copies that arrived before it. Resent events are rare, so only
-    // the eventIds seen more than once (a hash aggregate) go through the window that picks the
-    // first copy; sorting every row by eventId costs far more on large tables. `eventId` is never
-    // null (the table's schema says so), which `NOT IN` and `IN` rely on.
-    let order = r#""approximateArrivalTime", "shardId", length("sequenceNumber"), "sequenceNumber""#;
-    let columns = r#""eventName" AS name, "eventTime" AS t,
-                     coalesce("eventParams"['platform'], 'unknown') AS platform,
-                     "eventParams"['device_id'] AS device,
-                     "eventParams"['amount'] AS amount,
-                     "approximateArrivalTime" AS arrival, "shardId" AS shard, "sequenceNumber" AS seq"#;
-    session
-        .execute("drop previous", &format!("DROP TABLE IF EXISTS {EVENTS}"))
-        .await?;
-    session
-        .execute(
-            "events with lateness",
+    // Every copy of every event with its place in arrival order; `register_events` keeps the
+    // first copies and judges their lateness (see `arrival`).
+    let started = Instant::now();
+    let copies = session
+        .query(
+            COPIES,
             &format!(
-                r#"CREATE TABLE {EVENTS} AS
-                WITH repeated AS (
-                    SELECT "eventId" AS id FROM {t} GROUP BY "eventId" HAVING count(*) > 1
-                ),
-                firsts AS (
-                    SELECT {columns} FROM {t} WHERE "eventId" NOT IN (SELECT id FROM repeated)
-                    UNION ALL
-                    SELECT name, t, platform, device, amount, arrival, shard, seq
-                    FROM (
-                        SELECT {columns}, row_number() OVER (PARTITION BY "eventId" ORDER BY {order}) AS copy
-                        FROM {t} WHERE "eventId" IN (SELECT id FROM repeated)
-                    )
-                    WHERE copy = 1
-                )
-                SELECT name, t, CAST(t AS DATE) AS day, platform, device, amount,
-                       coalesce(t < max(t) OVER (
-                           ORDER BY arrival, shard, length(seq), seq
-                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-                       ) - INTERVAL '{WATERMARK_MINUTES} minutes', false) AS late
-                FROM firsts"#
+                r#"SELECT "eventId" AS id, "eventName" AS name, "eventTime" AS t, CAST("eventTime" AS DATE) AS day,
+                          coalesce("eventParams"['platform'], 'unknown') AS platform,
+                          "eventParams"['device_id'] AS device,
+                          "eventParams"['amount'] AS amount,
+                          "approximateArrivalTime" AS arrival, "shardId" AS shard, "sequenceNumber" AS seq
+                   FROM {t}"#
             ),
         )
         .await?;
+    let events = register_events(session, copies)?;
+    // The whole step, as the queries are logged: the first copies and their lateness.
+    debug!(
+        query = "events with lateness",
+        rows = events,
+        ms = started.elapsed().as_millis() as u64,
+        "query"
+    );
     let result = kpis(session, range).await;
     session
-        .execute("drop", &format!("DROP TABLE IF EXISTS {EVENTS}"))
-        .await?;
+        .context()
+        .deregister_table(EVENTS)
+        .map_err(|source| ReportError::Query {
+            query: "drop events".to_owned(),
+            source,
+        })?;
     let (all, by_platform) = result?;
     Ok(GameReport {
         range: range.describe(),
         all,
         by_platform,
     })
+}
+
+/// Registers the first copies among `copies` as [`EVENTS`]: their columns without the arrival
+/// order, and `late` from the watermark. The batches are spread over the session's partitions so
+/// that the KPI queries use every core. Returns the number of events.
+fn register_events(session: &ReportSession, copies: Rows) -> Result<usize, ReportError> {
+    let order = ArrivalColumns {
+        id: "id",
+        time: "t",
+        arrival: "arrival",
+        shard: "shard",
+        sequence: "seq",
+    };
+    let batches = copies.into_batches();
+    let verdicts = arrival::judge(COPIES, &batches, order, TimeDelta::minutes(WATERMARK_MINUTES))?;
+    let kept = ["name", "t", "day", "platform", "device", "amount"];
+    let error = |source| ReportError::Query {
+        query: COPIES.to_owned(),
+        source,
+    };
+    // One schema for every batch: the branches of the query's UNION ALL may differ in what they
+    // say about nulls.
+    let schema = match batches.first() {
+        Some(first) => {
+            let mut fields = Vec::with_capacity(kept.len() + 1);
+            for name in kept {
+                let field = first
+                    .schema_ref()
+                    .field_with_name(name)
+                    .map_err(|_| ReportError::Column {
+                        query: COPIES.to_owned(),
+                        column: name.to_owned(),
+                        detail: "not in the result".to_owned(),
+                    })?;
+                fields.push(field.clone().with_nullable(true));
+            }
+            fields.push(Field::new("late", DataType::Boolean, false));
+            Arc::new(Schema::new(fields))
+        }
+        // No rows (an empty result may have no batches): the same columns, no rows.
+        None => {
+            let timestamp = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+            Arc::new(Schema::new(vec![
+                Field::new("name", DataType::Utf8, true),
+                Field::new("t", timestamp, true),
+                Field::new("day", DataType::Date32, true),
+                Field::new("platform", DataType::Utf8, true),
+                Field::new("device", DataType::Utf8, true),
+                Field::new("amount", DataType::Float64, true),
+                Field::new("late", DataType::Boolean, false),
+            ]))
+        }
+    };
+    let arrow_error = |e| error(DataFusionError::ArrowError(Box::new(e), None));
+    let mut events = Vec::with_capacity(batches.len());
+    let mut count = 0;
+    for (batch, verdicts) in batches.into_iter().zip(verdicts) {
+        let mut arrays = Vec::with_capacity(kept.len() + 1);
+        for name in kept {
+            let column = batch.column_by_name(name).ok_or_else(|| ReportError::Column {
+                query: COPIES.to_owned(),
+                column: name.to_owned(),
+                detail: "not in the result".to_owned(),
+            })?;
+            arrays.push(column.clone());
+        }
+        let all_first = verdicts.all_first();
+        arrays.push(Arc::new(verdicts.late) as ArrayRef);
+        let mut batch = RecordBatch::try_new(schema.clone(), arrays).map_err(arrow_error)?;
+        if !all_first {
+            batch = filter_record_batch(&batch, &verdicts.first).map_err(arrow_error)?;
+        }
+        count += batch.num_rows();
+        events.push(batch);
+    }
+    let partitions = session.context().copied_config().target_partitions().max(1);
+    let mut spread: Vec<Vec<RecordBatch>> = vec![Vec::new(); partitions];
+    for (i, batch) in events.into_iter().enumerate() {
+        spread[i % partitions].push(batch);
+    }
+    let table = MemTable::try_new(schema, spread).map_err(error)?;
+    session
+        .context()
+        .register_table(EVENTS, Arc::new(table))
+        .map_err(error)?;
+    Ok(count)
 }
 
 async fn kpis(session: &ReportSession, range: &TimeRange) -> Result<(Kpis, BTreeMap<String, Kpis>), ReportError> {

@@ -44,6 +44,7 @@
 //! the demo both call them in-process.
 
 pub mod access;
+mod arrival;
 pub mod chart;
 pub mod game;
 mod html;

@@ -205,6 +205,11 @@ impl Rows {
         &self.batches
     }
 
+    /// The Arrow batches, taken out.
+    pub fn into_batches(self) -> Vec<RecordBatch> {
+        self.batches
+    }
+
     /// Every batch's `column`, cast to `to`.
     fn columns(&self, column: &str, to: &DataType) -> Result<Vec<Arc<dyn Array>>, ReportError> {
         let error = |detail: String| ReportError::Column {
