@@ -23,7 +23,7 @@ pub const EVENTS: &str = "events";
 pub fn parse_events(body: &[u8]) -> Result<Vec<GameEvent>, BodyError> {
     // Valid bodies, the common case, in one pass; anything else through the path that lists every
     // problem.
-    let fast = crate::fast::parse(body).and_then(|events| events.into_iter().map(BorrowedEvent::into_owned).collect());
+    let fast = crate::fast::parse(body).and_then(|events| events.into_iter().map(BodyEvent::into_owned).collect());
     match fast {
         Some(events) => Ok(events),
         None => parse_events_reference(body),
@@ -34,11 +34,15 @@ pub fn parse_events(body: &[u8]) -> Result<Vec<GameEvent>, BodyError> {
 /// read it, a [`GameEvent`] when the reference path did. Either way the same event as
 /// [`parse_events`] makes of it.
 #[derive(Debug, Clone)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the borrowed event is the common case and is read in place, without an allocation of its own"
+)]
 pub enum BodyEvent<'a> {
     /// Read by the one-pass parser (every valid body the fast path takes).
     Borrowed(BorrowedEvent<'a>),
     /// Read by the reference path (valid bodies the fast path gives up on).
-    Owned(GameEvent),
+    Owned(Box<GameEvent>),
 }
 
 impl BodyEvent<'_> {
@@ -63,7 +67,7 @@ impl BodyEvent<'_> {
     pub fn into_owned(self) -> Option<GameEvent> {
         match self {
             Self::Borrowed(event) => event.into_owned(),
-            Self::Owned(event) => Some(event),
+            Self::Owned(event) => Some(*event),
         }
     }
 
@@ -86,10 +90,10 @@ impl BodyEvent<'_> {
 /// [`BorrowedEvent`]). The same events, in order, and the same errors as [`parse_events`].
 pub fn parse_body(body: &[u8]) -> Result<Vec<BodyEvent<'_>>, BodyError> {
     match crate::fast::parse(body) {
-        Some(events) => Ok(events.into_iter().map(BodyEvent::Borrowed).collect()),
+        Some(events) => Ok(events),
         None => Ok(parse_events_reference(body)?
             .into_iter()
-            .map(BodyEvent::Owned)
+            .map(|event| BodyEvent::Owned(Box::new(event)))
             .collect()),
     }
 }

@@ -18,15 +18,45 @@ use uuid::Uuid;
 use crate::event::{EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, EventParams, GameEvent};
 use crate::time::whole_second;
 
-/// A field the model does not read: its name and its JSON text as sent. A name seen twice keeps
-/// only its last value, as in a `serde_json::Map`.
+/// A field the model does not read: its name and its JSON text as sent.
 pub(crate) type RawField<'a> = (Cow<'a, str>, &'a RawValue);
 
-/// Sets `name` to `value` in `fields`, replacing an earlier value of the same name.
-pub(crate) fn set_raw_field<'a>(fields: &mut Vec<RawField<'a>>, name: Cow<'a, str>, value: &'a RawValue) {
-    match fields.iter_mut().find(|(n, _)| *n == name) {
-        Some(field) => field.1 = value,
-        None => fields.push((name, value)),
+/// The fields of an object that the model does not read, in the order first seen; a name seen
+/// twice keeps only its last value, as in a `serde_json::Map`. The first is kept inline, without
+/// an allocation: most events have none or one.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RawFields<'a> {
+    first: Option<RawField<'a>>,
+    more: Vec<RawField<'a>>,
+}
+
+impl<'a> RawFields<'a> {
+    /// Sets `name` to `value`, replacing an earlier value of the same name.
+    pub(crate) fn set(&mut self, name: Cow<'a, str>, value: &'a RawValue) {
+        let Some(first) = &mut self.first else {
+            self.first = Some((name, value));
+            return;
+        };
+        let field = std::iter::once(first)
+            .chain(self.more.iter_mut())
+            .find(|(n, _)| *n == name);
+        match field {
+            Some(field) => field.1 = value,
+            None => self.more.push((name, value)),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &RawField<'a>> {
+        self.first.iter().chain(&self.more)
+    }
+
+    /// The fields as a `serde_json::Map`; `None` if a text no longer reads as a `Value`.
+    fn into_map(self) -> Option<Map<String, Value>> {
+        self.first
+            .into_iter()
+            .chain(self.more)
+            .map(|(name, value)| Some((name.into_owned(), serde_json::from_str(value.get()).ok()?)))
+            .collect()
     }
 }
 
@@ -40,7 +70,7 @@ pub struct BorrowedEvent<'a> {
     pub(crate) name: Cow<'a, str>,
     pub(crate) id: Option<Uuid>,
     pub(crate) params: Option<BorrowedParams<'a>>,
-    pub(crate) extra: Vec<RawField<'a>>,
+    pub(crate) extra: RawFields<'a>,
 }
 
 /// `eventParams` of a [`BorrowedEvent`].
@@ -54,10 +84,20 @@ pub(crate) struct BorrowedParams<'a> {
     pub(crate) device_id: Option<Cow<'a, str>>,
     pub(crate) client_event_time: Option<Cow<'a, str>>,
     pub(crate) amount: Option<f64>,
-    pub(crate) extra: Vec<RawField<'a>>,
+    pub(crate) extra: RawFields<'a>,
 }
 
 impl BorrowedEvent<'_> {
+    /// An event with nothing in it yet, for the parser to fill in.
+    pub(crate) fn empty() -> Self {
+        Self {
+            name: Cow::Borrowed(""),
+            id: None,
+            params: None,
+            extra: RawFields::default(),
+        }
+    }
+
     /// `eventName`.
     pub fn event_name(&self) -> &str {
         &self.name
@@ -83,7 +123,7 @@ impl BorrowedEvent<'_> {
                 Some(params) => Some(params.into_owned()?),
                 None => None,
             },
-            extra: owned_fields(self.extra)?,
+            extra: self.extra.into_map()?,
         })
     }
 
@@ -124,7 +164,7 @@ impl BorrowedParams<'_> {
             device_id: self.device_id.map(Cow::into_owned),
             client_event_time: self.client_event_time.map(Cow::into_owned),
             amount: self.amount,
-            extra: owned_fields(self.extra)?,
+            extra: self.extra.into_map()?,
         })
     }
 
@@ -188,8 +228,8 @@ impl<'o> Object<'o> {
     }
 
     /// Fields the model does not read, as sent.
-    fn raw_fields(&mut self, fields: &[RawField<'_>]) -> serde_json::Result<()> {
-        for (name, value) in fields {
+    fn raw_fields(&mut self, fields: &RawFields<'_>) -> serde_json::Result<()> {
+        for (name, value) in fields.iter() {
             self.separate();
             write_str(self.out, name)?;
             self.out.push(b':');
@@ -203,17 +243,13 @@ impl<'o> Object<'o> {
     }
 }
 
-fn owned_fields(fields: Vec<RawField<'_>>) -> Option<Map<String, Value>> {
-    fields
-        .into_iter()
-        .map(|(name, value)| Some((name.into_owned(), serde_json::from_str(value.get()).ok()?)))
-        .collect()
-}
-
 /// Appends `text` as a JSON string. Text borrowed from the body had no escapes there, and a JSON
 /// string without escapes holds no character that needs one (no quote, backslash or control
 /// character), so it is copied as it is; any other text is escaped as serde_json escapes it.
-#[allow(clippy::ptr_arg, reason = "whether the text is borrowed is what tells that it needs no escaping")]
+#[allow(
+    clippy::ptr_arg,
+    reason = "whether the text is borrowed is what tells that it needs no escaping"
+)]
 fn write_str(out: &mut Vec<u8>, text: &Cow<'_, str>) -> serde_json::Result<()> {
     match text {
         Cow::Borrowed(text) => {

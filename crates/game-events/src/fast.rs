@@ -10,29 +10,37 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use crate::body::BodyEvent;
+use crate::body::{EVENTS, MAX_EVENTS_PER_REQUEST};
+use crate::borrowed::{BorrowedEvent, BorrowedParams};
+use crate::event::{EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, PURCHASE_EVENT};
+use crate::time::parse_client_time;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
-use uuid::Uuid;
-
-use crate::body::{EVENTS, MAX_EVENTS_PER_REQUEST};
-use crate::borrowed::{BorrowedEvent, BorrowedParams, RawField, set_raw_field};
-use crate::event::{EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, PURCHASE_EVENT};
-use crate::time::parse_client_time;
 
 /// The deepest nesting of arrays and objects a `serde_json::Value` of a body may have: serde_json
 /// refuses a document whose 128th container opens.
 const MAX_DEPTH: usize = 127;
 
 /// The events of a valid body, or `None` if anything at all is wrong with it.
-pub(crate) fn parse(body: &[u8]) -> Option<Vec<BorrowedEvent<'_>>> {
+pub(crate) fn parse(body: &[u8]) -> Option<Vec<BodyEvent<'_>>> {
     // A body that is not UTF-8 is never valid JSON for a `Value` (outside strings any byte over
     // 0x7F is a syntax error, inside one it is refused). Checked once for the whole body, so that
     // serde_json does not check every string on its own.
     let text = std::str::from_utf8(body).ok()?;
-    let Body(events) = serde_json::from_str(text).ok()?;
+    let mut reader = serde_json::Deserializer::from_str(text);
+    let events = Events {
+        capacity: text.len() / TYPICAL_EVENT_BYTES + 1,
+    };
+    let Body(events) = BodySeed(events).deserialize(&mut reader).ok()?;
+    reader.end().ok()?;
     (1..=MAX_EVENTS_PER_REQUEST).contains(&events.len()).then_some(events)
 }
+
+/// About the size of a game event in a body (the seed's are 200 to 300 bytes): the array of a
+/// batch starts with room for as many events as the body holds of these, so that it rarely grows.
+const TYPICAL_EVENT_BYTES: usize = 200;
 
 /// A string (an object key or a string value), borrowed from the input when it has no escapes.
 struct Text<'de>(Cow<'de, str>);
@@ -65,174 +73,191 @@ fn text<'de, A: MapAccess<'de>>(map: &mut A) -> Result<Option<Cow<'de, str>>, A:
 }
 
 /// The events of a body: one event, or a batch.
-struct Body<'de>(Vec<BorrowedEvent<'de>>);
+struct Body<'de>(Vec<BodyEvent<'de>>);
 
-impl<'de> Deserialize<'de> for Body<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct BodyVisitor;
-        impl<'de> Visitor<'de> for BodyVisitor {
-            type Value = Body<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an event object or {\"events\": [...]}")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Body<'de>, A::Error> {
-                // The body object is the event's own object when it is one event.
-                let mut event = EventBuilder::new(1);
-                let mut batch: Option<Vec<BorrowedEvent<'de>>> = None;
-                let mut other_fields = false;
-                while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
-                    if key == EVENTS {
-                        batch = Some(map.next_value_seed(Events)?);
-                    } else {
-                        other_fields = true;
-                        event.field(key, &mut map)?;
-                    }
-                }
-                match (batch, other_fields) {
-                    (Some(events), false) => Ok(Body(events)),
-                    (None, _) => event.finish().map(|event| Body(vec![event])),
-                    (Some(_), true) => Err(de::Error::custom("a batch with other fields")),
-                }
-            }
-        }
-        deserializer.deserialize_map(BodyVisitor)
+/// Reads a [`Body`], a batch with the given [`Events`].
+struct BodySeed(Events);
+
+impl<'de> DeserializeSeed<'de> for BodySeed {
+    type Value = Body<'de>;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
     }
 }
 
-/// The array of a batch.
-struct Events;
+impl<'de> Visitor<'de> for BodySeed {
+    type Value = Body<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an event object or {\"events\": [...]}")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Body<'de>, A::Error> {
+        // The body object is the event's own object when it is one event.
+        let mut single = BorrowedEvent::empty();
+        let mut event = EventFields::new(1, &mut single);
+        let mut batch: Option<Vec<BodyEvent<'de>>> = None;
+        let mut other_fields = false;
+        while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
+            if key == EVENTS {
+                batch = Some(map.next_value_seed(self.0)?);
+            } else {
+                other_fields = true;
+                event.field(key, &mut map)?;
+            }
+        }
+        match (batch, other_fields) {
+            (Some(events), false) => Ok(Body(events)),
+            (None, _) => {
+                event.finish()?;
+                Ok(Body(vec![BodyEvent::Borrowed(single)]))
+            }
+            (Some(_), true) => Err(de::Error::custom("a batch with other fields")),
+        }
+    }
+}
+
+/// The array of a batch, read into a vector with room for `capacity` events at first.
+#[derive(Clone, Copy)]
+struct Events {
+    capacity: usize,
+}
 
 impl<'de> DeserializeSeed<'de> for Events {
-    type Value = Vec<BorrowedEvent<'de>>;
+    type Value = Vec<BodyEvent<'de>>;
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_seq(self)
     }
 }
 
 impl<'de> Visitor<'de> for Events {
-    type Value = Vec<BorrowedEvent<'de>>;
+    type Value = Vec<BodyEvent<'de>>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an array of event objects")
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut events = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(MAX_EVENTS_PER_REQUEST));
-        while let Some(Event(event)) = seq.next_element::<Event<'de>>()? {
-            if events.len() == MAX_EVENTS_PER_REQUEST {
+        let mut events = Vec::with_capacity(self.capacity.min(MAX_EVENTS_PER_REQUEST));
+        // Each event is read straight into its place at the end of the vector (an event is a few
+        // hundred bytes, which moving from one function's result to the next would copy).
+        loop {
+            events.push(BodyEvent::Borrowed(BorrowedEvent::empty()));
+            let Some(BodyEvent::Borrowed(slot)) = events.last_mut() else {
+                return Err(de::Error::custom("no room for the event"));
+            };
+            if seq.next_element_seed(EventSeed(slot))?.is_none() {
+                events.pop();
+                return Ok(events);
+            }
+            if events.len() > MAX_EVENTS_PER_REQUEST {
                 return Err(de::Error::custom("too many events"));
             }
-            events.push(event);
         }
-        Ok(events)
     }
 }
 
-/// One event of a batch.
-struct Event<'de>(BorrowedEvent<'de>);
+/// One event of a batch, read into the event it refers to.
+struct EventSeed<'a, 'de>(&'a mut BorrowedEvent<'de>);
 
-impl<'de> Deserialize<'de> for Event<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct EventVisitor;
-        impl<'de> Visitor<'de> for EventVisitor {
-            type Value = Event<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an event object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Event<'de>, A::Error> {
-                // The body, the array and the event's own object.
-                let mut event = EventBuilder::new(3);
-                while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
-                    event.field(key, &mut map)?;
-                }
-                event.finish().map(Event)
-            }
-        }
-        deserializer.deserialize_map(EventVisitor)
+impl<'de> DeserializeSeed<'de> for EventSeed<'_, 'de> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
     }
 }
 
-/// The fields of an event as they are read; a field seen twice keeps its last value, as in a
+impl<'de> Visitor<'de> for EventSeed<'_, 'de> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an event object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        // The body, the array and the event's own object.
+        let mut event = EventFields::new(3, self.0);
+        while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
+            event.field(key, &mut map)?;
+        }
+        event.finish()
+    }
+}
+
+/// Reads the fields of an event into `event`; a field seen twice keeps its last value, as in a
 /// `serde_json::Value`.
-struct EventBuilder<'de> {
+struct EventFields<'a, 'de> {
     /// Arrays and objects around the event's fields, the event's own object included.
     depth: usize,
     name: Option<Cow<'de, str>>,
-    id: Option<Uuid>,
-    params: Option<BorrowedParams<'de>>,
-    extra: Vec<RawField<'de>>,
+    event: &'a mut BorrowedEvent<'de>,
 }
 
-impl<'de> EventBuilder<'de> {
-    fn new(depth: usize) -> Self {
+impl<'a, 'de> EventFields<'a, 'de> {
+    fn new(depth: usize, event: &'a mut BorrowedEvent<'de>) -> Self {
         Self {
             depth,
             name: None,
-            id: None,
-            params: None,
-            extra: Vec::new(),
+            event,
         }
     }
 
     fn field<A: MapAccess<'de>>(&mut self, key: Cow<'de, str>, map: &mut A) -> Result<(), A::Error> {
         match &*key {
             EVENT_NAME => self.name = text(map)?,
-            EVENT_ID => self.id = map.next_value()?,
+            EVENT_ID => self.event.id = map.next_value()?,
             // Dropped, as the reference path drops it, but checked all the same as a `Value` would
             // be read: serde's `IgnoredAny` would let through what a `Value` refuses.
             EVENT_TIME => drop(map.next_value_seed(Unread { depth: self.depth })?),
-            EVENT_PARAMS => {
-                self.params = map.next_value_seed(ParamsSeed { depth: self.depth + 1 })?;
-            }
+            EVENT_PARAMS => map.next_value_seed(ParamsSeed {
+                depth: self.depth + 1,
+                into: &mut self.event.params,
+            })?,
             _ => {
                 let value = map.next_value_seed(Unread { depth: self.depth })?;
-                set_raw_field(&mut self.extra, key, value);
+                self.event.extra.set(key, value);
             }
         }
         Ok(())
     }
 
-    fn finish<E: de::Error>(self) -> Result<BorrowedEvent<'de>, E> {
+    /// Checks the event as a whole: a name that is not blank, and an amount for a purchase.
+    fn finish<E: de::Error>(self) -> Result<(), E> {
         let name = self
             .name
             .filter(|n| !n.trim().is_empty())
             .ok_or_else(|| E::custom("eventName"))?;
-        let amount = self.params.as_ref().and_then(|p| p.amount);
+        let amount = self.event.params.as_ref().and_then(|p| p.amount);
         if name == PURCHASE_EVENT && amount.is_none() {
             return Err(E::custom("amount"));
         }
-        Ok(BorrowedEvent {
-            name,
-            id: self.id,
-            params: self.params,
-            extra: self.extra,
-        })
+        self.event.name = name;
+        Ok(())
     }
 }
 
-/// `eventParams` (`null` is absent); `depth` counts its own object.
-struct ParamsSeed {
+/// `eventParams` (`null` is absent), read into `into`; `depth` counts its own object.
+struct ParamsSeed<'a, 'de> {
     depth: usize,
+    into: &'a mut Option<BorrowedParams<'de>>,
 }
 
-impl<'de> DeserializeSeed<'de> for ParamsSeed {
-    type Value = Option<BorrowedParams<'de>>;
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+impl<'de> DeserializeSeed<'de> for ParamsSeed<'_, 'de> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
         deserializer.deserialize_option(self)
     }
 }
 
-impl<'de> Visitor<'de> for ParamsSeed {
-    type Value = Option<BorrowedParams<'de>>;
+impl<'de> Visitor<'de> for ParamsSeed<'_, 'de> {
+    type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object or null")
     }
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        *self.into = None;
+        Ok(())
     }
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
         deserializer.deserialize_map(self)
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut p = BorrowedParams::default();
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        // A second `eventParams` replaces the first as a whole.
+        let p = self.into.insert(BorrowedParams::default());
         while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
             match &*key {
                 "game_keyword" => p.game_keyword = text(&mut map)?,
@@ -245,7 +270,7 @@ impl<'de> Visitor<'de> for ParamsSeed {
                 "amount" => p.amount = map.next_value()?,
                 _ => {
                     let value = map.next_value_seed(Unread { depth: self.depth })?;
-                    set_raw_field(&mut p.extra, key, value);
+                    p.extra.set(key, value);
                 }
             }
         }
@@ -254,7 +279,7 @@ impl<'de> Visitor<'de> for ParamsSeed {
         {
             return Err(de::Error::custom("client_event_time"));
         }
-        Ok(Some(p))
+        Ok(())
     }
 }
 
@@ -350,6 +375,7 @@ impl<'de> Visitor<'de> for Check {
 #[cfg(test)]
 mod tests {
     use serde_json::Value;
+    use uuid::Uuid;
 
     use super::*;
     use crate::body::parse_events_reference;
@@ -365,6 +391,7 @@ mod tests {
         let reference = parse_events_reference(body);
         if let Some(fast) = &fast {
             let owned: Vec<GameEvent> = fast.iter().map(|e| e.clone().into_owned().unwrap()).collect();
+            assert!(fast.iter().all(|e| matches!(e, BodyEvent::Borrowed(_))));
             assert_eq!(Ok(&owned), reference.as_ref(), "{shown}");
             let time = chrono::DateTime::from_timestamp(1_717_243_200, 999).unwrap();
             for (borrowed, event) in fast.iter().zip(owned) {
