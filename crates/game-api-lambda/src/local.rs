@@ -39,22 +39,30 @@ struct State {
 }
 
 /// The `n`th Kinesis sequence number of the shard: 56 decimal digits, increasing with `n`. The
-/// same text as `format!("4959{n:052}")` (a test compares them), written digit by digit into a
-/// buffer of zeros, without the formatter's padding and its 128-bit division.
+/// same text as `format!("4959{n:052}")` (a test compares them), without the formatter's padding
+/// one character at a time and its 128-bit division.
 fn sequence_number(n: u128) -> String {
+    const ZEROS: &str = "0000000000000000000000000000000000000000000000000000";
     let Ok(mut rest) = u64::try_from(n) else {
         return format!("4959{n:052}");
     };
-    let mut digits = [b'0'; 56];
-    digits[..4].copy_from_slice(b"4959");
-    let mut end = digits.len();
-    while rest > 0 {
-        end -= 1;
-        digits[end] = b'0' + (rest % 10) as u8;
+    let mut buffer = [0u8; 20];
+    let mut start = buffer.len();
+    loop {
+        start -= 1;
+        buffer[start] = b'0' + (rest % 10) as u8;
         rest /= 10;
+        if rest == 0 {
+            break;
+        }
     }
-    // Only ASCII digits were written.
-    String::from_utf8_lossy(&digits).into_owned()
+    // ASCII digits only.
+    let digits = std::str::from_utf8(&buffer[start..]).unwrap_or_default();
+    let mut out = String::with_capacity(56);
+    out.push_str("4959");
+    out.push_str(ZEROS.get(digits.len()..).unwrap_or_default());
+    out.push_str(digits);
+    out
 }
 
 /// An in-memory stream of one shard (`shardId-000000000000`).
