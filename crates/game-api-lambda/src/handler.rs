@@ -284,47 +284,53 @@ pub fn delivery_response(prepared: &Prepared, delivery: &Delivery, config: &ApiC
 /// `errorCode` and `errorMessage` when it failed. Written field by field, as serde would write the
 /// same structure, without a serialiser call per field.
 fn delivery_body(message: &str, written: usize, failed: usize, event_ids: &[Uuid], outcomes: &[Outcome]) -> String {
-    let mut out = Vec::with_capacity(128 + event_ids.len() * 160);
-    out.extend_from_slice(b"{\"message\":");
+    let mut out = String::with_capacity(128 + event_ids.len() * 160);
+    out.push_str("{\"message\":");
     json_str(&mut out, message);
-    out.extend_from_slice(format!(",\"written\":{written},\"failed\":{failed},\"results\":[").as_bytes());
+    out.push_str(&format!(",\"written\":{written},\"failed\":{failed},\"results\":["));
     for (index, (id, outcome)) in event_ids.iter().zip(outcomes).enumerate() {
         if index > 0 {
-            out.push(b',');
+            out.push(',');
         }
-        out.extend_from_slice(b"{\"eventId\":\"");
-        out.extend_from_slice(id.hyphenated().encode_lower(&mut Uuid::encode_buffer()).as_bytes());
+        out.push_str("{\"eventId\":\"");
+        out.push_str(id.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
         match outcome {
             Outcome::Written(written) => {
-                out.extend_from_slice(b"\",\"status\":\"written\",\"shardId\":");
+                out.push_str("\",\"status\":\"written\",\"shardId\":");
                 json_str(&mut out, &written.shard_id);
-                out.extend_from_slice(b",\"sequenceNumber\":");
+                out.push_str(",\"sequenceNumber\":");
                 json_str(&mut out, &written.sequence_number);
             }
             Outcome::Failed(failure) => {
-                out.extend_from_slice(b"\",\"status\":\"failed\",\"errorCode\":");
+                out.push_str("\",\"status\":\"failed\",\"errorCode\":");
                 json_str(&mut out, &failure.code);
-                out.extend_from_slice(b",\"errorMessage\":");
+                out.push_str(",\"errorMessage\":");
                 json_str(&mut out, &failure.message);
             }
         }
-        out.push(b'}');
+        out.push('}');
     }
-    out.extend_from_slice(b"]}");
-    // Only UTF-8 was written: the texts given and ASCII around them.
-    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    out.push_str("]}");
+    out
 }
 
 /// Appends `text` as a JSON string: as it is when no character of it needs escaping (shard ids and
 /// sequence numbers never do), else escaped by serde_json.
-fn json_str(out: &mut Vec<u8>, text: &str) {
-    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push(b'"');
-        out.extend_from_slice(text.as_bytes());
-        out.push(b'"');
-    } else if serde_json::to_writer(&mut *out, text).is_err() {
-        // Never: a string always serialises, and a `Vec` takes every write.
-        out.extend_from_slice(b"\"\"");
+fn json_str(out: &mut String, text: &str) {
+    // Every byte is looked at (no early exit), which lets the compiler check many at once.
+    let needs_escape = text
+        .bytes()
+        .fold(false, |found, b| found | (b < 0x20) | (b == b'"') | (b == b'\\'));
+    if !needs_escape {
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+    } else {
+        match serde_json::to_string(text) {
+            Ok(quoted) => out.push_str(&quoted),
+            // Never: a string always serialises.
+            Err(_) => out.push_str("\"\""),
+        }
     }
 }
 
