@@ -162,11 +162,27 @@ pub fn body_bytes(request: &ApiGatewayProxyRequest, max_bytes: usize) -> Result<
 /// headers ([`REDACTED_HEADERS`]) and `requestContext.identity.apiKey` removed, since the stream
 /// and the tables are read by many.
 pub fn envelope(request: &ApiGatewayProxyRequest) -> Result<Envelope, serde_json::Error> {
-    let mut without_body = request.clone();
-    without_body.body = None;
-    redact(&mut without_body.headers);
-    redact(&mut without_body.multi_value_headers);
-    let mut value = serde_json::to_value(&without_body)?;
+    // The request as a `Value` straight away, its credentials then removed from the `Value`: no
+    // copy of the request first. Only a credential header that is not UTF-8 makes this fail, and
+    // such a header is removed from a copy of the request before it is serialised.
+    let mut value = match serde_json::to_value(request) {
+        Ok(value) => value,
+        Err(_) => {
+            let mut without_body = request.clone();
+            without_body.body = None;
+            redact(&mut without_body.headers);
+            redact(&mut without_body.multi_value_headers);
+            serde_json::to_value(&without_body)?
+        }
+    };
+    for headers in ["headers", "multiValueHeaders"] {
+        if let Some(headers) = value.get_mut(headers).and_then(Value::as_object_mut) {
+            // Header names are lowercase in the request's header maps, and so in the `Value`.
+            for name in REDACTED_HEADERS {
+                headers.remove(name);
+            }
+        }
+    }
     if let Some(identity) = value
         .pointer_mut("/requestContext/identity")
         .and_then(Value::as_object_mut)
@@ -177,6 +193,7 @@ pub fn envelope(request: &ApiGatewayProxyRequest) -> Result<Envelope, serde_json
         Value::Object(map) => map,
         _ => serde_json::Map::new(),
     };
+    // `Envelope::new` drops the body.
     Ok(Envelope::new(map))
 }
 
@@ -335,6 +352,23 @@ mod tests {
         assert_eq!(value["headers"]["user-agent"], "UnityPlayer/2022.3");
         assert_eq!(value["requestContext"]["identity"]["apiKeyId"], "key-id");
         assert_eq!(value["httpMethod"], "POST");
+        assert_eq!(value["body"]["eventName"], "x");
+        assert!(value["headers"].get("x-api-key").is_none() && value["multiValueHeaders"].get("x-api-key").is_none());
+        assert!(value["requestContext"]["identity"].get("apiKey").is_none());
+    }
+
+    #[test]
+    fn a_credential_header_that_is_not_utf8_is_removed_all_the_same() {
+        let mut request = with_header(post("{}"), "user-agent", "UnityPlayer");
+        request
+            .headers
+            .insert("cookie", HeaderValue::from_bytes(b"id=\xff").unwrap());
+        let envelope = envelope(&request).unwrap();
+        let event = game_events::GameEvent::from_value(serde_json::json!({"eventName": "x"}))
+            .unwrap()
+            .stamp(chrono::Utc::now());
+        let value: Value = serde_json::from_slice(&envelope.record(&event).unwrap()).unwrap();
+        assert_eq!(value["headers"], serde_json::json!({"user-agent": "UnityPlayer"}));
         assert_eq!(value["body"]["eventName"], "x");
     }
 }
