@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use std::borrow::Cow;
 use uuid::Uuid;
 
-use crate::event::{EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, EventParams, GameEvent};
+use crate::event::{EventParams, GameEvent};
 use crate::time::whole_second;
 
 /// A field the model does not read: its name and its JSON text as sent.
@@ -131,20 +131,18 @@ impl BorrowedEvent<'_> {
     /// same fields and values as [`crate::StampedEvent`]'s JSON, with each field the model does not
     /// read copied as the client wrote it.
     pub fn write_stamped(&self, time: DateTime<Utc>, event_id: Uuid, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        let mut object = Object::start(out);
-        object.key(EVENT_NAME);
-        write_str(object.out, &self.name)?;
-        object.key(EVENT_TIME);
-        write_json(object.out, &whole_second(time).timestamp())?;
-        object.key(EVENT_ID);
-        object.out.push(b'"');
+        // The keys of `StampedEvent`, quoted, as constant pieces of text.
+        out.extend_from_slice(b"{\"eventName\":");
+        write_str(out, &self.name)?;
+        out.extend_from_slice(b",\"eventTime\":");
+        write_json(out, &whole_second(time).timestamp())?;
+        out.extend_from_slice(b",\"eventId\":\"");
         let id = event_id.hyphenated();
-        object
-            .out
-            .extend_from_slice(id.encode_lower(&mut Uuid::encode_buffer()).as_bytes());
-        object.out.push(b'"');
+        out.extend_from_slice(id.encode_lower(&mut Uuid::encode_buffer()).as_bytes());
+        out.push(b'"');
+        let mut object = Object { out, empty: false };
         if let Some(params) = &self.params {
-            object.key(EVENT_PARAMS);
+            object.key("\"eventParams\":");
             params.write(object.out)?;
         }
         object.raw_fields(&self.extra)?;
@@ -172,18 +170,18 @@ impl BorrowedParams<'_> {
     /// them.
     fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         let mut object = Object::start(out);
-        object.string("game_keyword", &self.game_keyword)?;
-        object.string("app_name", &self.app_name)?;
+        object.string("\"game_keyword\":", &self.game_keyword)?;
+        object.string("\"app_name\":", &self.app_name)?;
         if let Some(score) = self.score_adjustment {
-            object.key("scoreAdjustment");
+            object.key("\"scoreAdjustment\":");
             write_json(object.out, &score)?;
         }
-        object.string("platform", &self.platform)?;
-        object.string("app_version", &self.app_version)?;
-        object.string("device_id", &self.device_id)?;
-        object.string("client_event_time", &self.client_event_time)?;
+        object.string("\"platform\":", &self.platform)?;
+        object.string("\"app_version\":", &self.app_version)?;
+        object.string("\"device_id\":", &self.device_id)?;
+        object.string("\"client_event_time\":", &self.client_event_time)?;
         if let Some(amount) = self.amount {
-            object.key("amount");
+            object.key("\"amount\":");
             write_json(object.out, &amount)?;
         }
         object.raw_fields(&self.extra)?;
@@ -210,18 +208,17 @@ impl<'o> Object<'o> {
         }
     }
 
-    /// `"key":` for one of the model's keys, which need no escaping.
-    fn key(&mut self, key: &str) {
+    /// One of the model's keys, given quoted and with its colon (`"amount":`): they need no
+    /// escaping.
+    fn key(&mut self, quoted_key: &str) {
         self.separate();
-        self.out.push(b'"');
-        self.out.extend_from_slice(key.as_bytes());
-        self.out.extend_from_slice(b"\":");
+        self.out.extend_from_slice(quoted_key.as_bytes());
     }
 
-    /// A string field of the model, left out when absent.
-    fn string(&mut self, key: &str, value: &Option<Cow<'_, str>>) -> serde_json::Result<()> {
+    /// A string field of the model (its key as for [`Object::key`]), left out when absent.
+    fn string(&mut self, quoted_key: &str, value: &Option<Cow<'_, str>>) -> serde_json::Result<()> {
         if let Some(value) = value {
-            self.key(key);
+            self.key(quoted_key);
             write_str(self.out, value)?;
         }
         Ok(())
