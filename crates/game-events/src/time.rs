@@ -39,12 +39,16 @@ pub fn whole_second(time: DateTime<Utc>) -> DateTime<Utc> {
 /// as Python's `str(datetime)` writes it), which is taken as UTC. Fractions of a second are optional.
 pub fn parse_client_time(text: &str) -> Result<DateTime<Utc>, TimeError> {
     let trimmed = text.trim();
+    // The common case first: a date and time without an offset. No text reads both ways (it would
+    // have two offsets once the `Z` is appended), so the order changes no answer, only how many
+    // parses the common case takes.
+    if let Some(time) = without_offset(trimmed) {
+        return Ok(time);
+    }
     if let Ok(time) = DateTime::parse_from_rfc3339(trimmed) {
         return Ok(time.with_timezone(&Utc));
     }
-    without_offset(trimmed)
-        .or_else(|| by_formats(trimmed))
-        .ok_or_else(|| TimeError::Format(text.chars().take(64).collect()))
+    by_formats(trimmed).ok_or_else(|| TimeError::Format(text.chars().take(64).collect()))
 }
 
 /// The longest text [`without_offset`] reads (a date and time with nine decimals is 29 bytes).
