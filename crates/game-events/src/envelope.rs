@@ -5,7 +5,6 @@
 use std::io::Write;
 
 use chrono::{DateTime, Utc};
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -48,35 +47,6 @@ impl Envelope {
         prefix.pop();
         prefix.extend_from_slice(b",\"body\":");
         Self { prefix }
-    }
-
-    /// [`Envelope::new`] from the fields of the request object as JSON texts, in the order given:
-    /// what [`Envelope::new`] writes of the same fields, without building a `Value` of them. A
-    /// `body` is dropped, `isBase64Encoded` set to `false`, and a field given twice keeps its
-    /// last value.
-    pub fn from_fields<'a>(
-        fields: impl IntoIterator<Item = (&'a str, &'a RawValue)>,
-    ) -> Result<Self, serde_json::Error> {
-        let mut kept: Vec<(&str, &RawValue)> = Vec::new();
-        for (name, value) in fields {
-            if name == BODY || name == IS_BASE64_ENCODED {
-                continue;
-            }
-            match kept.iter_mut().find(|(n, _)| *n == name) {
-                Some(field) => field.1 = value,
-                None => kept.push((name, value)),
-            }
-        }
-        let mut prefix = Vec::with_capacity(kept.iter().map(|(n, v)| n.len() + v.get().len() + 4).sum::<usize>() + 40);
-        prefix.push(b'{');
-        for (name, value) in kept {
-            serde_json::to_writer(&mut prefix, name)?;
-            prefix.push(b':');
-            prefix.extend_from_slice(value.get().as_bytes());
-            prefix.push(b',');
-        }
-        prefix.extend_from_slice(b"\"isBase64Encoded\":false,\"body\":");
-        Ok(Self { prefix })
     }
 
     /// Bytes the envelope adds to each event: the record is this plus the event's JSON.
@@ -316,36 +286,6 @@ mod tests {
                 String::from_utf8_lossy(data)
             );
         }
-    }
-
-    #[test]
-    fn envelopes_from_fields_are_envelopes_of_the_same_object() {
-        let text = serde_json::to_string(&Value::Object(request())).unwrap();
-        let fields: Map<String, Value> = serde_json::from_str(&text).unwrap();
-        let raw: Vec<(String, Box<RawValue>)> = fields
-            .iter()
-            .map(|(name, value)| (name.clone(), serde_json::value::to_raw_value(value).unwrap()))
-            .collect();
-        let twice = serde_json::value::to_raw_value(&json!("/other")).unwrap();
-        let with_duplicate = raw.iter().map(|(n, v)| (n.as_str(), &**v)).chain([
-            ("path", &*twice),
-            ("path", &*raw.iter().find(|(n, _)| n == "path").unwrap().1),
-        ]);
-        let from_fields = Envelope::from_fields(with_duplicate).unwrap();
-        let event = stamped(json!({"eventName": "x", "level": 3}));
-        let record: Value = serde_json::from_slice(&from_fields.record(&event).unwrap()).unwrap();
-        let want: Value = serde_json::from_slice(&Envelope::new(request()).record(&event).unwrap()).unwrap();
-        assert_eq!(record, want);
-        assert_eq!(from_fields.overhead(), Envelope::new(request()).overhead());
-        let empty = Envelope::from_fields([]).unwrap().record(&event).unwrap();
-        assert_eq!(
-            serde_json::from_slice::<Value>(&empty)
-                .unwrap()
-                .as_object()
-                .unwrap()
-                .len(),
-            2
-        );
     }
 
     #[test]
