@@ -31,18 +31,24 @@ pub(crate) struct RawFields<'a> {
 }
 
 impl<'a> RawFields<'a> {
-    /// Sets `name` to `value`, replacing an earlier value of the same name.
-    pub(crate) fn set(&mut self, name: Cow<'a, str>, value: &'a RawValue) {
+    /// Sets `name` to `value`, replacing an earlier value of the same name; true when it did.
+    pub(crate) fn set(&mut self, name: Cow<'a, str>, value: &'a RawValue) -> bool {
         let Some(first) = &mut self.first else {
             self.first = Some((name, value));
-            return;
+            return false;
         };
         let field = std::iter::once(first)
             .chain(self.more.iter_mut())
             .find(|(n, _)| *n == name);
         match field {
-            Some(field) => field.1 = value,
-            None => self.more.push((name, value)),
+            Some(field) => {
+                field.1 = value;
+                true
+            }
+            None => {
+                self.more.push((name, value));
+                false
+            }
         }
     }
 
@@ -71,6 +77,9 @@ pub struct BorrowedEvent<'a> {
     pub(crate) id: Option<Uuid>,
     pub(crate) params: Option<BorrowedParams<'a>>,
     pub(crate) extra: RawFields<'a>,
+    /// The event's text in the body when the record may hold it as it is: the same fields and
+    /// values as the record writes field by field (see `fast::Span`).
+    pub(crate) raw: Option<&'a str>,
 }
 
 /// `eventParams` of a [`BorrowedEvent`].
@@ -95,6 +104,7 @@ impl BorrowedEvent<'_> {
             id: None,
             params: None,
             extra: RawFields::default(),
+            raw: None,
         }
     }
 
@@ -131,6 +141,21 @@ impl BorrowedEvent<'_> {
     /// same fields and values as [`crate::StampedEvent`]'s JSON, with each field the model does not
     /// read copied as the client wrote it.
     pub fn write_stamped(&self, time: DateTime<Utc>, event_id: Uuid, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        if let Some(raw) = self.raw {
+            // The client's text after the server's eventTime and eventId.
+            out.extend_from_slice(b"{\"eventTime\":");
+            write_json(out, &whole_second(time).timestamp())?;
+            out.extend_from_slice(b",\"eventId\":\"");
+            out.extend_from_slice(
+                event_id
+                    .hyphenated()
+                    .encode_lower(&mut Uuid::encode_buffer())
+                    .as_bytes(),
+            );
+            out.extend_from_slice(b"\",");
+            out.extend_from_slice(raw.get(1..).unwrap_or_default().as_bytes());
+            return Ok(());
+        }
         // The keys of `StampedEvent`, quoted, as constant pieces of text.
         out.extend_from_slice(b"{\"eventName\":");
         write_str(out, &self.name)?;

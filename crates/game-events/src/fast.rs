@@ -32,6 +32,7 @@ pub(crate) fn parse(body: &[u8]) -> Option<Vec<BodyEvent<'_>>> {
     let mut reader = serde_json::Deserializer::from_str(text);
     let events = Events {
         capacity: text.len() / TYPICAL_EVENT_BYTES + 1,
+        body: text,
     };
     let Body(events) = BodySeed(events).deserialize(&mut reader).ok()?;
     reader.end().ok()?;
@@ -76,16 +77,16 @@ fn text<'de, A: MapAccess<'de>>(map: &mut A) -> Result<Option<Cow<'de, str>>, A:
 struct Body<'de>(Vec<BodyEvent<'de>>);
 
 /// Reads a [`Body`], a batch with the given [`Events`].
-struct BodySeed(Events);
+struct BodySeed<'de>(Events<'de>);
 
-impl<'de> DeserializeSeed<'de> for BodySeed {
+impl<'de> DeserializeSeed<'de> for BodySeed<'de> {
     type Value = Body<'de>;
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for BodySeed {
+impl<'de> Visitor<'de> for BodySeed<'de> {
     type Value = Body<'de>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an event object or {\"events\": [...]}")
@@ -93,7 +94,7 @@ impl<'de> Visitor<'de> for BodySeed {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Body<'de>, A::Error> {
         // The body object is the event's own object when it is one event.
         let mut single = BorrowedEvent::empty();
-        let mut event = EventFields::new(1, &mut single);
+        let mut event = EventFields::new(1, self.0.body, &mut single);
         let mut batch: Option<Vec<BodyEvent<'de>>> = None;
         let mut other_fields = false;
         while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
@@ -115,20 +116,22 @@ impl<'de> Visitor<'de> for BodySeed {
     }
 }
 
-/// The array of a batch, read into a vector with room for `capacity` events at first.
+/// The array of a batch, read into a vector with room for `capacity` events at first; `body` is
+/// the text being read.
 #[derive(Clone, Copy)]
-struct Events {
+struct Events<'de> {
     capacity: usize,
+    body: &'de str,
 }
 
-impl<'de> DeserializeSeed<'de> for Events {
+impl<'de> DeserializeSeed<'de> for Events<'de> {
     type Value = Vec<BodyEvent<'de>>;
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_seq(self)
     }
 }
 
-impl<'de> Visitor<'de> for Events {
+impl<'de> Visitor<'de> for Events<'de> {
     type Value = Vec<BodyEvent<'de>>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an array of event objects")
@@ -142,7 +145,7 @@ impl<'de> Visitor<'de> for Events {
             let Some(BodyEvent::Borrowed(slot)) = events.last_mut() else {
                 return Err(de::Error::custom("no room for the event"));
             };
-            if seq.next_element_seed(EventSeed(slot))?.is_none() {
+            if seq.next_element_seed(EventSeed(slot, self.body))?.is_none() {
                 events.pop();
                 return Ok(events);
             }
@@ -153,8 +156,8 @@ impl<'de> Visitor<'de> for Events {
     }
 }
 
-/// One event of a batch, read into the event it refers to.
-struct EventSeed<'a, 'de>(&'a mut BorrowedEvent<'de>);
+/// One event of a batch, read into the event it refers to, from the body's text.
+struct EventSeed<'a, 'de>(&'a mut BorrowedEvent<'de>, &'de str);
 
 impl<'de> DeserializeSeed<'de> for EventSeed<'_, 'de> {
     type Value = ();
@@ -170,7 +173,7 @@ impl<'de> Visitor<'de> for EventSeed<'_, 'de> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         // The body, the array and the event's own object.
-        let mut event = EventFields::new(3, self.0);
+        let mut event = EventFields::new(3, self.1, self.0);
         while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
             event.field(key, &mut map)?;
         }
@@ -185,31 +188,57 @@ struct EventFields<'a, 'de> {
     depth: usize,
     name: Option<Cow<'de, str>>,
     event: &'a mut BorrowedEvent<'de>,
+    /// Where the event's text is, and whether it can be copied as it is.
+    span: Span<'de>,
 }
 
 impl<'a, 'de> EventFields<'a, 'de> {
-    fn new(depth: usize, event: &'a mut BorrowedEvent<'de>) -> Self {
+    fn new(depth: usize, body: &'de str, event: &'a mut BorrowedEvent<'de>) -> Self {
         Self {
             depth,
             name: None,
             event,
+            span: Span::new(body),
         }
     }
 
     fn field<A: MapAccess<'de>>(&mut self, key: Cow<'de, str>, map: &mut A) -> Result<(), A::Error> {
+        self.span.key(&key);
         match &*key {
-            EVENT_NAME => self.name = text(map)?,
-            EVENT_ID => self.event.id = map.next_value()?,
+            EVENT_NAME => {
+                self.span.known(0);
+                self.name = text(map)?;
+                self.span.text(&self.name);
+            }
+            // The server's eventId and eventTime are written in the client's place: not a copy.
+            EVENT_ID => {
+                self.span.copyable = false;
+                self.event.id = map.next_value()?;
+            }
             // Dropped, as the reference path drops it, but checked all the same as a `Value` would
             // be read: serde's `IgnoredAny` would let through what a `Value` refuses.
-            EVENT_TIME => drop(map.next_value_seed(Unread { depth: self.depth })?),
-            EVENT_PARAMS => map.next_value_seed(ParamsSeed {
-                depth: self.depth + 1,
-                into: &mut self.event.params,
-            })?,
+            EVENT_TIME => {
+                self.span.copyable = false;
+                map.next_value_seed(Unread { depth: self.depth })?;
+            }
+            EVENT_PARAMS => {
+                self.span.known(1);
+                let params_end = map.next_value_seed(ParamsSeed {
+                    depth: self.depth + 1,
+                    into: &mut self.event.params,
+                    body: self.span.body,
+                })?;
+                // Parameters that are not copied as written (or `null`) are not in the event's
+                // text as the record writes them.
+                self.span.copyable &= params_end.is_some();
+                self.span.end_at(params_end);
+            }
             _ => {
                 let value = map.next_value_seed(Unread { depth: self.depth })?;
-                self.event.extra.set(key, value);
+                self.span.raw(value);
+                if self.event.extra.set(key, value) {
+                    self.span.copyable = false;
+                }
             }
         }
         Ok(())
@@ -226,51 +255,191 @@ impl<'a, 'de> EventFields<'a, 'de> {
             return Err(E::custom("amount"));
         }
         self.event.name = name;
+        self.event.raw = self.span.finish().map(|(start, end)| &self.span.body[start..end]);
         Ok(())
     }
 }
 
-/// `eventParams` (`null` is absent), read into `into`; `depth` counts its own object.
+/// Follows where an object's text lies in the body while its fields are read, and whether the
+/// text can be copied into a record as it is: only when the object has no field the record
+/// writes otherwise (a `null` that the record leaves out, a field given twice, the client's
+/// eventId or eventTime, a number the record writes in another form) and every value's end was
+/// seen (strings with escapes are read into new strings, which say nothing of where they were).
+struct Span<'de> {
+    body: &'de str,
+    copyable: bool,
+    /// Whether a key was read.
+    started: bool,
+    /// Where the first key starts, after its quote.
+    first_key: Option<usize>,
+    /// Where the last value read ends.
+    last_end: Option<usize>,
+    /// The model's keys seen so far, one bit each.
+    known: u16,
+}
+
+impl<'de> Span<'de> {
+    fn new(body: &'de str) -> Self {
+        Self {
+            body,
+            copyable: true,
+            started: false,
+            first_key: None,
+            last_end: None,
+            known: 0,
+        }
+    }
+
+    /// Where `part`, a slice of the body, starts in it.
+    fn offset(&self, part: &str) -> Option<usize> {
+        let at = (part.as_ptr() as usize).checked_sub(self.body.as_ptr() as usize)?;
+        (at + part.len() <= self.body.len()).then_some(at)
+    }
+
+    #[allow(
+        clippy::ptr_arg,
+        reason = "whether the key is borrowed says whether its position is known"
+    )]
+    fn key(&mut self, key: &Cow<'de, str>) {
+        match key {
+            Cow::Borrowed(key) if !std::mem::replace(&mut self.started, true) => {
+                self.first_key = self.offset(key);
+                self.copyable &= self.first_key.is_some();
+            }
+            Cow::Borrowed(_) => {}
+            // Keys with escapes: the record writes them unescaped (their position is not known
+            // either when first).
+            Cow::Owned(_) => self.copyable = false,
+        }
+    }
+
+    /// The model's key number `bit`: a second one is a field given twice.
+    fn known(&mut self, bit: u16) {
+        if self.known & (1 << bit) != 0 {
+            self.copyable = false;
+        }
+        self.known |= 1 << bit;
+    }
+
+    /// The value just read ends at `end`, if known; only the last value's end is needed.
+    fn end_at(&mut self, end: Option<usize>) {
+        self.last_end = end;
+    }
+
+    /// A string value read: it ends with the quote after its text, if it was borrowed.
+    fn text(&mut self, value: &Option<Cow<'de, str>>) {
+        let end = match value {
+            Some(Cow::Borrowed(text)) => self
+                .offset(text)
+                .map(|at| at + text.len())
+                .filter(|&end| self.body.as_bytes().get(end) == Some(&b'"'))
+                .map(|end| end + 1),
+            // A string with escapes: copied as written, but where it ends is not known.
+            Some(Cow::Owned(_)) => None,
+            // `null`, which the record leaves out.
+            None => {
+                self.copyable = false;
+                None
+            }
+        };
+        self.end_at(end);
+    }
+
+    fn raw(&mut self, value: &'de RawValue) {
+        let end = self.offset(value.get()).map(|at| at + value.get().len());
+        self.end_at(end);
+    }
+
+    /// The object's text, from its `{` to its `}`, if it can be copied as it is.
+    fn finish(&self) -> Option<(usize, usize)> {
+        if !self.copyable {
+            return None;
+        }
+        let bytes = self.body.as_bytes();
+        let is_space = |b: &u8| matches!(b, b' ' | b'\n' | b'\r' | b'\t');
+        // `{`, white space and the first key's quote before the key.
+        let quote = self.first_key?.checked_sub(1)?;
+        let open = bytes.get(..quote)?.iter().rposition(|b| !is_space(b))?;
+        let end = self.last_end?;
+        let close = end + bytes.get(end..)?.iter().position(|b| !is_space(b))?;
+        (bytes.get(quote) == Some(&b'"') && bytes[open] == b'{' && bytes[close] == b'}').then_some((open, close + 1))
+    }
+}
+
+/// `eventParams` (`null` is absent), read into `into`; `depth` counts its own object. Its value
+/// is where its text ends in `body` when the event's text can still be copied as it is.
 struct ParamsSeed<'a, 'de> {
     depth: usize,
     into: &'a mut Option<BorrowedParams<'de>>,
+    body: &'de str,
 }
 
 impl<'de> DeserializeSeed<'de> for ParamsSeed<'_, 'de> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+    type Value = Option<usize>;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<usize>, D::Error> {
         deserializer.deserialize_option(self)
     }
 }
 
 impl<'de> Visitor<'de> for ParamsSeed<'_, 'de> {
-    type Value = ();
+    type Value = Option<usize>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object or null")
     }
-    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+    fn visit_none<E: de::Error>(self) -> Result<Option<usize>, E> {
         *self.into = None;
-        Ok(())
+        Ok(None)
     }
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<usize>, D::Error> {
         deserializer.deserialize_map(self)
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<usize>, A::Error> {
         // A second `eventParams` replaces the first as a whole.
         let p = self.into.insert(BorrowedParams::default());
+        let mut span = Span::new(self.body);
         while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
+            span.key(&key);
+            let string = match &*key {
+                "game_keyword" => Some((0, &mut p.game_keyword)),
+                "app_name" => Some((1, &mut p.app_name)),
+                "platform" => Some((2, &mut p.platform)),
+                "app_version" => Some((3, &mut p.app_version)),
+                "device_id" => Some((4, &mut p.device_id)),
+                "client_event_time" => Some((5, &mut p.client_event_time)),
+                _ => None,
+            };
+            if let Some((bit, field)) = string {
+                span.known(bit);
+                *field = text(&mut map)?;
+                span.text(field);
+                continue;
+            }
             match &*key {
-                "game_keyword" => p.game_keyword = text(&mut map)?,
-                "app_name" => p.app_name = text(&mut map)?,
-                "scoreAdjustment" => p.score_adjustment = map.next_value()?,
-                "platform" => p.platform = text(&mut map)?,
-                "app_version" => p.app_version = text(&mut map)?,
-                "device_id" => p.device_id = text(&mut map)?,
-                "client_event_time" => p.client_event_time = text(&mut map)?,
-                "amount" => p.amount = map.next_value()?,
+                // Numbers are read from their text, which the record keeps when it is the one
+                // serde_json writes for the number.
+                "scoreAdjustment" => {
+                    span.known(6);
+                    let raw: &RawValue = map.next_value()?;
+                    p.score_adjustment = serde_json::from_str(raw.get()).map_err(de::Error::custom)?;
+                    span.raw(raw);
+                    // A number read as an `i32` is a whole number without sign, fraction or
+                    // exponent to spare (serde_json reads `-0`, `1.0` and `1e2` as floats), which
+                    // is how serde_json writes it back; `null` the record leaves out.
+                    span.copyable &= p.score_adjustment.is_some();
+                }
+                "amount" => {
+                    span.known(7);
+                    let raw: &RawValue = map.next_value()?;
+                    p.amount = serde_json::from_str(raw.get()).map_err(de::Error::custom)?;
+                    span.raw(raw);
+                    span.copyable &= p.amount.is_some_and(|n| written_as(n, raw.get()));
+                }
                 _ => {
                     let value = map.next_value_seed(Unread { depth: self.depth })?;
-                    p.extra.set(key, value);
+                    span.raw(value);
+                    if p.extra.set(key, value) {
+                        span.copyable = false;
+                    }
                 }
             }
         }
@@ -279,8 +448,18 @@ impl<'de> Visitor<'de> for ParamsSeed<'_, 'de> {
         {
             return Err(de::Error::custom("client_event_time"));
         }
-        Ok(())
+        Ok(span.finish().map(|(_, end)| end))
     }
+}
+
+/// Whether serde_json writes `n` as `text`.
+fn written_as(n: f64, text: &str) -> bool {
+    let mut buffer = std::io::Cursor::new([0u8; 40]);
+    if serde_json::to_writer(&mut buffer, &n).is_err() {
+        return false;
+    }
+    let written = usize::try_from(buffer.position()).unwrap_or(usize::MAX);
+    buffer.get_ref().get(..written) == Some(text.as_bytes())
 }
 
 /// A value the model does not read, kept as its JSON text once checked to be one that a
@@ -518,6 +697,47 @@ mod tests {
         assert!(agree("{\"eventName\": \"\u{e9}\"}".as_bytes()));
     }
 
+    /// Whether the single event of `body` is copied into its record as written.
+    fn copied(body: &str) -> bool {
+        assert!(agree(body.as_bytes()), "the fast path refused {body}");
+        match parse(body.as_bytes()).unwrap().as_slice() {
+            [BodyEvent::Borrowed(event)] => event.raw.is_some(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn events_are_copied_as_written_only_when_the_record_says_the_same() {
+        let copied_bodies = [
+            r#"{"eventName": "x"}"#,
+            r#"{"events": [{"eventName":"x","eventParams":{"amount":4.99,"device_id":"d"},"k":[1, {"a": null}]}]}"#,
+            "{ \"eventName\" : \"x\" ,\n \"eventParams\" : { \"scoreAdjustment\" : -3 , \"level\" : 7 } }",
+            r#"{"eventName": "\u00e9x", "k": "\n"}"#,
+            r#"{"eventParams": {"platform": "ios", "amount": 0.1}, "eventName": "purchaseEvent"}"#,
+        ];
+        for body in copied_bodies {
+            assert!(copied(body), "not copied: {body}");
+        }
+        let written_bodies = [
+            r#"{"eventName": "x", "eventTime": 5}"#,
+            r#"{"eventName": "x", "eventId": "0b5e8a52-7d4d-4f4b-9c39-6d9a8a0c1e11"}"#,
+            r#"{"eventName": "x", "eventName": "y"}"#,
+            r#"{"eventName": "x", "k": 1, "k": 2}"#,
+            r#"{"eventName": "x", "eventParams": null}"#,
+            r#"{"eventName": "x", "eventParams": {"device_id": null}}"#,
+            r#"{"eventName": "x", "eventParams": {"device_id": "a", "device_id": "b"}}"#,
+            r#"{"eventName": "x", "eventParams": {"amount": 5}}"#,
+            r#"{"eventName": "x", "eventParams": {"amount": 1e2}}"#,
+            r#"{"eventName": "x", "eventParams": {"scoreAdjustment": null}}"#,
+            r#"{"eventName": "x", "eventParams": {}}"#,
+            r#"{"eventName": "x", "k\u0065y": 1}"#,
+            r#"{"k": 1, "eventName": "\u00e9"}"#,
+        ];
+        for body in written_bodies {
+            assert!(!copied(body), "copied: {body}");
+        }
+    }
+
     #[test]
     fn both_paths_stop_at_the_same_nesting_depth() {
         let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
@@ -552,6 +772,12 @@ mod tests {
             });
             let body = serde_json::json!({"events": synth.events(MAX_EVENTS_PER_REQUEST, time)}).to_string();
             assert!(agree(body.as_bytes()));
+            // Generated events are copied as written, unless they carry the client's eventId.
+            let copied = parse(body.as_bytes())
+                .unwrap()
+                .iter()
+                .all(|e| matches!(e, BodyEvent::Borrowed(e) if e.raw.is_some()));
+            assert_eq!(copied, !event_ids);
         }
     }
 }
