@@ -4,15 +4,17 @@
 //!
 //! Strings without escapes are slices of the body; fields the model does not read are kept as
 //! their JSON text ([`RawValue`]), checked to be exactly what a `serde_json::Value` would accept,
-//! and copied as they are into the record. [`BorrowedEvent::into_owned`] makes the [`GameEvent`] of
-//! the same event, which is what the tests and the `api_body` fuzz target compare with the
-//! reference path.
+//! and copied as they are into the record. An event whose text says exactly what its record
+//! would say (most do) is copied into the record whole, after the server's `eventTime` and
+//! `eventId`. [`BorrowedEvent::into_owned`] makes the [`GameEvent`] of the same event, which is
+//! what the tests and the `api_body` fuzz target compare with the reference path.
+
+use std::borrow::Cow;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use std::borrow::Cow;
 use uuid::Uuid;
 
 use crate::event::{EventParams, GameEvent};
