@@ -39,25 +39,12 @@ struct State {
 }
 
 /// The `n`th Kinesis sequence number of the shard: 56 decimal digits, increasing with `n`. The
-/// same text as `format!("4959{n:052}")` (a test compares them), without the formatter's padding
-/// one character at a time and its 128-bit division.
+/// same text as `format!("4959{n:052}")` (a test compares them), with `itoa`'s digits in place of
+/// the formatter's padding one character at a time.
 fn sequence_number(n: u128) -> String {
     const ZEROS: &str = "0000000000000000000000000000000000000000000000000000";
-    let Ok(mut rest) = u64::try_from(n) else {
-        return format!("4959{n:052}");
-    };
-    let mut buffer = [0u8; 20];
-    let mut start = buffer.len();
-    loop {
-        start -= 1;
-        buffer[start] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    // ASCII digits only.
-    let digits = std::str::from_utf8(&buffer[start..]).unwrap_or_default();
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(n);
     let mut out = String::with_capacity(56);
     out.push_str("4959");
     out.push_str(ZEROS.get(digits.len()..).unwrap_or_default());
