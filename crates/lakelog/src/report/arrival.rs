@@ -22,12 +22,12 @@ use std::collections::{HashMap, HashSet};
 use arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, LargeStringArray, PrimitiveArray, StringArray, StringViewArray,
 };
-use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType, TimeUnit, TimestampMicrosecondType};
 use arrow::record_batch::RecordBatch;
 use chrono::TimeDelta;
 
 use super::ReportError;
+use super::session::{batch_column, cast_column};
 
 /// The columns [`judge`] reads.
 #[derive(Debug, Clone, Copy)]
@@ -80,7 +80,11 @@ pub fn judge(
         let batch_index = u32::try_from(b).map_err(|_| too_many(query))?;
         let arrival = micros(query, batch, columns.arrival)?;
         let arrival = arrival.as_primitive::<TimestampMicrosecondType>();
-        let shard = Text::new(query, columns.shard, column(query, batch, columns.shard)?.as_ref())?;
+        let shard = Text::new(
+            query,
+            columns.shard,
+            batch_column(query, batch, columns.shard)?.as_ref(),
+        )?;
         for row in 0..batch.num_rows() {
             let row_index = u32::try_from(row).map_err(|_| too_many(query))?;
             let arrival_missing = arrival.is_null(row);
@@ -95,13 +99,13 @@ pub fn judge(
         ids.push(Text::new(
             query,
             columns.id,
-            column(query, batch, columns.id)?.as_ref(),
+            batch_column(query, batch, columns.id)?.as_ref(),
         )?);
         times.push(micros(query, batch, columns.time)?);
         sequences.push(Text::new(
             query,
             columns.sequence,
-            column(query, batch, columns.sequence)?.as_ref(),
+            batch_column(query, batch, columns.sequence)?.as_ref(),
         )?);
     }
     let ranks = shards.ranks();
@@ -227,7 +231,7 @@ impl<'a> Text<'a> {
             DataType::Utf8 => Self::Utf8(array.as_string::<i32>()),
             DataType::LargeUtf8 => Self::Large(array.as_string::<i64>()),
             DataType::Utf8View => Self::View(array.as_string_view()),
-            other => return Err(column_error(query, name, format!("is {other}, not text"))),
+            other => return Err(ReportError::column(query, name, format!("is {other}, not text"))),
         })
     }
 
@@ -240,49 +244,17 @@ impl<'a> Text<'a> {
     }
 }
 
-fn column<'b>(query: &str, batch: &'b RecordBatch, name: &str) -> Result<&'b ArrayRef, ReportError> {
-    batch
-        .column_by_name(name)
-        .ok_or_else(|| column_error(query, name, "not in the result".to_owned()))
-}
-
 /// A timestamp column as microseconds since the epoch, whatever its unit and zone.
 fn micros(query: &str, batch: &RecordBatch, name: &str) -> Result<ArrayRef, ReportError> {
-    let array = column(query, batch, name)?;
-    if !matches!(array.data_type(), DataType::Timestamp(..)) {
-        return Err(column_error(
-            query,
-            name,
-            format!("is {}, not a timestamp", array.data_type()),
-        ));
+    let kind = batch_column(query, batch, name)?.data_type();
+    if !matches!(kind, DataType::Timestamp(..)) {
+        return Err(ReportError::column(query, name, format!("is {kind}, not a timestamp")));
     }
-    let options = CastOptions {
-        safe: false,
-        ..CastOptions::default()
-    };
-    cast_with_options(array, &DataType::Timestamp(TimeUnit::Microsecond, None), &options).map_err(|e| {
-        column_error(
-            query,
-            name,
-            format!("cannot read {} as microseconds: {e}", array.data_type()),
-        )
-    })
-}
-
-fn column_error(query: &str, column: &str, detail: String) -> ReportError {
-    ReportError::Column {
-        query: query.to_owned(),
-        column: column.to_owned(),
-        detail,
-    }
+    cast_column(query, batch, name, &DataType::Timestamp(TimeUnit::Microsecond, None))
 }
 
 fn too_many(query: &str) -> ReportError {
-    ReportError::Column {
-        query: query.to_owned(),
-        column: String::new(),
-        detail: "more than 2^32 batches or rows per batch".to_owned(),
-    }
+    ReportError::column(query, "", "more than 2^32 batches or rows per batch")
 }
 
 #[cfg(test)]

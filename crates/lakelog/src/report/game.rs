@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use arrow::array::ArrayRef;
 use arrow::compute::filter_record_batch;
-use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use chrono::{DateTime, NaiveDate, SecondsFormat, TimeDelta, Utc};
 use deltalake::datafusion::datasource::MemTable;
@@ -157,61 +157,47 @@ fn register_events(session: &ReportSession, copies: Rows) -> Result<usize, Repor
         query: COPIES.to_owned(),
         source,
     };
-    // One schema for every batch: the branches of the query's UNION ALL may differ in what they
-    // say about nulls.
-    let schema = match batches.first() {
-        Some(first) => {
-            let mut fields = Vec::with_capacity(kept.len() + 1);
-            for name in kept {
-                let field = first
-                    .schema_ref()
-                    .field_with_name(name)
-                    .map_err(|_| ReportError::Column {
-                        query: COPIES.to_owned(),
-                        column: name.to_owned(),
-                        detail: "not in the result".to_owned(),
-                    })?;
-                fields.push(field.clone().with_nullable(true));
-            }
-            fields.push(Field::new("late", DataType::Boolean, false));
-            Arc::new(Schema::new(fields))
-        }
-        // No rows (an empty result may have no batches): the same columns, no rows.
-        None => {
-            let timestamp = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
-            Arc::new(Schema::new(vec![
-                Field::new("name", DataType::Utf8, true),
-                Field::new("t", timestamp, true),
-                Field::new("day", DataType::Date32, true),
-                Field::new("platform", DataType::Utf8, true),
-                Field::new("device", DataType::Utf8, true),
-                Field::new("amount", DataType::Float64, true),
-                Field::new("late", DataType::Boolean, false),
-            ]))
-        }
-    };
+    // One schema for every batch, the first one's with every column nullable: tables registered
+    // together are a UNION ALL view, whose branches may differ in what they say about nulls.
+    let mut schema: Option<SchemaRef> = None;
     let arrow_error = |e| error(DataFusionError::ArrowError(Box::new(e), None));
     let mut events = Vec::with_capacity(batches.len());
     let mut count = 0;
     for (batch, verdicts) in batches.into_iter().zip(verdicts) {
+        let mut fields = Vec::with_capacity(kept.len() + 1);
         let mut arrays = Vec::with_capacity(kept.len() + 1);
         for name in kept {
-            let column = batch.column_by_name(name).ok_or_else(|| ReportError::Column {
-                query: COPIES.to_owned(),
-                column: name.to_owned(),
-                detail: "not in the result".to_owned(),
-            })?;
-            arrays.push(column.clone());
+            let (i, field) = batch
+                .schema_ref()
+                .column_with_name(name)
+                .ok_or_else(|| ReportError::column(COPIES, name, "not in the result"))?;
+            fields.push(field.clone().with_nullable(true));
+            arrays.push(batch.column(i).clone());
         }
+        fields.push(Field::new("late", DataType::Boolean, false));
         let all_first = verdicts.all_first();
         arrays.push(Arc::new(verdicts.late) as ArrayRef);
-        let mut batch = RecordBatch::try_new(schema.clone(), arrays).map_err(arrow_error)?;
+        let schema = schema.get_or_insert_with(|| Arc::new(Schema::new(fields))).clone();
+        let mut batch = RecordBatch::try_new(schema, arrays).map_err(arrow_error)?;
         if !all_first {
             batch = filter_record_batch(&batch, &verdicts.first).map_err(arrow_error)?;
         }
         count += batch.num_rows();
         events.push(batch);
     }
+    // No rows (an empty result may have no batches): the same columns, no rows.
+    let schema = schema.unwrap_or_else(|| {
+        let timestamp = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        Arc::new(Schema::new(vec![
+            Field::new("name", DataType::Utf8, true),
+            Field::new("t", timestamp, true),
+            Field::new("day", DataType::Date32, true),
+            Field::new("platform", DataType::Utf8, true),
+            Field::new("device", DataType::Utf8, true),
+            Field::new("amount", DataType::Float64, true),
+            Field::new("late", DataType::Boolean, false),
+        ]))
+    });
     let partitions = session.context().copied_config().target_partitions().max(1);
     let mut spread: Vec<Vec<RecordBatch>> = vec![Vec::new(); partitions];
     for (i, batch) in events.into_iter().enumerate() {

@@ -167,6 +167,15 @@ pub enum ReportError {
 }
 
 impl ReportError {
+    /// A result column of the query named `query` that is missing or cannot be read.
+    pub fn column(query: &str, column: &str, detail: impl Into<String>) -> Self {
+        Self::Column {
+            query: query.to_owned(),
+            column: column.to_owned(),
+            detail: detail.into(),
+        }
+    }
+
     /// An invalid command-line value.
     pub fn invalid_argument(argument: &str, value: &str, reason: impl Into<String>) -> Self {
         Self::InvalidArgument {

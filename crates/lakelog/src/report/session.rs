@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, AsArray};
+use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType, Date32Type, Float64Type, Int64Type, Schema, TimeUnit, TimestampMicrosecondType};
 use arrow::record_batch::RecordBatch;
@@ -212,24 +212,9 @@ impl Rows {
 
     /// Every batch's `column`, cast to `to`.
     fn columns(&self, column: &str, to: &DataType) -> Result<Vec<Arc<dyn Array>>, ReportError> {
-        let error = |detail: String| ReportError::Column {
-            query: self.query.clone(),
-            column: column.to_owned(),
-            detail,
-        };
         self.batches
             .iter()
-            .map(|batch| {
-                let array = batch
-                    .column_by_name(column)
-                    .ok_or_else(|| error("not in the result".to_owned()))?;
-                let options = CastOptions {
-                    safe: false,
-                    ..CastOptions::default()
-                };
-                cast_with_options(array, to, &options)
-                    .map_err(|e| error(format!("cannot read {} as {to}: {e}", array.data_type())))
-            })
+            .map(|batch| cast_column(&self.query, batch, column, to))
             .collect()
     }
 
@@ -297,6 +282,30 @@ impl Rows {
         }
         Ok(out)
     }
+}
+
+/// `batch`'s column `name`; missing, an error naming `query` and the column.
+pub(super) fn batch_column<'b>(query: &str, batch: &'b RecordBatch, name: &str) -> Result<&'b ArrayRef, ReportError> {
+    batch
+        .column_by_name(name)
+        .ok_or_else(|| ReportError::column(query, name, "not in the result"))
+}
+
+/// `batch`'s column `name` cast to `to`; missing, or a value that cannot be cast, is an error
+/// naming `query` and the column (never a silent null).
+pub(super) fn cast_column(
+    query: &str,
+    batch: &RecordBatch,
+    name: &str,
+    to: &DataType,
+) -> Result<ArrayRef, ReportError> {
+    let array = batch_column(query, batch, name)?;
+    let options = CastOptions {
+        safe: false,
+        ..CastOptions::default()
+    };
+    cast_with_options(array, to, &options)
+        .map_err(|e| ReportError::column(query, name, format!("cannot read {} as {to}: {e}", array.data_type())))
 }
 
 /// Days from 0001-01-01 (day 1 of the common era) to 1970-01-01.
