@@ -158,43 +158,40 @@ pub fn body_bytes(request: &ApiGatewayProxyRequest, max_bytes: usize) -> Result<
     Ok(Cow::Owned(out))
 }
 
+/// How `ApiGatewayProxyRequest` serialises its last two fields when it has no body: what
+/// [`envelope`] cuts `"body":null,` out of.
+const SERIALISED_END: &[u8] = b",\"body\":null,\"isBase64Encoded\":false}";
+
 /// The envelope of the request's records: the request as JSON without its body, with credential
 /// headers ([`REDACTED_HEADERS`]) and `requestContext.identity.apiKey` removed, since the stream
 /// and the tables are read by many.
 pub fn envelope(request: &ApiGatewayProxyRequest) -> Result<Envelope, serde_json::Error> {
-    // The request as a `Value` straight away, its credentials then removed from the `Value`: no
-    // copy of the request first. Only a credential header that is not UTF-8 makes this fail, and
-    // such a header is removed from a copy of the request before it is serialised.
-    let mut value = match serde_json::to_value(request) {
-        Ok(value) => value,
-        Err(_) => {
-            let mut without_body = request.clone();
-            without_body.body = None;
-            redact(&mut without_body.headers);
-            redact(&mut without_body.multi_value_headers);
-            serde_json::to_value(&without_body)?
-        }
-    };
-    for headers in ["headers", "multiValueHeaders"] {
-        if let Some(headers) = value.get_mut(headers).and_then(Value::as_object_mut) {
-            // Header names are lowercase in the request's header maps, and so in the `Value`.
-            for name in REDACTED_HEADERS {
-                headers.remove(name);
-            }
+    let mut copy = request.clone();
+    copy.body = None;
+    copy.is_base64_encoded = false;
+    redact(&mut copy.headers);
+    redact(&mut copy.multi_value_headers);
+    copy.request_context.identity.api_key = None;
+    // Serialised straight into the envelope's text, and `"body":null,` cut out of it: the record
+    // puts the event there. Fails only for a header value that is not UTF-8.
+    let mut json = serde_json::to_vec(&copy)?;
+    if json.ends_with(SERIALISED_END) {
+        let body_at = json.len() - SERIALISED_END.len() + 1;
+        json.drain(body_at..body_at + b"\"body\":null,".len());
+        if let Some(envelope) = Envelope::from_object_json(json) {
+            return Ok(envelope);
         }
     }
-    if let Some(identity) = value
-        .pointer_mut("/requestContext/identity")
-        .and_then(Value::as_object_mut)
-    {
-        identity.remove("apiKey");
+    // Another shape of the request's JSON (another version of its type): through a `Value`,
+    // which `Envelope::new` takes the body out of.
+    envelope_through_value(&copy)
+}
+
+fn envelope_through_value(copy: &ApiGatewayProxyRequest) -> Result<Envelope, serde_json::Error> {
+    match serde_json::to_value(copy)? {
+        Value::Object(map) => Ok(Envelope::new(map)),
+        _ => Ok(Envelope::new(serde_json::Map::new())),
     }
-    let map = match value {
-        Value::Object(map) => map,
-        _ => serde_json::Map::new(),
-    };
-    // `Envelope::new` drops the body.
-    Ok(Envelope::new(map))
 }
 
 fn redact(headers: &mut HeaderMap) {
@@ -354,7 +351,42 @@ mod tests {
         assert_eq!(value["httpMethod"], "POST");
         assert_eq!(value["body"]["eventName"], "x");
         assert!(value["headers"].get("x-api-key").is_none() && value["multiValueHeaders"].get("x-api-key").is_none());
-        assert!(value["requestContext"]["identity"].get("apiKey").is_none());
+        assert!(value["requestContext"]["identity"]["apiKey"].is_null());
+    }
+
+    #[test]
+    fn envelopes_are_the_sample_requests_as_json_without_body_or_credentials() {
+        for name in ["apigw-batch.json", "apigw-single-event.json", "apigw-gzip-base64.json"] {
+            let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
+            let mut request: ApiGatewayProxyRequest =
+                serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+            request.request_context.identity.api_key = Some("KEY123".into());
+            let mut copy = request.clone();
+            // The serialised request ends as `envelope` expects, so it takes its direct path.
+            copy.body = None;
+            copy.is_base64_encoded = false;
+            assert!(serde_json::to_vec(&copy).unwrap().ends_with(SERIALISED_END), "{name}");
+            let event = game_events::GameEvent::from_value(serde_json::json!({"eventName": "x"}))
+                .unwrap()
+                .stamp(chrono::Utc::now());
+            let record: Value = serde_json::from_slice(&envelope(&request).unwrap().record(&event).unwrap()).unwrap();
+            let mut want = serde_json::to_value(&request).unwrap();
+            want["body"] = serde_json::to_value(&event).unwrap();
+            want["isBase64Encoded"] = Value::Bool(false);
+            want["requestContext"]["identity"]["apiKey"] = Value::Null;
+            for headers in ["headers", "multiValueHeaders"] {
+                for name in REDACTED_HEADERS {
+                    want[headers].as_object_mut().unwrap().remove(name);
+                }
+            }
+            assert_eq!(record, want, "{name}");
+            // The other path, on the copy `envelope` makes (credentials removed), writes the same.
+            copy.request_context.identity.api_key = None;
+            redact(&mut copy.headers);
+            redact(&mut copy.multi_value_headers);
+            let through_value = envelope_through_value(&copy).unwrap().record(&event).unwrap();
+            assert_eq!(serde_json::from_slice::<Value>(&through_value).unwrap(), want, "{name}");
+        }
     }
 
     #[test]

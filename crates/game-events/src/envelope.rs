@@ -49,6 +49,26 @@ impl Envelope {
         Self { prefix }
     }
 
+    /// The envelope of a request already serialised: `json` is the text of a JSON object without
+    /// a `body` field and with `isBase64Encoded` `false` (what [`Envelope::new`] makes of a
+    /// request); each record is that object with `body`, the event, as its last field. `None`
+    /// when `json` is not the text of an object.
+    pub fn from_object_json(mut json: Vec<u8>) -> Option<Self> {
+        while json.last().is_some_and(u8::is_ascii_whitespace) {
+            json.pop();
+        }
+        let open = json.iter().position(|b| !b.is_ascii_whitespace())?;
+        if json[open] != b'{' || open + 1 == json.len() || json.pop() != Some(b'}') {
+            return None;
+        }
+        // `{...}` -> `{...,"body":`, or `{` -> `{"body":` for an empty object.
+        if json[open + 1..].iter().any(|b| !b.is_ascii_whitespace()) {
+            json.push(b',');
+        }
+        json.extend_from_slice(b"\"body\":");
+        Some(Self { prefix: json })
+    }
+
     /// Bytes the envelope adds to each event: the record is this plus the event's JSON.
     pub fn overhead(&self) -> usize {
         self.prefix.len() + 1
@@ -233,6 +253,26 @@ mod tests {
         assert_eq!(value["body"]["eventParams"]["sku"], json!("x"));
         assert_eq!(value["body"]["level"], json!(7));
         assert_eq!(decode_record(&record).unwrap(), event);
+    }
+
+    #[test]
+    fn envelopes_of_serialised_requests_write_the_same_records() {
+        let mut map = request();
+        map.remove(BODY);
+        map.insert(IS_BASE64_ENCODED.to_owned(), Value::Bool(false));
+        let json = serde_json::to_vec(&map).unwrap();
+        let event = stamped(json!({"eventName": "levelUp"}));
+        let from_json = Envelope::from_object_json(json).unwrap();
+        assert_eq!(
+            from_json.record(&event).unwrap(),
+            Envelope::new(request()).record(&event).unwrap()
+        );
+        let empty = Envelope::from_object_json(b" { } \n".to_vec()).unwrap();
+        let record: Value = serde_json::from_slice(&empty.record(&event).unwrap()).unwrap();
+        assert_eq!(record, json!({"body": serde_json::to_value(&event).unwrap()}));
+        for not_an_object in [&b""[..], b"[]", b"\"{}\"", b"{"] {
+            assert_eq!(Envelope::from_object_json(not_an_object.to_vec()), None);
+        }
     }
 
     #[test]
