@@ -104,9 +104,10 @@ pub fn prepare(request: &ApiGatewayProxyRequest, config: &ApiConfig, now: DateTi
     let time = request_time(request).unwrap_or(now);
     let envelope = envelope(request).map_err(|e| ApiError::Internal(e.to_string()))?;
     // Every record is written into one buffer, which the entries then share: one allocation per
-    // request instead of one per event. A record is the envelope and about as many bytes as its
-    // event had in the body.
-    let mut buffer = Vec::with_capacity(events.len() * (envelope.overhead() + 64) + body.len());
+    // request instead of one per event. A record is the envelope, the stamp (`eventId` and
+    // `eventTime`, 62 bytes) and about as many bytes as its event had in the body: reserved with
+    // room to spare, since growing the buffer would copy every record written so far.
+    let mut buffer = Vec::with_capacity(events.len() * (envelope.overhead() + 128) + body.len());
     let mut records = Vec::with_capacity(events.len());
     let mut event_ids = Vec::with_capacity(events.len());
     let mut too_large = Vec::new();
