@@ -14,6 +14,10 @@ use game_api::{ApiConfig, LocalStream, prepare, respond};
 
 mod common;
 
+// The allocator of the Lambda (`src/main.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn handler(c: &mut Criterion) {
     let requests = common::requests(64);
     let runtime = tokio::runtime::Builder::new_current_thread()

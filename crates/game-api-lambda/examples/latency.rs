@@ -20,6 +20,10 @@ use game_api::{ApiConfig, LocalStream, respond};
 #[path = "../benches/common/mod.rs"]
 mod common;
 
+// The allocator of the Lambda (`src/main.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Distinct requests; the run cycles through them.
 const DISTINCT: usize = 256;
 
