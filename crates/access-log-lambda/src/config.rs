@@ -2,26 +2,8 @@
 
 use std::fmt;
 
-/// A configuration value that is missing or wrong.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    /// A required setting is not set.
-    #[error("{name} is not set")]
-    Missing {
-        /// The setting.
-        name: &'static str,
-    },
-    /// A setting has a value that cannot be used.
-    #[error("{name}={value:?}: {reason}")]
-    Invalid {
-        /// The setting.
-        name: &'static str,
-        /// Its value.
-        value: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-}
+pub use env_config::ConfigError;
+use env_config::{TABLE_LOCATION_FORMS, Vars, is_table_location};
 
 /// The placeholder that makes one table per observed bucket.
 pub const BUCKET_PLACEHOLDER: &str = "{bucket}";
@@ -33,11 +15,7 @@ pub struct TableTemplate(String);
 impl TableTemplate {
     /// Validates a location such as `s3://lake/access_logs/{bucket}` or `./lake/access_logs`.
     pub fn parse(name: &'static str, value: &str) -> Result<Self, ConfigError> {
-        let invalid = |reason: &str| ConfigError::Invalid {
-            name,
-            value: value.to_owned(),
-            reason: reason.to_owned(),
-        };
+        let invalid = |reason: &str| ConfigError::invalid(name, value, reason);
         let value = value.trim();
         if value.is_empty() {
             return Err(ConfigError::Missing { name });
@@ -46,10 +24,8 @@ impl TableTemplate {
         if without.contains('{') || without.contains('}') {
             return Err(invalid("the only placeholder is {bucket}"));
         }
-        if let Some(scheme) = value.split_once("://").map(|(s, _)| s)
-            && !matches!(scheme, "s3" | "s3a" | "file")
-        {
-            return Err(invalid("use s3://bucket/prefix, file:///path or a local path"));
+        if !is_table_location(value) {
+            return Err(invalid(TABLE_LOCATION_FORMS));
         }
         Ok(Self(value.to_owned()))
     }
@@ -113,47 +89,33 @@ pub struct Config {
 impl Config {
     /// Reads the settings through `var` (the process environment in the Lambda).
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let table = var("ACCESS_LOG_TABLE_URI").ok_or(ConfigError::Missing {
-            name: "ACCESS_LOG_TABLE_URI",
-        })?;
-        let table = TableTemplate::parse("ACCESS_LOG_TABLE_URI", &table)?;
-        let rejects = match var("ACCESS_LOG_REJECTS_TABLE_URI").filter(|v| !v.trim().is_empty()) {
+        let vars = Vars::new(var);
+        let table = TableTemplate::parse("ACCESS_LOG_TABLE_URI", &vars.required("ACCESS_LOG_TABLE_URI")?)?;
+        let rejects = match vars.optional("ACCESS_LOG_REJECTS_TABLE_URI") {
             Some(value) => {
                 let parsed = TableTemplate::parse("ACCESS_LOG_REJECTS_TABLE_URI", &value)?;
                 if parsed.per_bucket() {
-                    return Err(ConfigError::Invalid {
-                        name: "ACCESS_LOG_REJECTS_TABLE_URI",
+                    return Err(ConfigError::invalid(
+                        "ACCESS_LOG_REJECTS_TABLE_URI",
                         value,
-                        reason: "must name one table: rejected lines may have no bucket".into(),
-                    });
+                        "must name one table: rejected lines may have no bucket",
+                    ));
                 }
                 parsed.0
             }
             None => table.default_rejects(),
         };
-        let raw_logs_role_arn = var("RAW_LOGS_ROLE_ARN").filter(|v| !v.trim().is_empty());
+        let raw_logs_role_arn = vars.optional("RAW_LOGS_ROLE_ARN");
         if let Some(arn) = &raw_logs_role_arn
             && !arn.starts_with("arn:")
         {
-            return Err(ConfigError::Invalid {
-                name: "RAW_LOGS_ROLE_ARN",
-                value: arn.clone(),
-                reason: "expected a role ARN (arn:aws:iam::<account>:role/<name>)".into(),
-            });
+            return Err(ConfigError::invalid(
+                "RAW_LOGS_ROLE_ARN",
+                arn.as_str(),
+                "expected a role ARN (arn:aws:iam::<account>:role/<name>)",
+            ));
         }
-        let concurrency = match var("INGEST_CONCURRENCY") {
-            None => 4,
-            Some(value) => match value.trim().parse::<usize>() {
-                Ok(n @ 1..=64) => n,
-                _ => {
-                    return Err(ConfigError::Invalid {
-                        name: "INGEST_CONCURRENCY",
-                        value,
-                        reason: "expected a whole number from 1 to 64".into(),
-                    });
-                }
-            },
-        };
+        let concurrency = vars.number("INGEST_CONCURRENCY", 4, 1..=64)? as usize;
         Ok(Self {
             table,
             rejects,
@@ -187,6 +149,17 @@ mod tests {
         assert_eq!(c.rejects, "s3://lake/access_logs/_rejects");
         assert_eq!(c.concurrency, 4);
         assert_eq!(c.raw_logs_role_arn, None);
+        let c = config(&[
+            ("ACCESS_LOG_TABLE_URI", " s3://lake/t "),
+            ("INGEST_CONCURRENCY", " "),
+            ("RAW_LOGS_ROLE_ARN", ""),
+            ("ACCESS_LOG_REJECTS_TABLE_URI", ""),
+        ])
+        .unwrap();
+        assert_eq!(
+            (c.concurrency, c.raw_logs_role_arn, c.rejects.as_str()),
+            (4, None, "s3://lake/t_rejects")
+        );
         let c = config(&[("ACCESS_LOG_TABLE_URI", "./lake/access_logs")]).unwrap();
         assert_eq!(c.rejects, "./lake/access_logs_rejects");
         assert_eq!(

@@ -2,30 +2,12 @@
 
 use std::time::Duration;
 
+pub use env_config::ConfigError;
+use env_config::Vars;
+
 use crate::deliver::DeliveryConfig;
 use crate::request::MAX_BODY_BYTES;
 use crate::sink::StreamRef;
-
-/// A configuration value that is missing or wrong.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    /// A required setting is not set.
-    #[error("{name} is not set")]
-    Missing {
-        /// The setting.
-        name: &'static str,
-    },
-    /// A setting has a value that cannot be used.
-    #[error("{name}={value:?}: {reason}")]
-    Invalid {
-        /// The setting.
-        name: &'static str,
-        /// Its value.
-        value: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-}
 
 /// How records are spread over shards.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -46,11 +28,7 @@ impl PartitionKey {
         match value.trim().to_ascii_lowercase().as_str() {
             "" | "random" => Ok(Self::Random),
             "device_id" | "device-id" => Ok(Self::DeviceId),
-            _ => Err(ConfigError::Invalid {
-                name,
-                value: value.to_owned(),
-                reason: "expected random or device_id".into(),
-            }),
+            _ => Err(ConfigError::invalid(name, value, "expected random or device_id")),
         }
     }
 }
@@ -101,28 +79,16 @@ pub const BUDGET_RANGE_MS: std::ops::RangeInclusive<u64> = 100..=25_000;
 impl Config {
     /// Reads the settings through `var` (the process environment in the Lambda).
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let stream = var("GAME_EVENTS_STREAM")
-            .filter(|v| !v.trim().is_empty())
-            .ok_or(ConfigError::Missing {
-                name: "GAME_EVENTS_STREAM",
-            })?;
-        let partition_key = match var("GAME_EVENTS_PARTITION_KEY") {
+        let vars = Vars::new(var);
+        let stream = vars.required("GAME_EVENTS_STREAM")?;
+        let partition_key = match vars.optional("GAME_EVENTS_PARTITION_KEY") {
             Some(value) => PartitionKey::parse("GAME_EVENTS_PARTITION_KEY", &value)?,
             None => PartitionKey::Random,
         };
         let mut delivery = DeliveryConfig::default();
-        if let Some(value) = var("GAME_EVENTS_WRITE_BUDGET_MS") {
-            match value.trim().parse::<u64>() {
-                Ok(ms) if BUDGET_RANGE_MS.contains(&ms) => delivery.budget = Duration::from_millis(ms),
-                _ => {
-                    return Err(ConfigError::Invalid {
-                        name: "GAME_EVENTS_WRITE_BUDGET_MS",
-                        value,
-                        reason: "expected a whole number of milliseconds from 100 to 25000".into(),
-                    });
-                }
-            }
-        }
+        let default_budget = u64::try_from(delivery.budget.as_millis()).unwrap_or(u64::MAX);
+        let budget = vars.number("GAME_EVENTS_WRITE_BUDGET_MS", default_budget, BUDGET_RANGE_MS)?;
+        delivery.budget = Duration::from_millis(budget);
         Ok(Self {
             stream: StreamRef::parse(&stream),
             api: ApiConfig {

@@ -1,25 +1,7 @@
 //! Configuration: where the tables are, read and validated once.
 
-/// A configuration value that is missing or wrong.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    /// A required setting is not set.
-    #[error("{name} is not set")]
-    Missing {
-        /// The setting.
-        name: &'static str,
-    },
-    /// A setting has a value that cannot be used.
-    #[error("{name}={value:?}: {reason}")]
-    Invalid {
-        /// The setting.
-        name: &'static str,
-        /// Its value.
-        value: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-}
+pub use env_config::ConfigError;
+use env_config::{Vars, table_location};
 
 /// The `game_events` table: `s3://bucket/prefix`, `file:///path` or a local path.
 pub const EVENTS_TABLE_VAR: &str = "GAME_EVENTS_TABLE_URI";
@@ -38,17 +20,17 @@ pub struct Config {
 impl Config {
     /// The tables at `events_table`, with the rejects table beside it unless given.
     pub fn new(events_table: &str, rejects_table: Option<&str>) -> Result<Self, ConfigError> {
-        let events_table = location(EVENTS_TABLE_VAR, events_table)?;
+        let events_table = table_location(EVENTS_TABLE_VAR, events_table)?;
         let rejects_table = match rejects_table.map(str::trim).filter(|r| !r.is_empty()) {
-            Some(rejects) => location(REJECTS_TABLE_VAR, rejects)?,
+            Some(rejects) => table_location(REJECTS_TABLE_VAR, rejects)?,
             None => format!("{}_rejects", events_table.trim_end_matches('/')),
         };
         if rejects_table.trim_end_matches('/') == events_table.trim_end_matches('/') {
-            return Err(ConfigError::Invalid {
-                name: REJECTS_TABLE_VAR,
-                value: rejects_table,
-                reason: "must not be the events table",
-            });
+            return Err(ConfigError::invalid(
+                REJECTS_TABLE_VAR,
+                rejects_table,
+                "must not be the events table",
+            ));
         }
         Ok(Self {
             events_table,
@@ -58,27 +40,10 @@ impl Config {
 
     /// Reads [`EVENTS_TABLE_VAR`] and [`REJECTS_TABLE_VAR`].
     pub fn from_env() -> Result<Self, ConfigError> {
-        let events = std::env::var(EVENTS_TABLE_VAR).unwrap_or_default();
-        let rejects = std::env::var(REJECTS_TABLE_VAR).ok();
-        Self::new(&events, rejects.as_deref())
+        let vars = Vars::env();
+        let events = vars.required(EVENTS_TABLE_VAR)?;
+        Self::new(&events, vars.optional(REJECTS_TABLE_VAR).as_deref())
     }
-}
-
-fn location(name: &'static str, value: &str) -> Result<String, ConfigError> {
-    let value = value.trim();
-    if value.is_empty() {
-        return Err(ConfigError::Missing { name });
-    }
-    if let Some((scheme, _)) = value.split_once("://")
-        && !matches!(scheme, "s3" | "s3a" | "file")
-    {
-        return Err(ConfigError::Invalid {
-            name,
-            value: value.to_owned(),
-            reason: "use s3://bucket/prefix, file:///path or a local path",
-        });
-    }
-    Ok(value.to_owned())
 }
 
 #[cfg(test)]

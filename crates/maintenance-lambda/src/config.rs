@@ -4,28 +4,9 @@
 use std::time::Duration;
 
 use chrono::TimeDelta;
+pub use env_config::ConfigError;
+use env_config::{TABLE_LOCATION_FORMS, Vars, is_table_location};
 use lake::maintenance::MIN_VACUUM_RETENTION;
-
-/// A configuration value that is missing or wrong.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    /// A required setting is not set.
-    #[error("{name} is not set")]
-    Missing {
-        /// The setting.
-        name: &'static str,
-    },
-    /// A setting has a value that cannot be used.
-    #[error("{name}={value:?}: {reason}")]
-    Invalid {
-        /// The setting.
-        name: &'static str,
-        /// Its value (or the entry of a list that is wrong).
-        value: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-}
 
 /// Where the tables of one `LAKE_TABLES` entry are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,11 +31,7 @@ impl TableEntry {
     /// Parses `LOCATION[#dedup=COLUMN]`, where a location ending in `/*` stands for every table
     /// directly under it.
     pub fn parse(entry: &str) -> Result<Self, ConfigError> {
-        let invalid = |reason: &str| ConfigError::Invalid {
-            name: "LAKE_TABLES",
-            value: entry.to_owned(),
-            reason: reason.to_owned(),
-        };
+        let invalid = |reason: &str| ConfigError::invalid("LAKE_TABLES", entry, reason);
         let (location, options) = match entry.split_once('#') {
             Some((location, options)) => (location, Some(options)),
             None => (entry, None),
@@ -67,10 +44,8 @@ impl TableEntry {
                 _ => return Err(invalid("the only option is #dedup=COLUMN")),
             },
         };
-        if let Some(scheme) = location.split_once("://").map(|(s, _)| s)
-            && !matches!(scheme, "s3" | "s3a" | "file")
-        {
-            return Err(invalid("use s3://bucket/prefix, file:///path or a local path"));
+        if !is_table_location(location) {
+            return Err(invalid(TABLE_LOCATION_FORMS));
         }
         let location = match location.strip_suffix("/*") {
             Some(prefix) if !prefix.is_empty() && !prefix.ends_with("//") => Location::Prefix(prefix.to_owned()),
@@ -110,7 +85,8 @@ pub struct Config {
 impl Config {
     /// Reads the settings through `var` (the process environment in the Lambda).
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let tables = var("LAKE_TABLES").unwrap_or_default();
+        let vars = Vars::new(var);
+        let tables = vars.optional("LAKE_TABLES").unwrap_or_default();
         let tables = tables
             .split(|c: char| c == ',' || c.is_whitespace())
             .filter(|e| !e.is_empty())
@@ -119,23 +95,11 @@ impl Config {
         if tables.is_empty() {
             return Err(ConfigError::Missing { name: "LAKE_TABLES" });
         }
-        let number = |name: &'static str, default: u64, range: std::ops::RangeInclusive<u64>| match var(name) {
-            None => Ok(default),
-            Some(value) if value.trim().is_empty() => Ok(default),
-            Some(value) => match value.trim().parse::<u64>() {
-                Ok(n) if range.contains(&n) => Ok(n),
-                _ => Err(ConfigError::Invalid {
-                    name,
-                    value,
-                    reason: format!("expected a whole number from {} to {}", range.start(), range.end()),
-                }),
-            },
-        };
         let min_retention = MIN_VACUUM_RETENTION.num_hours() as u64;
-        let target_mb = number("COMPACT_TARGET_FILE_MB", 128, 1..=4096)?;
-        let grace_hours = number("COMPACT_GRACE_HOURS", 48, 0..=24 * 366)?;
-        let retention_hours = number("VACUUM_RETENTION_HOURS", min_retention, min_retention..=24 * 3660)?;
-        let reserve = number("MAINTENANCE_RESERVE_SECONDS", 180, 0..=900)?;
+        let target_mb = vars.number("COMPACT_TARGET_FILE_MB", 128, 1..=4096)?;
+        let grace_hours = vars.number("COMPACT_GRACE_HOURS", 48, 0..=24 * 366)?;
+        let retention_hours = vars.number("VACUUM_RETENTION_HOURS", min_retention, min_retention..=24 * 3660)?;
+        let reserve = vars.number("MAINTENANCE_RESERVE_SECONDS", 180, 0..=900)?;
         Ok(Self {
             tables,
             target_file_size: target_mb << 20,

@@ -1,0 +1,202 @@
+//! Settings of the lakelog Lambdas, read from their environment once at cold start.
+//!
+//! Each Lambda's `Config::from_vars` takes its settings through a function from a name to a value
+//! (the process environment in the Lambda, a map in tests) and reads them with a [`Vars`]: a
+//! required setting, an optional one, a whole number in a range. Whatever is wrong comes back as a
+//! [`ConfigError`] that names the setting and its value, so a bad deployment fails at cold start
+//! with a message that says what to fix.
+//!
+//! ```
+//! use env_config::{ConfigError, Vars};
+//!
+//! let vars = Vars::new(|name: &str| (name == "CONCURRENCY").then(|| " 80 ".to_owned()));
+//! assert_eq!(vars.required("STREAM"), Err(ConfigError::Missing { name: "STREAM" }));
+//! let err = vars.number("CONCURRENCY", 4, 1..=64).unwrap_err();
+//! assert_eq!(err.to_string(), "CONCURRENCY=\" 80 \": expected a whole number from 1 to 64");
+//! ```
+
+#![warn(missing_docs)]
+
+use std::ops::RangeInclusive;
+
+/// A setting that is missing or has a value that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A required setting is not set, or is blank.
+    #[error("{name} is not set")]
+    Missing {
+        /// The setting.
+        name: &'static str,
+    },
+    /// A setting has a value that cannot be used.
+    #[error("{name}={value:?}: {reason}")]
+    Invalid {
+        /// The setting.
+        name: &'static str,
+        /// Its value (or the entry of a list that is wrong).
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl ConfigError {
+    /// `value` of the setting `name` cannot be used because of `reason`.
+    pub fn invalid(name: &'static str, value: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::Invalid {
+            name,
+            value: value.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// What a table location may look like, for messages.
+pub const TABLE_LOCATION_FORMS: &str = "use s3://bucket/prefix, file:///path or a local path";
+
+/// Whether `location` is a table location the lake can open: `s3://`, `s3a://`, `file://` or a
+/// path without a scheme.
+pub fn is_table_location(location: &str) -> bool {
+    match location.split_once("://") {
+        Some((scheme, _)) => matches!(scheme, "s3" | "s3a" | "file"),
+        None => true,
+    }
+}
+
+/// The setting `name`: a table location, trimmed; blank is missing, and only the forms of
+/// [`TABLE_LOCATION_FORMS`] are accepted.
+pub fn table_location(name: &'static str, value: &str) -> Result<String, ConfigError> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Err(ConfigError::Missing { name });
+    }
+    if !is_table_location(value) {
+        return Err(ConfigError::invalid(name, value, TABLE_LOCATION_FORMS));
+    }
+    Ok(value.to_owned())
+}
+
+/// Settings read through a function from a name to its value. A blank value counts as unset
+/// everywhere: a template can pass an empty parameter for "the default".
+#[derive(Debug, Clone, Copy)]
+pub struct Vars<F>(F);
+
+impl<F: Fn(&str) -> Option<String>> Vars<F> {
+    /// Settings read through `var`.
+    pub fn new(var: F) -> Self {
+        Self(var)
+    }
+
+    /// The value of `name` as set, blank or not.
+    pub fn raw(&self, name: &str) -> Option<String> {
+        (self.0)(name)
+    }
+
+    /// The value of `name`, trimmed; `None` when unset or blank.
+    pub fn optional(&self, name: &str) -> Option<String> {
+        let value = self.raw(name)?;
+        let trimmed = value.trim();
+        (!trimmed.is_empty()).then(|| trimmed.to_owned())
+    }
+
+    /// The value of `name`, trimmed; [`ConfigError::Missing`] when unset or blank.
+    pub fn required(&self, name: &'static str) -> Result<String, ConfigError> {
+        self.optional(name).ok_or(ConfigError::Missing { name })
+    }
+
+    /// A whole number from `range`; `default` when unset or blank.
+    pub fn number(&self, name: &'static str, default: u64, range: RangeInclusive<u64>) -> Result<u64, ConfigError> {
+        let Some(value) = self.raw(name).filter(|v| !v.trim().is_empty()) else {
+            return Ok(default);
+        };
+        match value.trim().parse::<u64>() {
+            Ok(n) if range.contains(&n) => Ok(n),
+            _ => Err(ConfigError::invalid(
+                name,
+                value,
+                format!("expected a whole number from {} to {}", range.start(), range.end()),
+            )),
+        }
+    }
+}
+
+impl Vars<fn(&str) -> Option<String>> {
+    /// Settings read from the process environment (a value that is not Unicode counts as unset).
+    pub fn env() -> Self {
+        Self(|name| std::env::var(name).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> Vars<impl Fn(&str) -> Option<String>> {
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Vars::new(move |name: &str| map.get(name).cloned())
+    }
+
+    #[test]
+    fn blank_counts_as_unset() {
+        let v = vars(&[("A", "  x "), ("B", " \t"), ("N", "")]);
+        assert_eq!(v.optional("A").as_deref(), Some("x"));
+        assert_eq!(v.optional("B"), None);
+        assert_eq!(v.optional("C"), None);
+        assert_eq!(v.raw("B").as_deref(), Some(" \t"));
+        assert_eq!(v.required("A"), Ok("x".to_owned()));
+        assert_eq!(v.required("B"), Err(ConfigError::Missing { name: "B" }));
+        assert_eq!(v.required("C").unwrap_err().to_string(), "C is not set");
+        assert_eq!(v.number("N", 7, 1..=9), Ok(7));
+        assert_eq!(v.number("M", 7, 1..=9), Ok(7));
+    }
+
+    #[test]
+    fn numbers_must_be_whole_and_in_range() {
+        let v = vars(&[
+            ("OK", " 64 "),
+            ("LOW", "0"),
+            ("HIGH", "65"),
+            ("WORD", "ten"),
+            ("NEG", "-1"),
+            ("FRAC", "1.5"),
+        ]);
+        assert_eq!(v.number("OK", 4, 1..=64), Ok(64));
+        for name in ["LOW", "HIGH", "WORD", "NEG", "FRAC"] {
+            let err = v.number(name, 4, 1..=64).unwrap_err();
+            assert!(
+                err.to_string().starts_with(&format!("{name}=")) && err.to_string().ends_with("from 1 to 64"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn table_locations() {
+        for ok in [
+            "s3://lake/t",
+            "s3a://lake/t",
+            "file:///tmp/t",
+            "./lake/t",
+            "/abs/t",
+            "t",
+        ] {
+            assert!(is_table_location(ok), "{ok}");
+            assert_eq!(table_location("T", &format!(" {ok} ")), Ok(ok.to_owned()));
+        }
+        for bad in ["gs://lake/t", "http://lake/t", "://t"] {
+            assert!(!is_table_location(bad), "{bad}");
+            let err = table_location("T", bad).unwrap_err().to_string();
+            assert_eq!(err, format!("T={bad:?}: {TABLE_LOCATION_FORMS}"));
+        }
+        assert_eq!(table_location("T", "  "), Err(ConfigError::Missing { name: "T" }));
+    }
+
+    #[test]
+    fn the_environment() {
+        // PATH is set wherever tests run; a name nobody sets is not.
+        assert!(Vars::env().optional("PATH").is_some());
+        assert_eq!(Vars::env().optional("ENV_CONFIG_TEST_UNSET_VARIABLE"), None);
+    }
+}
