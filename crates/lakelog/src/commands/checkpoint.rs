@@ -2,11 +2,8 @@
 //! older than its `delta.logRetentionDuration` that the checkpoint makes unnecessary.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use lake::StorageConfig;
 use lake::maintenance::checkpoint;
 
@@ -26,21 +23,11 @@ pub struct CheckpointArgs {
 
 /// Runs `lakelog checkpoint`.
 pub fn run(args: &CheckpointArgs) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let runtime = super::runtime()?;
     runtime.block_on(async {
         let storage = StorageConfig::from_env();
         let mut table = lake::open_table(&args.table, &storage).await?;
-        let spinner = if args.quiet {
-            ProgressBar::hidden()
-        } else {
-            ProgressBar::new_spinner()
-        };
-        spinner.set_style(
-            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        );
-        spinner.set_message(format!("checkpoint {}", args.table));
-        spinner.enable_steady_tick(Duration::from_millis(120));
+        let spinner = super::spinner(args.quiet, format!("checkpoint {}", args.table));
         let report = checkpoint(&args.table, &mut table, !args.no_cleanup).await;
         spinner.finish_and_clear();
         let report = report?;

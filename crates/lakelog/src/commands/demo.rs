@@ -164,7 +164,7 @@ pub fn proxy_request(events: &[GameEvent], at: DateTime<Utc>, request_id: &str) 
 
 /// Runs `lakelog demo`.
 pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let runtime = super::runtime()?;
     runtime.block_on(demo(args))
 }
 

@@ -69,7 +69,7 @@ impl Progress for Bar<'_> {
 
 /// Runs `lakelog ingest`.
 pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let runtime = super::runtime()?;
     runtime.block_on(ingest(args))
 }
 

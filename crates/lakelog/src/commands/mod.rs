@@ -10,3 +10,29 @@ pub mod report;
 pub mod send_events;
 pub mod serve;
 pub mod vacuum;
+
+use std::time::Duration;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// The multi-threaded runtime a command runs its async work on.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Runtime::new().context("cannot start the async runtime")
+}
+
+/// A spinner on standard error showing the elapsed time and `message` while one step of unknown
+/// length runs; hidden with `--quiet`. The caller clears it when the step ends.
+fn spinner(quiet: bool, message: String) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let spinner = ProgressBar::new_spinner();
+    spinner.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    spinner.set_message(message);
+    spinner.enable_steady_tick(Duration::from_millis(120));
+    spinner
+}

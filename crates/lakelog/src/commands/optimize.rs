@@ -4,7 +4,6 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use chrono::TimeDelta;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -65,7 +64,7 @@ impl CompactProgress for Bar {
 
 /// Runs `lakelog optimize`.
 pub fn run(args: &OptimizeArgs) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let runtime = super::runtime()?;
     runtime.block_on(optimize(args))
 }
 

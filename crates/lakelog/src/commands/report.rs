@@ -2,7 +2,6 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use lake::StorageConfig;
 
 use crate::cli::{AccessReportArgs, GameReportArgs, ReportArgs, ReportCommand, ReportOutputArgs};
@@ -12,7 +11,7 @@ use crate::report::{Format, ReportDir, ReportError, ReportSession, TimeRange};
 
 /// Runs the report named on the command line.
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let runtime = super::runtime()?;
     match &args.report {
         ReportCommand::Access(access) => runtime.block_on(access_command(access)),
         ReportCommand::Game(game) => runtime.block_on(game_command(game)),

@@ -176,7 +176,7 @@ pub fn run(args: &SendEventsArgs) -> anyhow::Result<ExitCode> {
         args.duration > 0.0 && args.duration.is_finite(),
         "--duration must be a positive number of seconds"
     );
-    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let runtime = super::runtime()?;
     runtime.block_on(send(args))
 }
 

@@ -72,7 +72,7 @@ struct Counters {
 
 /// Runs `lakelog serve` until Ctrl-C.
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let runtime = super::runtime()?;
     runtime.block_on(serve(args))
 }
 

@@ -2,12 +2,9 @@
 //! least 7 days unless forced), and files no commit references.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::Context;
 use chrono::TimeDelta;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use lake::StorageConfig;
 use lake::maintenance::{VacuumOptions, vacuum};
 
@@ -37,21 +34,11 @@ pub struct VacuumArgs {
 
 /// Runs `lakelog vacuum`.
 pub fn run(args: &VacuumArgs) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let runtime = super::runtime()?;
     runtime.block_on(async {
         let storage = StorageConfig::from_env();
         let mut table = lake::open_table(&args.table, &storage).await?;
-        let spinner = if args.quiet {
-            ProgressBar::hidden()
-        } else {
-            ProgressBar::new_spinner()
-        };
-        spinner.set_style(
-            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        );
-        spinner.set_message(format!("vacuum {}", args.table));
-        spinner.enable_steady_tick(Duration::from_millis(120));
+        let spinner = super::spinner(args.quiet, format!("vacuum {}", args.table));
         let options = VacuumOptions {
             retention: TimeDelta::hours(i64::from(args.retention_hours)),
             force: args.force,
