@@ -126,7 +126,7 @@ impl Config {
 
     /// Reads the settings from the process environment.
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_vars(|name| std::env::var(name).ok())
+        Self::from_vars(env_config::env_var)
     }
 }
 

@@ -121,10 +121,16 @@ impl<F: Fn(&str) -> Option<String>> Vars<F> {
 }
 
 impl Vars<fn(&str) -> Option<String>> {
-    /// Settings read from the process environment (a value that is not Unicode counts as unset).
+    /// Settings read from the process environment ([`env_var`]).
     pub fn env() -> Self {
-        Self(|name| std::env::var(name).ok())
+        Self(env_var)
     }
+}
+
+/// The value of the environment variable `name`; a value that is not Unicode counts as unset. What
+/// each Lambda's `Config::from_env` hands to its `from_vars`.
+pub fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok()
 }
 
 #[cfg(test)]
