@@ -166,12 +166,7 @@ const SERIALISED_END: &[u8] = b",\"body\":null,\"isBase64Encoded\":false}";
 /// headers ([`REDACTED_HEADERS`]) and `requestContext.identity.apiKey` removed, since the stream
 /// and the tables are read by many.
 pub fn envelope(request: &ApiGatewayProxyRequest) -> Result<Envelope, serde_json::Error> {
-    let mut copy = request.clone();
-    copy.body = None;
-    copy.is_base64_encoded = false;
-    redact(&mut copy.headers);
-    redact(&mut copy.multi_value_headers);
-    copy.request_context.identity.api_key = None;
+    let copy = without_body_or_credentials(request);
     // Serialised straight into the envelope's text, and `"body":null,` cut out of it: the record
     // puts the event there. Fails only for a header value that is not UTF-8.
     let mut json = serde_json::to_vec(&copy)?;
@@ -185,6 +180,18 @@ pub fn envelope(request: &ApiGatewayProxyRequest) -> Result<Envelope, serde_json
     // Another shape of the request's JSON (another version of its type): through a `Value`,
     // which `Envelope::new` takes the body out of.
     envelope_through_value(&copy)
+}
+
+/// A copy of the request without its body (`isBase64Encoded` then `false`), credential headers and
+/// `requestContext.identity.apiKey`: what the envelope serialises.
+fn without_body_or_credentials(request: &ApiGatewayProxyRequest) -> ApiGatewayProxyRequest {
+    let mut copy = request.clone();
+    copy.body = None;
+    copy.is_base64_encoded = false;
+    redact(&mut copy.headers);
+    redact(&mut copy.multi_value_headers);
+    copy.request_context.identity.api_key = None;
+    copy
 }
 
 fn envelope_through_value(copy: &ApiGatewayProxyRequest) -> Result<Envelope, serde_json::Error> {
@@ -361,10 +368,8 @@ mod tests {
             let mut request: ApiGatewayProxyRequest =
                 serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
             request.request_context.identity.api_key = Some("KEY123".into());
-            let mut copy = request.clone();
+            let copy = without_body_or_credentials(&request);
             // The serialised request ends as `envelope` expects, so it takes its direct path.
-            copy.body = None;
-            copy.is_base64_encoded = false;
             assert!(serde_json::to_vec(&copy).unwrap().ends_with(SERIALISED_END), "{name}");
             let event = game_events::GameEvent::from_value(serde_json::json!({"eventName": "x"}))
                 .unwrap()
@@ -380,10 +385,7 @@ mod tests {
                 }
             }
             assert_eq!(record, want, "{name}");
-            // The other path, on the copy `envelope` makes (credentials removed), writes the same.
-            copy.request_context.identity.api_key = None;
-            redact(&mut copy.headers);
-            redact(&mut copy.multi_value_headers);
+            // The other path, on the same copy, writes the same.
             let through_value = envelope_through_value(&copy).unwrap().record(&event).unwrap();
             assert_eq!(serde_json::from_slice::<Value>(&through_value).unwrap(), want, "{name}");
         }
