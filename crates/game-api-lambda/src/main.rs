@@ -4,7 +4,8 @@ use game_api::{Config, KinesisSink, handler, kinesis_client};
 use lambda_runtime::{Error, service_fn};
 
 // A request allocates and frees many short-lived buffers (its records, their partition keys, the
-// response): mimalloc takes a fraction of the time glibc's allocator does (BENCHMARKS.md).
+// response); mimalloc serves them faster than glibc's allocator. BENCHMARKS.md has the handler's
+// figures with it.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
