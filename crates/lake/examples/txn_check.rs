@@ -70,7 +70,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         files.push(lake::SourceFiles::empty(&id));
                     }
                 }
-                commit_sources(dir, &mut table, files).await?;
+                commit_sources(dir, &mut table, files, &lake::Retry::default()).await?;
             }
             println!(
                 "built {txns} txn ids in {commits} commits in {:.1} s",

@@ -1,19 +1,15 @@
 //! Appends in which every source (a raw log object, a Kinesis batch) is written exactly once.
 
 use arrow::record_batch::RecordBatch;
-use deltalake::kernel::transaction::{CommitBuilder, CommitConflictError, CommitProperties, TransactionError};
 use deltalake::kernel::{Action, Add, Transaction};
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
-use deltalake::{DeltaTable, DeltaTableError, Path};
+use deltalake::{DeltaTable, Path};
 use object_store::ObjectStoreExt as _;
 use tracing::{debug, warn};
 
+use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit};
 use crate::error::LakeError;
-
-/// How many times a commit is retried against newer versions written by other writers of other
-/// sources (such appends never conflict, they only need a new version number).
-const COMMIT_RETRIES: usize = 25;
 
 /// Microseconds since the Unix epoch, now.
 pub fn now_micros() -> i64 {
@@ -31,17 +27,11 @@ pub struct AppendOutcome {
     pub rows: u64,
     /// Data files added.
     pub files: usize,
-}
-
-/// The conflict, if a commit failed because of a concurrent commit: one that wrote one of its
-/// `txn` app ids first, or changed the metadata (a concurrent creation of the table).
-fn commit_conflict(e: &DeltaTableError) -> Option<&CommitConflictError> {
-    match e {
-        DeltaTableError::Transaction {
-            source: TransactionError::CommitConflict(conflict),
-        } => Some(conflict),
-        _ => None,
-    }
+    /// Tries the commit took (1 when the first landed; 0 when there was nothing to commit).
+    pub attempts: u32,
+    /// Whether a step after the commit (checkpoint, log cleanup) failed: the version landed, and
+    /// the step is left to the next writer or the maintenance run.
+    pub post_commit_failed: bool,
 }
 
 /// Whether `source` was already written to `table` (its `txn` is there and has not expired).
@@ -153,58 +143,60 @@ impl SourceFiles {
 /// version 1) as one new version of `table`, so rows and the record that their source was
 /// written land atomically.
 ///
-/// Commits of other sources by concurrent writers only move this commit to a later version
-/// (bounded retries). A concurrent commit of one of the same sources makes Delta's conflict
-/// checker fail this one with [`LakeError::Conflict`]: nothing is written, and a retry
-/// skips the sources now in the table. On every failure the files are deleted again, best effort
-/// (files left behind are in no commit, so no reader sees them, and VACUUM removes them).
+/// Commits of other sources by concurrent writers only move this commit to a later version; it is
+/// tried again, with backoff, until `retry`'s deadline. A concurrent commit of one of the same
+/// sources makes it fail with [`LakeError::Conflict`]: nothing is written, and a retry skips the
+/// sources now in the table. The outcome is read from the log (see [`Retry`]): the files are
+/// deleted again only when no version carries the commit, never on [`LakeError::CommitUnknown`].
 pub async fn commit_sources(
     uri: &str,
     table: &mut DeltaTable,
     sources: Vec<SourceFiles>,
+    retry: &Retry,
 ) -> Result<AppendOutcome, LakeError> {
-    commit(uri, table, sources, true).await
+    commit_files(uri, table, sources, true, retry).await
 }
 
 /// Commits the files of `sources` as one new version of `table`, as plain appends: no `txn` is
 /// recorded, so writing the same rows again adds them again. For sources whose rows carry their
 /// own identity (game events and their `eventId`), where duplicates are removed later and a `txn`
-/// per invocation would only grow the log. Failures behave as in [`commit_sources`].
+/// per invocation would only grow the log. The commit itself still lands at most once, however
+/// the store fails. Failures behave as in [`commit_sources`].
 pub async fn commit_appends(
     uri: &str,
     table: &mut DeltaTable,
     sources: Vec<SourceFiles>,
+    retry: &Retry,
 ) -> Result<AppendOutcome, LakeError> {
-    commit(uri, table, sources, false).await
+    commit_files(uri, table, sources, false, retry).await
 }
 
-async fn commit(
+async fn commit_files(
     uri: &str,
     table: &mut DeltaTable,
     sources: Vec<SourceFiles>,
     record_sources: bool,
+    retry: &Retry,
 ) -> Result<AppendOutcome, LakeError> {
     if sources.is_empty() {
         return Ok(AppendOutcome::default());
     }
     let now_ms = now_micros() / 1000;
     let mut outcome = AppendOutcome {
-        version: None,
         sources: sources.len(),
-        rows: 0,
-        files: 0,
+        ..AppendOutcome::default()
     };
-    let mut txns = Vec::with_capacity(sources.len());
+    let mut transactions = Vec::with_capacity(sources.len());
     let mut actions = Vec::new();
     for files in sources {
         if record_sources {
-            txns.push(Transaction::new_with_last_update(&files.source, 1, Some(now_ms)));
+            transactions.push(Transaction::new_with_last_update(&files.source, 1, Some(now_ms)));
         }
         outcome.rows += files.rows;
         outcome.files += files.adds.len();
         actions.extend(files.adds.into_iter().map(Action::Add));
     }
-    if actions.is_empty() && txns.is_empty() {
+    if actions.is_empty() && transactions.is_empty() {
         return Ok(outcome);
     }
     let paths: Vec<Path> = actions
@@ -214,54 +206,68 @@ async fn commit(
             _ => None,
         })
         .collect();
-    let snapshot = table.snapshot().map_err(|e| LakeError::delta(uri, e))?;
-    let partition_columns = snapshot.metadata().partition_columns().to_vec();
+    let partition_columns = table
+        .snapshot()
+        .map_err(|e| LakeError::delta(uri, e))?
+        .metadata()
+        .partition_columns()
+        .to_vec();
     let operation = DeltaOperation::Write {
         mode: SaveMode::Append,
         partition_by: (!partition_columns.is_empty()).then_some(partition_columns),
         predicate: None,
     };
-    let properties = CommitProperties::default()
-        .with_max_retries(COMMIT_RETRIES)
-        .with_application_transactions(txns);
-    let result = CommitBuilder::from(properties)
-        .with_actions(actions)
-        .build(Some(snapshot), table.log_store(), operation)
-        .await;
-    match result {
-        Ok(finalized) => {
-            let version = finalized.version();
+    let guard = if record_sources {
+        Guard::NewTransactions
+    } else {
+        Guard::None
+    };
+    let to_commit = Commit {
+        uri,
+        actions,
+        transactions,
+        operation,
+        metadata: Vec::new(),
+        guard,
+    };
+    let failure = match commit(table, to_commit, retry).await {
+        Ok(Landed::Version {
+            version,
+            attempts,
+            post_commit_failed,
+        }) => {
             debug!(
                 table = uri,
                 version,
+                attempts,
                 sources = outcome.sources,
                 rows = outcome.rows,
                 "committed"
             );
-            // Bring the caller's table to the version just written; if that fails, the next
-            // refresh catches up.
-            if let Err(e) = table.update_incremental(Some(version)).await {
-                warn!(table = uri, error = %e, "could not refresh the table after commit");
-            }
             outcome.version = Some(version);
-            Ok(outcome)
+            outcome.attempts = attempts;
+            outcome.post_commit_failed = post_commit_failed;
+            return Ok(outcome);
         }
-        Err(e) => {
-            let store = table.object_store();
-            for path in paths {
-                if let Err(del) = store.delete(&path).await {
-                    debug!(table = uri, file = %path, error = %del, "could not remove uncommitted file");
-                }
-            }
-            match commit_conflict(&e) {
-                Some(conflict) => Err(LakeError::Conflict {
-                    uri: uri.to_owned(),
-                    reason: conflict.to_string(),
-                }),
-                None => Err(LakeError::delta(uri, e)),
-            }
+        Ok(Landed::Refused { reason }) => LakeError::Conflict {
+            uri: uri.to_owned(),
+            reason,
+        },
+        Err(CommitFailure::NotCommitted(e)) => e,
+        Err(CommitFailure::Unknown(e)) => {
+            warn!(table = uri, files = paths.len(), error = %e, "commit outcome unknown: its data files are kept");
+            return Err(e);
+        }
+    };
+    // No version names the files: remove them, best effort (files left behind are in no commit,
+    // so no reader sees them, and VACUUM removes them).
+    let store = table.object_store();
+    for path in paths {
+        if let Err(del) = store.delete(&path).await {
+            debug!(table = uri, file = %path, error = %del, "could not remove uncommitted file");
         }
     }
+    Err(failure)
 }
 
 #[cfg(test)]
@@ -313,7 +319,7 @@ mod tests {
             return Ok(AppendOutcome::default());
         }
         let files = write_source(uri, table, source, rows).await;
-        commit_sources(uri, table, vec![files]).await
+        commit_sources(uri, table, vec![files], &Retry::default()).await
     }
 
     #[tokio::test]
@@ -323,14 +329,16 @@ mod tests {
         let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
         for expected_version in [1, 2] {
             let files = write_source(&uri, &table, "kinesis batch", &["1", "2"]).await;
-            let outcome = commit_appends(&uri, &mut table, vec![files]).await.unwrap();
+            let outcome = commit_appends(&uri, &mut table, vec![files], &Retry::default())
+                .await
+                .unwrap();
             assert_eq!(outcome.version, Some(expected_version));
             assert_eq!((outcome.rows, outcome.files), (4, 2));
         }
         assert!(!is_committed(&uri, &table, "kinesis batch").await.unwrap());
         assert_eq!(row_count(&table), 8);
         // Nothing to commit is no commit.
-        let nothing = commit_appends(&uri, &mut table, vec![SourceFiles::empty("none")])
+        let nothing = commit_appends(&uri, &mut table, vec![SourceFiles::empty("none")], &Retry::default())
             .await
             .unwrap();
         assert_eq!(nothing.version, None);
@@ -348,9 +356,14 @@ mod tests {
         let again = append_once(&uri, &mut table, "s3://raw/a", &["1", "2"]).await.unwrap();
         assert_eq!(again, AppendOutcome::default());
         // A source without rows is recorded too.
-        let empty = commit_sources(&uri, &mut table, vec![SourceFiles::empty("s3://raw/empty")])
-            .await
-            .unwrap();
+        let empty = commit_sources(
+            &uri,
+            &mut table,
+            vec![SourceFiles::empty("s3://raw/empty")],
+            &Retry::default(),
+        )
+        .await
+        .unwrap();
         assert_eq!((empty.version, empty.rows), (Some(2), 0));
         assert!(is_committed(&uri, &table, "s3://raw/empty").await.unwrap());
         let other = append_once(&uri, &mut table, "s3://raw/b", &["3"]).await.unwrap();
@@ -374,8 +387,14 @@ mod tests {
         }
         let other = write_source(&uri, &t2, "s3://raw/other", &["z"]).await;
         let f2 = vec![written.pop().unwrap(), other];
-        assert_eq!(commit_sources(&uri, &mut t1, written).await.unwrap().version, Some(1));
-        let err = commit_sources(&uri, &mut t2, f2).await.unwrap_err();
+        assert_eq!(
+            commit_sources(&uri, &mut t1, written, &Retry::default())
+                .await
+                .unwrap()
+                .version,
+            Some(1)
+        );
+        let err = commit_sources(&uri, &mut t2, f2, &Retry::default()).await.unwrap_err();
         assert!(matches!(err, LakeError::Conflict { .. }), "{err}");
         let table = open_table(&uri, &StorageConfig::default()).await.unwrap();
         assert_eq!(table.version(), Some(1));
@@ -422,6 +441,60 @@ mod tests {
         let table = open_table(&uri, &StorageConfig::default()).await.unwrap();
         assert_eq!(table.version(), Some(8));
         assert_eq!(row_count(&table), 8 * 6);
+    }
+
+    #[tokio::test]
+    async fn transaction_ids_expire_after_the_retention() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("t").to_str().unwrap().to_owned();
+        let mut short = spec();
+        short.properties.insert(
+            "delta.setTransactionRetentionDuration".into(),
+            "interval 2 seconds".into(),
+        );
+        let mut table = open_or_create(&uri, &short, &StorageConfig::default()).await.unwrap();
+        let files = write_source(&uri, &table, "s3://raw/old", &["1"]).await;
+        commit_sources(&uri, &mut table, vec![files], &Retry::default())
+            .await
+            .unwrap();
+        assert!(is_committed(&uri, &table, "s3://raw/old").await.unwrap());
+        tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+        // Past the retention the id is gone, however the table is opened.
+        assert!(!is_committed(&uri, &table, "s3://raw/old").await.unwrap());
+        let reopened = open_table(&uri, &StorageConfig::default()).await.unwrap();
+        assert!(!is_committed(&uri, &reopened, "s3://raw/old").await.unwrap());
+        // A new id of a later commit is there.
+        let files = write_source(&uri, &table, "s3://raw/new", &["2"]).await;
+        commit_sources(&uri, &mut table, vec![files], &Retry::default())
+            .await
+            .unwrap();
+        assert!(is_committed(&uri, &table, "s3://raw/new").await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn every_commit_carries_an_id_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("t").to_str().unwrap().to_owned();
+        let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+        let mut ids = std::collections::HashSet::new();
+        for n in 0..3 {
+            let files = write_source(&uri, &table, &format!("s3://raw/{n}"), &["1"]).await;
+            let outcome = commit_sources(&uri, &mut table, vec![files], &Retry::default())
+                .await
+                .unwrap();
+            assert_eq!(outcome.attempts, 1);
+            let version = outcome.version.unwrap();
+            let log = std::fs::read_to_string(dir.path().join(format!("t/_delta_log/{version:020}.json"))).unwrap();
+            let info: serde_json::Value = log
+                .lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                .find_map(|a| a.get("commitInfo").cloned())
+                .unwrap();
+            assert!(
+                ids.insert(info[crate::COMMIT_ID_KEY].as_str().unwrap().to_owned()),
+                "{info}"
+            );
+        }
     }
 
     fn walk(dir: &std::path::Path) -> Vec<String> {

@@ -40,6 +40,54 @@ pub enum LakeError {
         /// Delta's description of the conflict.
         reason: String,
     },
+    /// A commit was tried until its deadline without landing: the log was read back after every
+    /// try, and no version carries it, so its data files were deleted again. Retrying later (a
+    /// redelivery) is safe.
+    #[error("table {uri}: not committed after {attempts} tries before the deadline; last error: {last_error}")]
+    CommitTimedOut {
+        /// The table.
+        uri: String,
+        /// Tries made.
+        attempts: u32,
+        /// What the last try met.
+        last_error: String,
+    },
+    /// A commit failed and the log could not be read back to tell whether it landed. Its data
+    /// files are kept (no reader sees files that no version names; VACUUM removes them); a retry
+    /// reads the log again and skips what landed.
+    #[error(
+        "table {uri}: outcome of a commit unknown after {attempts} tries (commit: {commit_error}; reading the log back: {source})"
+    )]
+    CommitUnknown {
+        /// The table.
+        uri: String,
+        /// Tries made.
+        attempts: u32,
+        /// What the commit met.
+        commit_error: String,
+        /// Why the log could not be read back.
+        #[source]
+        source: Box<DeltaTableError>,
+    },
+    /// A data file of the table could not be read.
+    #[error("table {uri}: data file {file}: {reason}")]
+    ReadFile {
+        /// The table.
+        uri: String,
+        /// The file, relative to the table.
+        file: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// Creating a missing table failed, and not because another writer created it first.
+    #[error("table {uri}: could not be created: {source}")]
+    Create {
+        /// The table.
+        uri: String,
+        /// What delta-rs said.
+        #[source]
+        source: Box<DeltaTableError>,
+    },
 }
 
 impl LakeError {

@@ -14,6 +14,10 @@
 //!   makes the commit fail with [`LakeError::Conflict`] instead of writing it twice.
 //!   [`commit_appends`] commits files without a `txn`, for rows that carry their own identity.
 //! * Commits rely on S3 conditional writes (put-if-absent): no lock table, no unsafe rename.
+//!   A commit's outcome is read from the log, never guessed from an error: each commit carries an
+//!   id of its own, and after any error the versions written since are read back. Commits are
+//!   tried again with backoff and jitter until a deadline ([`Retry`]), and data files are deleted
+//!   only when no version names them.
 //! * [`maintenance`] keeps tables fed by many small appends healthy: compaction of closed
 //!   partitions (with removal of duplicate rows by a key), checkpoints, expired log cleanup and
 //!   VACUUM.
@@ -21,15 +25,18 @@
 #![warn(missing_docs)]
 
 mod append;
+mod commit;
 mod error;
 pub mod maintenance;
 mod maintenance_compact;
 #[cfg(test)]
 mod maintenance_tests;
+pub mod sources;
 mod storage;
 mod table;
 
 pub use append::{AppendOutcome, SourceFiles, SourceWriter, commit_appends, commit_sources, is_committed, now_micros};
+pub use commit::{COMMIT_ID_KEY, Retry};
 pub use error::LakeError;
 pub use storage::{StorageConfig, table_url};
 pub use table::{FileStats, TableSpec, file_stats, open_or_create, open_table};

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arrow::array::{Array, AsArray, BooleanArray};
 use arrow::compute::{cast, filter_record_batch};
@@ -13,7 +13,6 @@ use arrow::datatypes::DataType as ArrowType;
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{Action, Add, DataType, LogicalFileView};
 use deltalake::parquet::arrow::ProjectionMask;
 use deltalake::parquet::arrow::arrow_reader::ArrowReaderOptions;
@@ -30,6 +29,7 @@ use object_store::ObjectStoreExt as _;
 use percent_encoding::percent_decode_str;
 use tracing::{debug, info, warn};
 
+use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit};
 use crate::maintenance::{MaintenanceError, now, partition_label};
 
 /// Tag of the files written by a deduplicating compaction, with the key column as its value: such
@@ -42,9 +42,6 @@ pub const DEFAULT_TARGET_FILE_SIZE: u64 = 128 << 20;
 
 /// Default grace period after a partition's date has ended before it is compacted.
 pub const DEFAULT_GRACE: TimeDelta = TimeDelta::hours(48);
-
-/// How many times a bin's commit is tried again after other writers committed first.
-const COMMIT_ATTEMPTS: usize = 50;
 
 /// Rows per batch read from the files being compacted.
 const BATCH_ROWS: usize = 8192;
@@ -735,15 +732,25 @@ impl<'a> PartitionWork<'a> {
             .map(String::as_str)
             .chain(bin.iter().map(|f| f.path.as_str()))
             .collect();
-        let version = match commit_rewrite(uri, table, actions, operation, metadata, &must_be_active).await {
+        // A bin started before `stop_at` may finish its commit a little after it: a bin killed by
+        // the Lambda's own deadline loses nothing (its files are in no version), but its work.
+        let retry = Retry::until(match self.options.stop_at {
+            Some(stop_at) => stop_at.max(Instant::now() + Duration::from_secs(30)),
+            None => Instant::now() + Retry::DEFAULT_BUDGET,
+        });
+        let version = match commit_rewrite(uri, table, actions, operation, metadata, &must_be_active, &retry).await {
             Ok(Some(version)) => version,
             Ok(None) => {
                 warn!(table = uri, partition = %self.partition.label, "a concurrent commit rewrote files of this partition; left for the next run");
                 delete_files(&store, &adds).await;
                 return Ok(None);
             }
-            Err(e) => {
+            Err(RewriteFailure::NotCommitted(e)) => {
                 delete_files(&store, &adds).await;
+                return Err(e);
+            }
+            Err(RewriteFailure::Unknown(e)) => {
+                warn!(table = uri, partition = %self.partition.label, error = %e, "compaction commit outcome unknown: its new files are kept");
                 return Err(e);
             }
         };
@@ -766,10 +773,10 @@ impl<'a> PartitionWork<'a> {
 
 /// A parquet file of the table's object store, read by byte ranges.
 #[derive(Debug, Clone)]
-struct StoreFile {
-    store: Arc<dyn ObjectStore>,
-    path: Path,
-    size: u64,
+pub(crate) struct StoreFile {
+    pub(crate) store: Arc<dyn ObjectStore>,
+    pub(crate) path: Path,
+    pub(crate) size: u64,
 }
 
 fn store_error(e: object_store::Error) -> ParquetError {
@@ -823,9 +830,13 @@ async fn delete_files(store: &Arc<dyn ObjectStore>, adds: &[Add]) {
     }
 }
 
-/// Commits `actions` as exactly the version after the newest one, provided every file of
+/// Commits `actions` as the version after the newest one, provided every file of
 /// `must_be_active` is active in that newest version; tried again while other writers commit
-/// first. `Ok(None)` when a file is no longer active.
+/// first or the store fails, until `retry`'s deadline. `Ok(None)` when a file is no longer
+/// active. No retries inside delta-rs: its conflict checker does not see two compactions removing
+/// the same file without data change, so every try is checked here, on the version it must
+/// follow. The outcome is read from the log: a bin whose commit landed is never taken for one a
+/// competitor beat.
 async fn commit_rewrite(
     uri: &str,
     table: &mut DeltaTable,
@@ -833,48 +844,31 @@ async fn commit_rewrite(
     operation: DeltaOperation,
     metadata: [(String, serde_json::Value); 3],
     must_be_active: &[&str],
-) -> Result<Option<u64>, MaintenanceError> {
-    let delta = |e| MaintenanceError::delta(uri, "compaction commit", e);
-    for attempt in 1..=COMMIT_ATTEMPTS {
-        table.update_incremental(None).await.map_err(delta)?;
-        let snapshot = table.snapshot().map_err(delta)?;
-        let base = snapshot.version();
-        let active: HashSet<String> = snapshot.log_data().iter().map(|f| f.path().into_owned()).collect();
-        if let Some(gone) = must_be_active.iter().find(|p| !active.contains(**p)) {
-            debug!(table = uri, file = gone, "file no longer active");
-            return Ok(None);
+    retry: &Retry,
+) -> Result<Option<u64>, RewriteFailure> {
+    let to_commit = Commit {
+        uri,
+        actions,
+        transactions: Vec::new(),
+        operation,
+        metadata: metadata.to_vec(),
+        guard: Guard::Active(must_be_active),
+    };
+    match commit(table, to_commit, retry).await {
+        Ok(Landed::Version { version, .. }) => Ok(Some(version)),
+        Ok(Landed::Refused { reason }) => {
+            debug!(table = uri, %reason, "file no longer active");
+            Ok(None)
         }
-        // No retries inside delta-rs: its conflict checker does not see two compactions removing
-        // the same file without data change, so every attempt is checked here, on the version it
-        // must follow.
-        let properties = CommitProperties::default()
-            .with_max_retries(0)
-            .with_metadata(metadata.clone());
-        let result = CommitBuilder::from(properties)
-            .with_actions(actions.clone())
-            .build(Some(snapshot), table.log_store(), operation.clone())
-            .await;
-        match result {
-            Ok(finalized) => {
-                let version = finalized.version();
-                if let Err(e) = table.update_incremental(Some(version)).await {
-                    warn!(table = uri, error = %e, "could not refresh the table after compaction");
-                }
-                return Ok(Some(version));
-            }
-            Err(e) => {
-                let latest = table.log_store().get_latest_version(base).await.map_err(delta)?;
-                if latest <= base {
-                    return Err(delta(e));
-                }
-                debug!(
-                    table = uri,
-                    attempt, base, latest, "another commit came first, checking again"
-                );
-            }
-        }
+        Err(CommitFailure::NotCommitted(e)) => Err(RewriteFailure::NotCommitted(MaintenanceError::Lake(e))),
+        Err(CommitFailure::Unknown(e)) => Err(RewriteFailure::Unknown(MaintenanceError::Lake(e))),
     }
-    Err(delta(deltalake::DeltaTableError::Generic(format!(
-        "no commit after {COMMIT_ATTEMPTS} attempts: the table changes faster than a commit can follow"
-    ))))
+}
+
+/// A bin's commit that failed: whether its new files may be deleted.
+enum RewriteFailure {
+    /// No version carries it.
+    NotCommitted(MaintenanceError),
+    /// It may have landed: the files stay.
+    Unknown(MaintenanceError),
 }

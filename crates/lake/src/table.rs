@@ -112,9 +112,24 @@ pub async fn open_or_create(
                 table
             }
             Err(e) => {
-                // Another writer created it between our check and our commit.
-                debug!(table = location, error = %e, "create lost a race, opening the winner");
-                builder()?.load().await.map_err(|e| LakeError::delta(location, e))?
+                // Either another writer created it between our check and our commit, or our own
+                // commit of version 0 landed although the store answered with an error (a retried
+                // PUT then meets it): in both cases version 0 is there now. Otherwise the
+                // creation failed, and its cause is the error to report.
+                let mut existing = builder()?.build().map_err(|e| LakeError::delta(location, e))?;
+                match existing.verify_deltatable_existence().await {
+                    Ok(true) => {
+                        debug!(table = location, error = %e, "version 0 is there after a failed create, opening it");
+                        existing.load().await.map_err(|e| LakeError::delta(location, e))?;
+                        existing
+                    }
+                    _ => {
+                        return Err(LakeError::Create {
+                            uri: location.to_owned(),
+                            source: Box::new(e),
+                        });
+                    }
+                }
             }
         };
     }

@@ -1,0 +1,434 @@
+//! Commits whose outcome is read from the Delta log, never guessed from an error, and that are
+//! tried again with backoff until a deadline.
+//!
+//! An error of delta-rs' commit future does not mean that nothing was committed: S3 may answer
+//! 500 to a PUT it carried out (and object_store's retry then meets the commit as a competitor),
+//! a connection may drop after the request was carried out, and a post-commit step (checkpoint,
+//! log cleanup, snapshot refresh) may fail after the version landed. So every commit carries an
+//! id of its own in its `commitInfo` (`lakelog.commitId`), and after any error the versions
+//! written since the commit's base are read back: if one carries the id, the commit landed. Only
+//! when the log has been read and names none of them is the commit known not to have landed, and
+//! only then may its data files be deleted. When the log cannot be read in time, the outcome is
+//! [`CommitFailure::Unknown`] and the files stay (files that no version names are invisible to
+//! readers, and VACUUM removes them).
+
+use std::time::{Duration, Instant};
+
+use deltalake::kernel::Action;
+use deltalake::kernel::Transaction;
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
+use deltalake::logstore::LogStoreRef;
+use deltalake::protocol::DeltaOperation;
+use deltalake::{DeltaTable, DeltaTableError};
+use rand::Rng as _;
+use serde_json::Value;
+use tracing::{debug, warn};
+
+use crate::error::LakeError;
+
+/// The `commitInfo` key under which each commit records its own id.
+pub const COMMIT_ID_KEY: &str = "lakelog.commitId";
+
+/// How long a commit may keep trying, and how it waits between tries: exponential backoff with
+/// full jitter (a random wait between zero and a ceiling that doubles with each try, up to a cap),
+/// so that writers that collided, or that S3 throttled, do not collide again in step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    deadline: Instant,
+    first: Duration,
+    cap: Duration,
+}
+
+impl Retry {
+    /// What a caller without a deadline of its own (the CLI) allows one commit.
+    pub const DEFAULT_BUDGET: Duration = Duration::from_secs(120);
+
+    /// Tries until `deadline`, waiting 25 ms to 2 s (ceilings) between tries.
+    pub fn until(deadline: Instant) -> Self {
+        Self {
+            deadline,
+            first: Duration::from_millis(25),
+            cap: Duration::from_secs(2),
+        }
+    }
+
+    /// Tries for `budget` from now.
+    pub fn within(budget: Duration) -> Self {
+        Self::until(Instant::now() + budget)
+    }
+
+    /// Tries until `margin` before a Lambda invocation's deadline (`deadline_ms`, milliseconds
+    /// since the Unix epoch, as the Runtime API gives it), so that the handler still has `margin`
+    /// to answer; a deadline already past (or within the margin) leaves one try. A deadline of 0,
+    /// which a context built outside Lambda has, gives [`Retry::DEFAULT_BUDGET`].
+    pub fn for_invocation(deadline_ms: u64, margin: Duration) -> Self {
+        if deadline_ms == 0 {
+            return Self::default();
+        }
+        let deadline = std::time::UNIX_EPOCH + Duration::from_millis(deadline_ms);
+        let left = deadline
+            .duration_since(std::time::SystemTime::now())
+            .unwrap_or_default()
+            .saturating_sub(margin);
+        Self::within(left)
+    }
+
+    /// The same deadline with other ceilings of the waits (tests use short ones).
+    pub fn with_delays(mut self, first: Duration, cap: Duration) -> Self {
+        self.first = first;
+        self.cap = cap.max(first);
+        self
+    }
+
+    /// When trying stops.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Whether the deadline has passed.
+    pub fn expired(&self) -> bool {
+        Instant::now() >= self.deadline
+    }
+
+    /// The wait before retry number `retry` (1 for the first retry): a random duration up to
+    /// `first * 2^(retry - 1)`, capped.
+    pub fn delay(&self, retry: u32) -> Duration {
+        let ceiling = self
+            .first
+            .saturating_mul(1u32 << retry.saturating_sub(1).min(20))
+            .min(self.cap);
+        let nanos = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);
+        Duration::from_nanos(rand::rng().random_range(0..=nanos))
+    }
+
+    /// Waits before retry number `retry`; `false`, without waiting, when the wait would end past
+    /// the deadline.
+    pub async fn wait(&self, retry: u32) -> bool {
+        let delay = self.delay(retry);
+        if Instant::now() + delay >= self.deadline {
+            return false;
+        }
+        tokio::time::sleep(delay).await;
+        true
+    }
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Self::within(Self::DEFAULT_BUDGET)
+    }
+}
+
+/// What must still hold, on the version a commit follows, for it to go ahead.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Guard<'a> {
+    /// Nothing: plain appends never conflict.
+    None,
+    /// None of the commit's `txn` app ids may be in the table (another writer wrote the source).
+    NewTransactions,
+    /// Each of these files (paths as the log writes them) must still be active.
+    Active(&'a [&'a str]),
+}
+
+/// One commit to make.
+#[derive(Debug)]
+pub(crate) struct Commit<'a> {
+    /// The table, as errors and logs name it.
+    pub uri: &'a str,
+    /// The commit's actions.
+    pub actions: Vec<Action>,
+    /// Its `txn` actions.
+    pub transactions: Vec<Transaction>,
+    /// The operation recorded in `commitInfo`.
+    pub operation: DeltaOperation,
+    /// More `commitInfo` entries.
+    pub metadata: Vec<(String, Value)>,
+    /// What must hold for it to go ahead.
+    pub guard: Guard<'a>,
+}
+
+/// A commit that landed, or that its guard stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Landed {
+    /// The commit is `version` of the table.
+    Version {
+        /// The version.
+        version: u64,
+        /// Tries it took (1 when the first landed).
+        attempts: u32,
+        /// Whether a step after the commit (checkpoint, log cleanup, refresh) failed; the next
+        /// writer or the maintenance run does it instead.
+        post_commit_failed: bool,
+    },
+    /// The guard no longer held: nothing was committed.
+    Refused {
+        /// What no longer held.
+        reason: String,
+    },
+}
+
+/// A commit that did not land, or whose outcome is unknown.
+#[derive(Debug)]
+pub(crate) enum CommitFailure {
+    /// The log was read and no version carries the commit: its files may be deleted.
+    NotCommitted(LakeError),
+    /// The log could not be read back: the commit may have landed, so its files must stay.
+    Unknown(LakeError),
+}
+
+/// Errors that no retry can cure: the commit itself is not acceptable to the table.
+fn permanent(e: &DeltaTableError) -> bool {
+    matches!(
+        e,
+        DeltaTableError::Transaction {
+            source: TransactionError::DeltaTableAppendOnly
+                | TransactionError::UnsupportedTableFeatures(_)
+                | TransactionError::TableFeaturesRequired(_)
+        } | DeltaTableError::SerializeLogJson { .. }
+            | DeltaTableError::CommitValidation { .. }
+            | DeltaTableError::SchemaMismatch { .. }
+            | DeltaTableError::MissingFeature { .. }
+            | DeltaTableError::InvalidTableLocation(_)
+    )
+}
+
+/// Commits `commit` to `table` as the version after the newest, tried again (refreshing the
+/// table, re-checking the guard, with backoff) until it lands or `retry`'s deadline passes.
+/// Every try's outcome is read from the log, so a commit is reported as landed exactly when a
+/// version carries it.
+pub(crate) async fn commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &Retry) -> Result<Landed, CommitFailure> {
+    let uri = commit.uri;
+    let id = uuid::Uuid::new_v4().to_string();
+    let mut metadata = commit.metadata;
+    metadata.push((COMMIT_ID_KEY.to_owned(), Value::String(id.clone())));
+    let mut attempts = 0u32;
+    let mut last_error = String::new();
+    loop {
+        if attempts > 0 && !retry.wait(attempts).await {
+            return Err(CommitFailure::NotCommitted(LakeError::CommitTimedOut {
+                uri: uri.to_owned(),
+                attempts,
+                last_error,
+            }));
+        }
+        attempts += 1;
+        // Start from the newest version: a try on an old one is refused at once.
+        if let Err(e) = table.update_incremental(None).await {
+            debug!(table = uri, attempts, error = %e, "could not refresh the table before committing");
+            last_error = e.to_string();
+            continue;
+        }
+        let snapshot = match table.snapshot() {
+            Ok(snapshot) => snapshot.clone(),
+            Err(e) => return Err(CommitFailure::NotCommitted(LakeError::delta(uri, e))),
+        };
+        let base = snapshot.version();
+        match check_guard(table, &snapshot, &commit.guard, &commit.transactions).await {
+            Ok(None) => {}
+            Ok(Some(reason)) => return Ok(Landed::Refused { reason }),
+            Err(e) => {
+                debug!(table = uri, attempts, error = %e, "could not check the commit's guard");
+                last_error = e.to_string();
+                continue;
+            }
+        }
+        let log_store = table.log_store();
+        let properties = CommitProperties::default()
+            // Never delta-rs' own retries: they cannot tell a version of this commit's from a
+            // competitor's, and would commit the same files again.
+            .with_max_retries(0)
+            .with_metadata(metadata.iter().cloned())
+            .with_application_transactions(commit.transactions.clone());
+        let prepared = CommitBuilder::from(properties)
+            .with_actions(commit.actions.clone())
+            .build(Some(&snapshot), log_store.clone(), commit.operation.clone())
+            .into_prepared_commit_future()
+            .await;
+        let prepared = match prepared {
+            Ok(prepared) => prepared,
+            // Nothing was written: the commit bytes are only prepared in memory.
+            Err(e) if permanent(&e) => return Err(CommitFailure::NotCommitted(LakeError::delta(uri, e))),
+            Err(e) => {
+                last_error = e.to_string();
+                continue;
+            }
+        };
+        let error = match prepared.await {
+            Ok(post_commit) => {
+                let version = post_commit.version;
+                // The version is in the log; what follows is best effort.
+                let post_commit_failed = match post_commit.await {
+                    Ok(_) => false,
+                    Err(e) => {
+                        warn!(table = uri, version, error = %e, "committed, but a post-commit step failed (checkpoint or log cleanup); left to the next writer or maintenance");
+                        true
+                    }
+                };
+                refresh(table, uri, version).await;
+                return Ok(Landed::Version {
+                    version,
+                    attempts,
+                    post_commit_failed,
+                });
+            }
+            Err(e) => e,
+        };
+        match find_commit(&log_store, base, &id, retry).await {
+            Ok(Some(version)) => {
+                warn!(table = uri, version, error = %error, "the commit landed although the store reported an error");
+                refresh(table, uri, version).await;
+                return Ok(Landed::Version {
+                    version,
+                    attempts,
+                    post_commit_failed: false,
+                });
+            }
+            Ok(None) if permanent(&error) => {
+                return Err(CommitFailure::NotCommitted(LakeError::delta(uri, error)));
+            }
+            Ok(None) => {
+                debug!(table = uri, attempts, base, error = %error, "not committed, trying again");
+                last_error = error.to_string();
+            }
+            Err(e) => {
+                return Err(CommitFailure::Unknown(LakeError::CommitUnknown {
+                    uri: uri.to_owned(),
+                    attempts,
+                    commit_error: error.to_string(),
+                    source: Box::new(e),
+                }));
+            }
+        }
+    }
+}
+
+/// Brings `table` to `version`; if that fails, the next refresh catches up.
+async fn refresh(table: &mut DeltaTable, uri: &str, version: u64) {
+    if let Err(e) = table.update_incremental(Some(version)).await {
+        warn!(table = uri, version, error = %e, "could not refresh the table after commit");
+    }
+}
+
+/// Why the commit must not go ahead on `snapshot`, if it must not.
+async fn check_guard(
+    table: &DeltaTable,
+    snapshot: &deltalake::table::state::DeltaTableState,
+    guard: &Guard<'_>,
+    transactions: &[Transaction],
+) -> Result<Option<String>, DeltaTableError> {
+    match guard {
+        Guard::None => Ok(None),
+        Guard::NewTransactions => {
+            let log_store = table.log_store();
+            for txn in transactions {
+                if snapshot
+                    .transaction_version(log_store.as_ref(), &txn.app_id)
+                    .await?
+                    .is_some()
+                {
+                    return Ok(Some(format!(
+                        "version {} or earlier already records {}",
+                        snapshot.version(),
+                        txn.app_id
+                    )));
+                }
+            }
+            Ok(None)
+        }
+        Guard::Active(paths) => {
+            let active: std::collections::HashSet<String> =
+                snapshot.log_data().iter().map(|f| f.path().into_owned()).collect();
+            Ok(paths
+                .iter()
+                .find(|p| !active.contains(**p))
+                .map(|gone| format!("{gone} is no longer active in version {}", snapshot.version())))
+        }
+    }
+}
+
+/// The version after `base` whose commit carries `id`, reading the log until the deadline of
+/// `retry` if the store fails; `Ok(None)` once the whole log after `base` was read without it.
+async fn find_commit(
+    log_store: &LogStoreRef,
+    base: u64,
+    id: &str,
+    retry: &Retry,
+) -> Result<Option<u64>, DeltaTableError> {
+    let needle = id.as_bytes();
+    let mut tries = 0u32;
+    loop {
+        let found = async {
+            let latest = log_store.get_latest_version(base).await?;
+            for version in base + 1..=latest {
+                if let Some(bytes) = log_store.read_commit_entry(version).await?
+                    && memchr::memmem::find(&bytes, needle).is_some()
+                {
+                    return Ok(Some(version));
+                }
+            }
+            Ok::<_, DeltaTableError>(None)
+        }
+        .await;
+        match found {
+            Ok(found) => return Ok(found),
+            Err(e) => {
+                tries += 1;
+                // Reading the log back is worth more than the deadline's margin: without it the
+                // commit's files can never be cleaned up by this writer, and its source is retried.
+                if !retry.wait(tries).await {
+                    return Err(e);
+                }
+                debug!(base, error = %e, "could not read the log back, trying again");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_grow_to_the_cap_and_stay_below_the_ceiling() {
+        let retry =
+            Retry::within(Duration::from_secs(60)).with_delays(Duration::from_millis(10), Duration::from_millis(80));
+        for _ in 0..200 {
+            assert!(retry.delay(1) <= Duration::from_millis(10));
+            assert!(retry.delay(3) <= Duration::from_millis(40));
+            assert!(retry.delay(30) <= Duration::from_millis(80));
+        }
+        // Jittered: not every wait is the ceiling.
+        let waits: std::collections::HashSet<Duration> = (0..50).map(|_| retry.delay(30)).collect();
+        assert!(waits.len() > 10, "{waits:?}");
+    }
+
+    #[test]
+    fn a_wall_clock_deadline_keeps_its_margin() {
+        let now_ms = chrono::Utc::now().timestamp_millis() as u64;
+        let retry = Retry::for_invocation(now_ms + 60_000, Duration::from_secs(10));
+        let left = retry.deadline().saturating_duration_since(Instant::now());
+        assert!(
+            left <= Duration::from_secs(50) && left > Duration::from_secs(45),
+            "{left:?}"
+        );
+        assert!(Retry::for_invocation(now_ms, Duration::from_secs(10)).expired());
+        let unbounded = Retry::for_invocation(0, Duration::from_secs(10));
+        assert!(unbounded.deadline() > Instant::now() + Duration::from_secs(100));
+    }
+
+    #[tokio::test]
+    async fn no_wait_past_the_deadline() {
+        let retry =
+            Retry::within(Duration::from_millis(5)).with_delays(Duration::from_secs(10), Duration::from_secs(10));
+        // A wait of up to ten seconds would, in all but a vanishing share of draws, end past it.
+        let started = Instant::now();
+        let mut waited = 0;
+        for _ in 0..20 {
+            if retry.wait(5).await {
+                waited += 1;
+            }
+        }
+        assert!(waited <= 1, "{waited}");
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+}
