@@ -34,6 +34,7 @@
 //! ```
 
 mod duckdb;
+pub mod faults;
 mod kinesis;
 pub use duckdb::duckdb;
 pub use kinesis::{StreamRecord, read_stream};

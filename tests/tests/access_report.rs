@@ -53,7 +53,7 @@ impl Lake {
         let objects = reader.list(&format!("s3://{raw}/")).await.unwrap();
         assert_eq!(objects.len(), generated.objects.len());
         let ingestor = Ingestor::new(template, rejects, storage.clone(), reader, 4);
-        for (object, result) in ingestor.ingest(&objects, &NoProgress).await {
+        for (object, result) in ingestor.ingest(&objects, &lake::Retry::default(), &NoProgress).await {
             result.unwrap_or_else(|e| panic!("{object}: {e}"));
         }
         let tables: Vec<String> = [LAKE_BUCKET, WEB_BUCKET]

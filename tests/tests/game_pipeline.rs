@@ -147,7 +147,7 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
     let lake_sink = Sink::open(&Config::new(&table, None)?, &storage).await?;
     let batches: Vec<&[KinesisEventRecord]> = records.chunks(60).collect();
     for batch in batches.iter().chain(batches.last()) {
-        let report = lake_sink.process(batch).await;
+        let report = lake_sink.process(batch, &lake::Retry::default()).await;
         ensure!(report.retry_from.is_none() && report.rejected == 0, "{report:?}");
     }
 

@@ -38,10 +38,17 @@ async fn table(uri: &str, storage: &StorageConfig, partition: &str, commits: usi
             ],
         )
         .unwrap();
-        let mut writer = SourceWriter::new(uri, &table, &format!("batch-{commit}")).unwrap();
+        // A source of its own per commit: the same rows sent again are new sources, as a
+        // redelivered Kinesis batch is.
+        static SOURCES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = SOURCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let source = format!("batch-{n}-{commit}");
+        let mut writer = SourceWriter::new(uri, &table, &source).unwrap();
         writer.write(batch).await.unwrap();
         let files = writer.finish().await.unwrap();
-        commit_sources(uri, &mut table, vec![files]).await.unwrap();
+        commit_sources(uri, &mut table, vec![files], &lake::Retry::default())
+            .await
+            .unwrap();
     }
 }
 

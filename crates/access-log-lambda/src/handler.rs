@@ -4,12 +4,16 @@
 use std::collections::HashMap;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use lake::Retry;
 use lambda_runtime::LambdaEvent;
 use tracing::{info, warn};
 
 use crate::ingest::{Ingestor, NoProgress};
 use crate::notification::{Notification, parse_body};
 use crate::objects::ObjectRef;
+
+/// Time kept back from the invocation's deadline to answer with the messages to retry.
+const ANSWER_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The handler failed as a whole: Lambda retries the entire batch.
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +49,10 @@ pub async fn handle(event: LambdaEvent<SqsEvent>, ingestor: &Ingestor) -> Result
         per_message.push(parsed);
     }
 
-    let outcomes = ingestor.ingest(&wanted, &NoProgress).await;
+    // Commits keep trying until shortly before the invocation's deadline; what is not committed
+    // by then is reported as failed, and SQS delivers it again.
+    let retry = Retry::for_invocation(event.context.deadline, ANSWER_MARGIN);
+    let outcomes = ingestor.ingest(&wanted, &retry, &NoProgress).await;
     let failed: HashMap<&ObjectRef, String> = outcomes
         .iter()
         .filter_map(|(object, result)| result.as_ref().err().map(|e| (object, e.to_string())))

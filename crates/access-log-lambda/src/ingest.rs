@@ -8,13 +8,15 @@
 //! concurrent writer commits one of the same objects first, the commit is retried with the objects
 //! still missing, re-read, a bounded number of times.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
 use futures::StreamExt;
 use lake::deltalake::DeltaTable;
-use lake::{LakeError, SourceFiles, SourceWriter, StorageConfig, TableSpec, commit_sources, is_committed, now_micros};
+use lake::{
+    LakeError, Retry, SourceFiles, SourceWriter, StorageConfig, TableSpec, commit_sources, is_committed, now_micros,
+};
 use s3_access_log::{
     AccessLogBatchBuilder, AccessLogRecord, Lines, PARTITION_COLUMN, RejectsBatchBuilder, access_logs_schema, is_blank,
     rejects_schema,
@@ -38,8 +40,9 @@ pub const MAX_LINE: usize = 1 << 20;
 /// How much of an overlong line the rejects table keeps.
 const KEPT_OF_LONG_LINE: usize = 4096;
 
-/// How many times objects are re-read after a concurrent writer committed some of them first.
-const ATTEMPTS: usize = 4;
+/// How many times, at most, objects are read after a concurrent writer committed some of them
+/// first (each time fewer: those now in the table are skipped), within the retry's deadline.
+const ATTEMPTS: usize = 8;
 
 /// Why an object was not ingested. Its message names the object and, for commits, the table.
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +145,9 @@ pub struct Ingestor {
     reader: ObjectReader,
     concurrency: usize,
     tables: Mutex<HashMap<String, DeltaTable>>,
+    /// Per table, the log objects of its files added before its `txn` ids can be trusted
+    /// (read once, the first time an object that old is ingested).
+    old_sources: Mutex<HashMap<String, Arc<HashSet<String>>>>,
 }
 
 impl std::fmt::Debug for Ingestor {
@@ -171,25 +177,61 @@ impl Ingestor {
             reader,
             concurrency: concurrency.max(1),
             tables: Mutex::new(HashMap::new()),
+            old_sources: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Whether `source`, not recorded by a `txn` of `table`, was written all the same, by a
+    /// commit so old that its `txn` may have expired: an object whose name dates it after the
+    /// table's trusted window began is new; an older one (or one without a date in its name) is
+    /// looked up in the `log_object` column of the files added before that window.
+    async fn written_before_retention(&self, uri: &str, table: &DeltaTable, source: &str) -> Result<bool, LakeError> {
+        let now_ms = now_micros() / 1000;
+        let Some(since) = lake::sources::trusted_since_ms(uri, table, now_ms)? else {
+            return Ok(false);
+        };
+        if log_object_time_ms(source).is_some_and(|t| t >= since) {
+            return Ok(false);
+        }
+        let known = self.old_sources.lock().await.get(uri).cloned();
+        let sources = match known {
+            Some(sources) => sources,
+            None => {
+                let read = lake::sources::column_values_in_files_before(uri, table, LOG_OBJECT, since).await?;
+                info!(
+                    table = uri,
+                    sources = read.len(),
+                    "read the log objects of files older than the txn retention"
+                );
+                let read = Arc::new(read);
+                self.old_sources.lock().await.insert(uri.to_owned(), read.clone());
+                read
+            }
+        };
+        Ok(sources.contains(source))
     }
 
     /// Ingests `objects`, each distinct object once, and returns the outcome of each distinct
     /// object in the order of first appearance. Objects that fail leave nothing in any table they
-    /// did not commit to, and can simply be ingested again.
+    /// did not commit to, and can simply be ingested again. Commits are tried until `retry`'s
+    /// deadline (see [`lake::Retry`]); what is not committed by then is reported as failed.
     pub async fn ingest(
         &self,
         objects: &[ObjectRef],
+        retry: &Retry,
         progress: &dyn Progress,
     ) -> Vec<(ObjectRef, Result<ObjectReport, IngestError>)> {
         let mut seen = std::collections::HashSet::new();
         let objects: Vec<ObjectRef> = objects.iter().filter(|o| seen.insert(*o)).cloned().collect();
         let mut results: Vec<Option<Result<ObjectReport, IngestError>>> = objects.iter().map(|_| None).collect();
         let mut pending: Vec<usize> = (0..objects.len()).collect();
-        for _attempt in 0..ATTEMPTS {
-            if pending.is_empty() {
+        let mut attempts = 0;
+        while !pending.is_empty() && attempts < ATTEMPTS {
+            // Writers that met on the same objects read them again at different times.
+            if attempts > 0 && !retry.wait(attempts as u32).await {
                 break;
             }
+            attempts += 1;
             let session = Session {
                 ingestor: self,
                 targets: Mutex::new(HashMap::new()),
@@ -217,7 +259,7 @@ impl Ingestor {
                 }
             }
 
-            let mut retry = Vec::new();
+            let mut again = Vec::new();
             let mut failed: HashMap<usize, IngestError> = HashMap::new();
             let targets = session.targets.into_inner();
             for (uri, files) in per_table {
@@ -239,14 +281,14 @@ impl Ingestor {
                 };
                 let mut table = target.table.clone();
                 let rows: u64 = files.iter().map(|(_, f)| f.rows()).sum();
-                match commit_sources(&uri, &mut table, files.into_iter().map(|(_, f)| f).collect()).await {
+                match commit_sources(&uri, &mut table, files.into_iter().map(|(_, f)| f).collect(), retry).await {
                     Ok(outcome) => {
                         info!(table = %uri, version = ?outcome.version, objects = outcome.sources, rows, files = outcome.files, "committed");
                         self.tables.lock().await.insert(uri, table);
                     }
                     Err(LakeError::Conflict { reason, .. }) => {
                         warn!(table = %uri, objects = indices.len(), %reason, "concurrent commit; re-reading the objects not yet in the table");
-                        retry.extend(indices);
+                        again.extend(indices);
                     }
                     Err(e) => {
                         fail_all(e.to_string());
@@ -254,22 +296,22 @@ impl Ingestor {
                     }
                 }
             }
-            retry.sort_unstable();
-            retry.dedup();
+            again.sort_unstable();
+            again.dedup();
             for (i, report) in reports {
                 if let Some(e) = failed.remove(&i) {
                     results[i] = Some(Err(e));
-                } else if retry.binary_search(&i).is_err() {
+                } else if again.binary_search(&i).is_err() {
                     results[i] = Some(Ok(report));
                 }
             }
-            retry.retain(|i| results[*i].is_none());
-            pending = retry;
+            again.retain(|i| results[*i].is_none());
+            pending = again;
         }
         for i in pending {
             results[i] = Some(Err(IngestError::Conflicts {
                 object: objects[i].uri(),
-                attempts: ATTEMPTS,
+                attempts,
             }));
         }
         objects
@@ -279,7 +321,7 @@ impl Ingestor {
                 let result = result.unwrap_or_else(|| {
                     Err(IngestError::Conflicts {
                         object: object.uri(),
-                        attempts: ATTEMPTS,
+                        attempts,
                     })
                 });
                 progress.done(&object, &result);
@@ -288,6 +330,25 @@ impl Ingestor {
             })
             .collect()
     }
+}
+
+/// The column of both tables that names each row's log object.
+const LOG_OBJECT: &str = "log_object";
+
+/// When S3 wrote a server access log object, from its name
+/// (`[prefix]YYYY-mm-DD-HH-MM-SS-UniqueString`, or the same under a date-partitioned prefix), in
+/// milliseconds since the epoch; `None` for a name of another form.
+fn log_object_time_ms(source: &str) -> Option<i64> {
+    let name = source.rsplit('/').next()?;
+    // With a simple prefix, the prefix may run into the name: the date is its last 19 + 17 bytes
+    // at most (the unique string is 16 characters); find it by its shape instead.
+    let bytes = name.as_bytes();
+    (0..bytes.len().saturating_sub(18)).rev().find_map(|start| {
+        let candidate = name.get(start..start + 19)?;
+        chrono::NaiveDateTime::parse_from_str(candidate, "%Y-%m-%d-%H-%M-%S")
+            .ok()
+            .map(|t| t.and_utc().timestamp_millis())
+    })
 }
 
 fn log_outcome(object: &ObjectRef, result: &Result<ObjectReport, IngestError>) {
@@ -419,7 +480,12 @@ impl<'a> Session<'a> {
         builder: B,
     ) -> Result<Output<B>, LakeError> {
         let target = self.target(uri, spec).await?;
-        let writer = if is_committed(uri, &target.table, source).await? {
+        let written = is_committed(uri, &target.table, source).await?
+            || self
+                .ingestor
+                .written_before_retention(uri, &target.table, source)
+                .await?;
+        let writer = if written {
             None
         } else {
             Some(SourceWriter::new(uri, &target.table, source)?)
@@ -665,5 +731,33 @@ fn arrow_error(object: &str, source: arrow::error::ArrowError) -> IngestError {
     IngestError::Batch {
         object: object.to_owned(),
         source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_objects_are_dated_by_their_names() {
+        let at = chrono::NaiveDate::from_ymd_opt(2024, 6, 1)
+            .and_then(|d| d.and_hms_opt(0, 1, 2))
+            .map(|t| t.and_utc().timestamp_millis());
+        for source in [
+            "s3://raw/logs/2024-06-01-00-01-02-0123456789ABCDEF",
+            "s3://raw/logs/web2024-06-01-00-01-02-0123456789ABCDEF",
+            "s3://raw/123456789012/us-east-1/web/2024/06/01/2024-06-01-00-01-02-0123456789ABCDEF",
+            "/tmp/logs/2024-06-01-00-01-02-x",
+        ] {
+            assert_eq!(log_object_time_ms(source), at, "{source}");
+        }
+        for source in [
+            "s3://raw/logs/access.log",
+            "s3://raw/2024-06-01/",
+            "",
+            "s3://raw/2024-13-01-00-01-02-x",
+        ] {
+            assert_eq!(log_object_time_ms(source), None, "{source}");
+        }
     }
 }

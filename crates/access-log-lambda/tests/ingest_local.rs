@@ -66,7 +66,7 @@ async fn rows_land_per_bucket_once_and_rejects_are_kept() {
     assert!(rejects > 0);
 
     let ingestor = ingestor(lake.path());
-    let outcomes = ingestor.ingest(&objects, &NoProgress).await;
+    let outcomes = ingestor.ingest(&objects, &lake::Retry::default(), &NoProgress).await;
     assert_eq!(outcomes.len(), 6);
     let total_rows: u64 = outcomes.iter().map(|(_, r)| r.as_ref().unwrap().rows).sum();
     let total_rejects: u64 = outcomes.iter().map(|(_, r)| r.as_ref().unwrap().rejects).sum();
@@ -84,8 +84,10 @@ async fn rows_land_per_bucket_once_and_rejects_are_kept() {
 
     // Everything delivered again, by the same ingestor and by a fresh one: nothing is added.
     for again in [
-        ingestor.ingest(&objects, &NoProgress).await,
-        self::ingestor(lake.path()).ingest(&objects, &NoProgress).await,
+        ingestor.ingest(&objects, &lake::Retry::default(), &NoProgress).await,
+        self::ingestor(lake.path())
+            .ingest(&objects, &lake::Retry::default(), &NoProgress)
+            .await,
     ] {
         for (_, result) in &again {
             let report = result.as_ref().unwrap();
@@ -124,7 +126,9 @@ async fn a_bad_object_fails_alone() {
     objects.insert(1, ObjectRef::Local(bad));
     objects.push(ObjectRef::Local(raw.path().join("missing")));
 
-    let outcomes = ingestor(lake.path()).ingest(&objects, &NoProgress).await;
+    let outcomes = ingestor(lake.path())
+        .ingest(&objects, &lake::Retry::default(), &NoProgress)
+        .await;
     let failed: Vec<&ObjectRef> = outcomes.iter().filter(|(_, r)| r.is_err()).map(|(o, _)| o).collect();
     assert_eq!(failed, vec![&objects[1], &objects[4]]);
     assert!(matches!(outcomes[4].1, Err(IngestError::Read(_))));
@@ -146,7 +150,11 @@ async fn concurrent_ingestors_of_the_same_objects_write_them_once() {
     let (rows, rejects) = expected(&data);
     let a = ingestor(lake.path());
     let b = ingestor(lake.path());
-    let (ra, rb) = tokio::join!(a.ingest(&objects, &NoProgress), b.ingest(&objects, &NoProgress));
+    let retry = lake::Retry::default();
+    let (ra, rb) = tokio::join!(
+        a.ingest(&objects, &retry, &NoProgress),
+        b.ingest(&objects, &retry, &NoProgress)
+    );
     for (_, r) in ra.iter().chain(&rb) {
         assert!(r.is_ok(), "{r:?}");
     }
@@ -182,10 +190,61 @@ async fn overlong_and_bucketless_lines_are_rejected_with_reasons() {
     let path = raw.path().join("long");
     std::fs::write(&path, &data).unwrap();
     let outcomes = ingestor(lake.path())
-        .ingest(&[ObjectRef::Local(path)], &NoProgress)
+        .ingest(&[ObjectRef::Local(path)], &lake::Retry::default(), &NoProgress)
         .await;
     let report = outcomes[0].1.as_ref().unwrap();
     let good_lines = good.split(|&b| b == b'\n').filter(|l| !l.is_empty()).count() as u64;
     assert_eq!(report.rows, 2 * good_lines);
     assert_eq!(report.rejects, 2);
+}
+
+/// A backfill of objects older than the `txn` retention: their ids have expired, and the
+/// `log_object` column still keeps them from being written twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_whose_txn_expired_are_not_written_again() {
+    let raw = tempfile::tempdir().unwrap();
+    let lake = tempfile::tempdir().unwrap();
+    let table = format!("{}/access_logs/old-bucket", lake.path().display());
+    let mut spec = access_log_ingest::ingest::access_logs_spec();
+    spec.properties.insert(
+        "delta.setTransactionRetentionDuration".into(),
+        "interval 2 seconds".into(),
+    );
+    lake::open_or_create(&table, &spec, &StorageConfig::default())
+        .await
+        .unwrap();
+    let mut objects = Vec::new();
+    for (i, name) in ["2024-06-01-00-00-00-OLD", "2024-06-01-00-00-01-OLD"]
+        .iter()
+        .enumerate()
+    {
+        let config = SynthConfig {
+            seed: 70 + i as u64,
+            malformed_rate: 0.0,
+            buckets: vec!["old-bucket".into()],
+            ..SynthConfig::default()
+        };
+        let path = raw.path().join(name);
+        std::fs::write(&path, corpus(config, 20_000)).unwrap();
+        objects.push(ObjectRef::Local(path));
+    }
+    let first = ingestor(lake.path())
+        .ingest(&objects[..1], &lake::Retry::default(), &NoProgress)
+        .await;
+    assert!(first[0].1.as_ref().is_ok_and(|r| r.rows > 0), "{first:?}");
+    let rows = table_rows(&table).await;
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let opened = open_table(&table, &StorageConfig::default()).await.unwrap();
+    assert!(
+        !lake::is_committed(&table, &opened, &objects[0].uri()).await.unwrap(),
+        "the txn id has expired"
+    );
+    // Both objects again, by a new ingestor: the first is found in the rows, the second is new.
+    let again = ingestor(lake.path())
+        .ingest(&objects, &lake::Retry::default(), &NoProgress)
+        .await;
+    assert!(again[0].1.as_ref().is_ok_and(|r| r.already_ingested()), "{again:?}");
+    assert!(again[1].1.as_ref().is_ok_and(|r| r.rows > 0), "{again:?}");
+    let second_rows = again[1].1.as_ref().map(|r| r.rows).unwrap_or(0);
+    assert_eq!(table_rows(&table).await, rows + second_rows);
 }

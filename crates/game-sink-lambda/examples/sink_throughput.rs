@@ -68,7 +68,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             sequence += 1;
         }
         let started = Instant::now();
-        let report = sink.process(&records).await;
+        let report = sink.process(&records, &lake::Retry::default()).await;
         processing += started.elapsed();
         if let Some(seq) = report.retry_from {
             return Err(format!("batch not committed from record {seq}").into());

@@ -2,14 +2,21 @@
 
 use aws_lambda_events::event::kinesis::KinesisEvent;
 use aws_lambda_events::event::streams::KinesisEventResponse;
+use lake::Retry;
 use lambda_runtime::{Error, LambdaEvent};
 
 use crate::sink::Sink;
 
+/// Time kept back from the invocation's deadline to answer with the record to retry from.
+const ANSWER_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Writes the batch and reports the first record that was not committed, if any, so that Lambda
 /// (with `ReportBatchItemFailures`) retries from it and not the records before it.
 pub async fn handle(event: LambdaEvent<KinesisEvent>, sink: &Sink) -> Result<KinesisEventResponse, Error> {
-    let report = sink.process(&event.payload.records).await;
+    // Commits keep trying until shortly before the invocation's deadline; what is not committed
+    // by then is reported, and Kinesis delivers it again.
+    let retry = Retry::for_invocation(event.context.deadline, ANSWER_MARGIN);
+    let report = sink.process(&event.payload.records, &retry).await;
     let mut response = KinesisEventResponse::default();
     if let Some(sequence_number) = report.retry_from {
         response.add_failure(sequence_number);

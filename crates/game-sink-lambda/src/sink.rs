@@ -9,7 +9,7 @@ use game_events::batch::{
 };
 use game_events::decode_record;
 use lake::deltalake::DeltaTable;
-use lake::{AppendOutcome, LakeError, SourceWriter, StorageConfig, TableSpec};
+use lake::{AppendOutcome, LakeError, Retry, SourceWriter, StorageConfig, TableSpec};
 use tokio::sync::Mutex;
 use tracing::{info, warn};
 use uuid::Uuid;
@@ -54,7 +54,11 @@ impl Table {
     }
 
     /// Appends `batch` as one commit.
-    async fn append(&self, batch: Result<RecordBatch, arrow::error::ArrowError>) -> Result<AppendOutcome, WriteError> {
+    async fn append(
+        &self,
+        batch: Result<RecordBatch, arrow::error::ArrowError>,
+        retry: &Retry,
+    ) -> Result<AppendOutcome, WriteError> {
         let batch = batch?;
         let mut table = self.table.lock().await;
         // Start from the newest version: a commit on an old snapshot has to be checked against
@@ -68,7 +72,7 @@ impl Table {
             return Err(e.into());
         }
         let files = writer.finish().await?;
-        Ok(lake::commit_appends(&self.uri, &mut table, vec![files]).await?)
+        Ok(lake::commit_appends(&self.uri, &mut table, vec![files], retry).await?)
     }
 }
 
@@ -155,7 +159,9 @@ impl Sink {
 
     /// Writes the records of one batch (in their shard's order): events in one commit to
     /// `game_events`, then the records that can never be rows in one commit to the rejects table.
-    pub async fn process(&self, records: &[KinesisEventRecord]) -> BatchReport {
+    /// Commits are tried until `retry`'s deadline; what is not committed by then is named in
+    /// [`BatchReport::retry_from`], for Kinesis to deliver again.
+    pub async fn process(&self, records: &[KinesisEventRecord], retry: &Retry) -> BatchReport {
         let ingested_at = lake::now_micros();
         let mut report = BatchReport {
             records: records.len(),
@@ -202,7 +208,7 @@ impl Sink {
         }
         let first = records.first().map(|r| r.kinesis.sequence_number.clone());
         if !events.is_empty() {
-            match self.events.append(events.finish()).await {
+            match self.events.append(events.finish(), retry).await {
                 Ok(outcome) => report.rows = outcome.rows,
                 Err(e) => {
                     warn!(table = %self.events.uri, error = %e, "events not committed; the batch will be retried");
@@ -213,7 +219,7 @@ impl Sink {
         }
         if !rejects.is_empty() {
             let count = rejects.len();
-            match self.rejects.append(rejects.finish()).await {
+            match self.rejects.append(rejects.finish(), retry).await {
                 Ok(_) => report.rejected = count,
                 Err(e) => {
                     warn!(table = %self.rejects.uri, error = %e, "rejects not committed; retrying from the first");

@@ -147,7 +147,7 @@ async fn bad_records_go_to_the_rejects_table_with_their_reason_and_are_not_retri
     let fixture = Fixture::new();
     let sink = fixture.sink().await;
     let event = sample("kinesis-bad-record.json");
-    let report = sink.process(&event.records).await;
+    let report = sink.process(&event.records, &lake::Retry::default()).await;
     assert_eq!(
         (report.records, report.rows, report.rejected, report.duplicates),
         (4, 2, 2, 0)

@@ -107,7 +107,7 @@ async fn kpis_count_each_event_once_and_leave_late_events_out() {
     ];
     for batch in [&first, &second, &second] {
         // The second batch twice: a retried batch changes no figure.
-        let report = sink.process(batch).await;
+        let report = sink.process(batch, &lake::Retry::default()).await;
         assert_eq!(report.retry_from, None);
     }
 

@@ -69,7 +69,7 @@ async fn build(uri: &str, commits: u64, per_commit: u64, days: u64) -> Result<u6
         rows += batch.num_rows() as u64;
         let mut writer = SourceWriter::new(uri, &table, &format!("batch-{commit}"))?;
         writer.write(batch).await?;
-        commit_appends(uri, &mut table, vec![writer.finish().await?]).await?;
+        commit_appends(uri, &mut table, vec![writer.finish().await?], &lake::Retry::default()).await?;
         previous = events;
     }
     Ok(rows)

@@ -52,7 +52,9 @@ async fn table(uri: &str, partition: &str, commits: usize, ids: &[&str]) {
         let mut writer = SourceWriter::new(uri, &table, &format!("source-{commit}")).unwrap();
         writer.write(batch).await.unwrap();
         let files = writer.finish().await.unwrap();
-        commit_sources(uri, &mut table, vec![files]).await.unwrap();
+        commit_sources(uri, &mut table, vec![files], &lake::Retry::default())
+            .await
+            .unwrap();
     }
 }
 

@@ -286,7 +286,10 @@ async fn access_logs(dir: &Path, days: u32, today: NaiveDate, storage: &StorageC
         .with_context(|| format!("cannot list {}", raw.display()))?;
     let ingestor = Ingestor::new(table, rejects.clone(), storage.clone(), reader, 4);
     let (mut rows, mut rejected) = (0, 0);
-    for (object, result) in ingestor.ingest(&objects, &NoIngestProgress).await {
+    for (object, result) in ingestor
+        .ingest(&objects, &lake::Retry::default(), &NoIngestProgress)
+        .await
+    {
         let report = result.with_context(|| format!("{object} was not ingested"))?;
         rows += report.rows;
         rejected += report.rejects;
@@ -404,7 +407,7 @@ async fn deliver(
 ) -> anyhow::Result<game_sink::BatchReport> {
     let mut total = game_sink::BatchReport::default();
     for attempt in 1..=5 {
-        let report = sink.process(&batch).await;
+        let report = sink.process(&batch, &lake::Retry::default()).await;
         let redeliver = report.redeliver_from(&batch);
         total.add(report);
         let Some(from) = redeliver else {

@@ -105,7 +105,7 @@ async fn ingest(args: &IngestArgs) -> anyhow::Result<ExitCode> {
     let progress = Bar { bar, totals: &totals };
     let started = Instant::now();
     for chunk in objects.chunks(args.objects_per_commit.max(1)) {
-        ingestor.ingest(chunk, &progress).await;
+        ingestor.ingest(chunk, &lake::Retry::default(), &progress).await;
     }
     progress.bar.finish_and_clear();
     let seconds = started.elapsed().as_secs_f64();

@@ -136,7 +136,7 @@ async fn consume(stream: Arc<LocalStream>, sink: game_sink::Sink, stop: Arc<Atom
             }
             taken += pending.len() as u64;
         }
-        let report = sink.process(&pending).await;
+        let report = sink.process(&pending, &lake::Retry::default()).await;
         rows += report.rows;
         match report.redeliver_from(&pending) {
             None => {

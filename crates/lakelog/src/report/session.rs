@@ -376,7 +376,10 @@ mod tests {
             ObjectReader::local(),
             1,
         );
-        for (_, result) in ingestor.ingest(&[ObjectRef::Local(object)], &NoProgress).await {
+        for (_, result) in ingestor
+            .ingest(&[ObjectRef::Local(object)], &lake::Retry::default(), &NoProgress)
+            .await
+        {
             result.unwrap();
         }
         let mut per_bucket = std::collections::BTreeMap::new();

@@ -1,0 +1,366 @@
+//! A fault-injecting S3 stand-in: an HTTP proxy in front of the moto server that fails like a
+//! network and like S3 do, from a seed, so that a test can try to break the delivery guarantees.
+//!
+//! Each request is, with its kind's probability (drawn in this order, at most one fault each):
+//!
+//! * **slow down**: answered `503 SlowDown` without being forwarded (S3 throttling);
+//! * **fail after**: a `PUT`, `POST` or `DELETE` is carried out by moto, then answered
+//!   `500 InternalError` (the client cannot tell that it was carried out);
+//! * **drop after**: a `PUT`, `POST` or `DELETE` is carried out, then the connection is closed
+//!   without an answer;
+//! * **delay**: forwarded after a random delay of up to [`FaultRates::max_delay`].
+//!
+//! Faults can be limited to requests whose path contains a string ([`FaultRates::only_paths`]),
+//! for example `_delta_log/` to fail only commits and checkpoints, and to once per path
+//! ([`FaultRates::once_per_path`]). [`FaultProxy::counts`] says
+//! how many requests of each kind were faulted.
+//!
+//! ```no_run
+//! # async fn example() -> anyhow::Result<()> {
+//! use lakelog_tests::faults::{FaultProxy, FaultRates};
+//! let standin = lakelog_tests::StandIn::connect().await?;
+//! let proxy = FaultProxy::start(standin.endpoint(), 7, FaultRates::uniform(0.05)).await?;
+//! // Point writers at `proxy.endpoint()`, and independent readers at `standin.endpoint()`.
+//! println!("{:?}", proxy.counts());
+//! # Ok(())
+//! # }
+//! ```
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng as _};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// How often each kind of fault happens, as a share of the requests it applies to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultRates {
+    /// Any request: answered 503 SlowDown, not forwarded.
+    pub slow_down: f64,
+    /// `PUT`/`POST`/`DELETE`: carried out, then answered 500.
+    pub fail_after: f64,
+    /// `PUT`/`POST`/`DELETE`: carried out, then the connection dropped.
+    pub drop_after: f64,
+    /// Any request: forwarded after a random delay.
+    pub delay: f64,
+    /// The longest delay.
+    pub max_delay: Duration,
+    /// Only requests whose path contains this are faulted (all, when `None`).
+    pub only_paths: Option<String>,
+    /// Fault each path at most once (a write answered 500 whose retry then goes through).
+    pub once_per_path: bool,
+}
+
+impl FaultRates {
+    /// No faults: a plain proxy.
+    pub fn none() -> Self {
+        Self::uniform(0.0)
+    }
+
+    /// Every kind at `rate`, delays of up to 200 ms.
+    pub fn uniform(rate: f64) -> Self {
+        Self {
+            slow_down: rate,
+            fail_after: rate,
+            drop_after: rate,
+            delay: rate,
+            max_delay: Duration::from_millis(200),
+            only_paths: None,
+            once_per_path: false,
+        }
+    }
+
+    /// Rates from `LAKELOG_FAULT_RATE` (a share, e.g. `0.05`) when it is set, else `default`: the
+    /// test suite runs at a low rate, and the documented command at 5%.
+    pub fn from_env_or(default: f64) -> Self {
+        let rate = std::env::var("LAKELOG_FAULT_RATE")
+            .ok()
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|r| (0.0..=1.0).contains(r))
+            .unwrap_or(default);
+        Self::uniform(rate)
+    }
+}
+
+/// Requests faulted so far, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FaultCounts {
+    /// Requests seen.
+    pub requests: u64,
+    /// Answered 503 SlowDown.
+    pub slow_down: u64,
+    /// Carried out, then answered 500.
+    pub fail_after: u64,
+    /// Carried out, then dropped.
+    pub drop_after: u64,
+    /// Delayed.
+    pub delay: u64,
+}
+
+impl FaultCounts {
+    /// Requests that met a fault other than a delay.
+    pub fn failures(&self) -> u64 {
+        self.slow_down + self.fail_after + self.drop_after
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    requests: AtomicU64,
+    slow_down: AtomicU64,
+    fail_after: AtomicU64,
+    drop_after: AtomicU64,
+    delay: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Shared {
+    upstream: String,
+    rates: Mutex<FaultRates>,
+    rng: Mutex<StdRng>,
+    faulted_paths: Mutex<std::collections::HashSet<String>>,
+    client: reqwest::Client,
+    counters: Counters,
+}
+
+/// What to do with one request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fault {
+    None,
+    SlowDown,
+    FailAfter,
+    DropAfter,
+    Delay(Duration),
+}
+
+/// The proxy failed the request on purpose: hyper closes the connection without an answer.
+#[derive(Debug, thiserror::Error)]
+#[error("connection dropped by the fault proxy")]
+struct Dropped;
+
+/// A running fault proxy on `127.0.0.1`; stopped when dropped.
+#[derive(Debug)]
+pub struct FaultProxy {
+    endpoint: String,
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+impl FaultProxy {
+    /// Starts a proxy to `upstream` (`http://127.0.0.1:PORT`) on a free port of `127.0.0.1`,
+    /// faulting requests at `rates`, its draws made from `seed`.
+    pub async fn start(upstream: &str, seed: u64, rates: FaultRates) -> Result<Self> {
+        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .context("binding the fault proxy to 127.0.0.1")?;
+        let address = listener.local_addr()?;
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .pool_idle_timeout(Duration::from_secs(5))
+            .build()
+            .context("building the fault proxy's HTTP client")?;
+        let shared = Arc::new(Shared {
+            upstream: upstream.trim_end_matches('/').to_owned(),
+            rates: Mutex::new(rates),
+            rng: Mutex::new(StdRng::seed_from_u64(seed)),
+            faulted_paths: Mutex::new(std::collections::HashSet::new()),
+            client,
+            counters: Counters::default(),
+        });
+        let accepting = Arc::clone(&shared);
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
+                let shared = Arc::clone(&accepting);
+                tokio::spawn(async move {
+                    let service = service_fn(move |request| {
+                        let shared = Arc::clone(&shared);
+                        async move { handle(&shared, request).await }
+                    });
+                    // A dropped connection ends here with the `Dropped` error: that is the point.
+                    let _ = http1::Builder::new().serve_connection(TokioIo::new(tcp), service).await;
+                });
+            }
+        });
+        Ok(Self {
+            endpoint: format!("http://{address}"),
+            shared,
+            task,
+        })
+    }
+
+    /// The proxy's endpoint, `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Changes the rates from now on (for example to none, once the writers are done).
+    pub fn set_rates(&self, rates: FaultRates) {
+        *self.shared.rates.lock().unwrap_or_else(PoisonError::into_inner) = rates;
+    }
+
+    /// Requests faulted so far, by kind.
+    pub fn counts(&self) -> FaultCounts {
+        let c = &self.shared.counters;
+        FaultCounts {
+            requests: c.requests.load(Ordering::Relaxed),
+            slow_down: c.slow_down.load(Ordering::Relaxed),
+            fail_after: c.fail_after.load(Ordering::Relaxed),
+            drop_after: c.drop_after.load(Ordering::Relaxed),
+            delay: c.delay.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn draw(shared: &Shared, method: &Method, path: &str) -> Fault {
+    let rates = shared.rates.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    if rates.only_paths.as_deref().is_some_and(|p| !path.contains(p)) {
+        return Fault::None;
+    }
+    let fault = draw_kind(shared, &rates, method);
+    if rates.once_per_path
+        && fault != Fault::None
+        && !shared
+            .faulted_paths
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(path.to_owned())
+    {
+        return Fault::None;
+    }
+    fault
+}
+
+fn draw_kind(shared: &Shared, rates: &FaultRates, method: &Method) -> Fault {
+    let mutating = matches!(*method, Method::PUT | Method::POST | Method::DELETE);
+    let mut rng = shared.rng.lock().unwrap_or_else(PoisonError::into_inner);
+    if rng.random_bool(rates.slow_down.clamp(0.0, 1.0)) {
+        return Fault::SlowDown;
+    }
+    if mutating && rng.random_bool(rates.fail_after.clamp(0.0, 1.0)) {
+        return Fault::FailAfter;
+    }
+    if mutating && rng.random_bool(rates.drop_after.clamp(0.0, 1.0)) {
+        return Fault::DropAfter;
+    }
+    if rng.random_bool(rates.delay.clamp(0.0, 1.0)) {
+        let max = u64::try_from(rates.max_delay.as_millis()).unwrap_or(u64::MAX).max(1);
+        return Fault::Delay(Duration::from_millis(rng.random_range(1..=max)));
+    }
+    Fault::None
+}
+
+fn s3_error(status: StatusCode, code: &str, message: &str) -> Response<Full<Bytes>> {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{message}</Message>\
+         <RequestId>FAULTPROXY</RequestId></Error>"
+    );
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/xml"),
+    );
+    response
+}
+
+async fn handle(shared: &Shared, request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Dropped> {
+    let counters = &shared.counters;
+    counters.requests.fetch_add(1, Ordering::Relaxed);
+    let method = request.method().clone();
+    let path_and_query = request
+        .uri()
+        .path_and_query()
+        .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned());
+    let fault = draw(shared, &method, request.uri().path());
+    match fault {
+        Fault::SlowDown => {
+            counters.slow_down.fetch_add(1, Ordering::Relaxed);
+            return Ok(s3_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "SlowDown",
+                "Please reduce your request rate.",
+            ));
+        }
+        Fault::Delay(delay) => {
+            counters.delay.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(delay).await;
+        }
+        Fault::None | Fault::FailAfter | Fault::DropAfter => {}
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(body) = body.collect().await.map(http_body_util::Collected::to_bytes) else {
+        return Err(Dropped);
+    };
+    let mut upstream = shared
+        .client
+        .request(parts.method, format!("{}{path_and_query}", shared.upstream))
+        .body(body);
+    for (name, value) in &parts.headers {
+        if !matches!(
+            name.as_str(),
+            "host" | "content-length" | "connection" | "transfer-encoding" | "keep-alive"
+        ) {
+            upstream = upstream.header(name, value);
+        }
+    }
+    let answer = match upstream.send().await {
+        Ok(answer) => answer,
+        Err(e) => {
+            return Ok(s3_error(
+                StatusCode::BAD_GATEWAY,
+                "ProxyError",
+                &format!("the stand-in did not answer: {e}"),
+            ));
+        }
+    };
+    let status = answer.status();
+    let headers = answer.headers().clone();
+    let Ok(bytes) = answer.bytes().await else {
+        return Err(Dropped);
+    };
+    match fault {
+        Fault::FailAfter => {
+            counters.fail_after.fetch_add(1, Ordering::Relaxed);
+            return Ok(s3_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                "We encountered an internal error. Please try again.",
+            ));
+        }
+        Fault::DropAfter => {
+            counters.drop_after.fetch_add(1, Ordering::Relaxed);
+            return Err(Dropped);
+        }
+        Fault::None | Fault::SlowDown | Fault::Delay(_) => {}
+    }
+    let mut response = Response::new(Full::new(bytes));
+    *response.status_mut() = status;
+    // Content-Length stays: the body is passed on whole, and a HEAD answer has none to count.
+    for (name, value) in &headers {
+        if !matches!(name.as_str(), "connection" | "transfer-encoding" | "keep-alive") {
+            response.headers_mut().append(name, value.clone());
+        }
+    }
+    Ok(response)
+}

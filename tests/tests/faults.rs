@@ -1,0 +1,576 @@
+//! The delivery guarantees under storage faults: writers go through the fault-injecting proxy
+//! (`lakelog_tests::faults`), which throttles, fails requests it carried out, drops connections
+//! and delays; DuckDB then reads the tables straight from the stand-in and checks that every table
+//! is readable, every valid line or event is there exactly once, and every malformed one is in the
+//! rejects once.
+//!
+//! The suite runs at a low fault rate; `LAKELOG_FAULT_RATE=0.05 scripts/test -- faults` runs it at
+//! 5% of requests for each kind of fault.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use access_log_ingest::{Ingestor, NoProgress, ObjectReader, ObjectRef, TableTemplate};
+use aws_lambda_events::encodings::SecondTimestamp;
+use aws_lambda_events::event::kinesis::{KinesisEventRecord, KinesisRecord};
+use aws_sdk_s3::primitives::ByteStream;
+use chrono::{TimeZone, Utc};
+use game_events::Envelope;
+use game_events::synth::{Synth, SynthConfig as GameSynthConfig};
+use game_sink::{Config, Sink};
+use lake::maintenance::{CompactOptions, compact};
+use lake::{Retry, StorageConfig};
+use lakelog_tests::faults::{FaultCounts, FaultProxy, FaultRates};
+use lakelog_tests::{StandIn, duckdb};
+use s3_access_log::synth::{SynthConfig, corpus};
+use s3_access_log::{AccessLogRecord, parse_lines};
+
+/// The suite's rate of each kind of fault, unless `LAKELOG_FAULT_RATE` says otherwise.
+const SUITE_RATE: f64 = 0.02;
+
+/// Rounds of redelivery before a test gives up.
+const ROUNDS: usize = 30;
+
+/// A commit's tries in these tests: bounded like an invocation, waits shorter than production's.
+fn retry() -> Retry {
+    Retry::within(Duration::from_secs(60)).with_delays(Duration::from_millis(10), Duration::from_millis(400))
+}
+
+fn storage(endpoint: &str, standin: &StandIn) -> StorageConfig {
+    let mut extra = standin.storage_options();
+    extra.insert("AWS_ENDPOINT_URL".into(), endpoint.to_owned());
+    StorageConfig {
+        endpoint: Some(endpoint.to_owned()),
+        extra,
+    }
+}
+
+fn s3_via(standin: &StandIn, endpoint: &str) -> aws_sdk_s3::Client {
+    let config = aws_sdk_s3::config::Builder::from(&standin.sdk_config())
+        .endpoint_url(endpoint)
+        .force_path_style(true)
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
+}
+
+fn report(test: &str, counts: FaultCounts, rounds: usize) {
+    eprintln!(
+        "{test}: {} requests; faulted: {} slow down, {} failed after carried out, {} dropped after carried out, {} delayed; {rounds} rounds",
+        counts.requests, counts.slow_down, counts.fail_after, counts.drop_after, counts.delay
+    );
+}
+
+/// Rows per `log_object` of a table, as DuckDB reads it from the stand-in.
+fn per_object(endpoint: &str, table: &str) -> HashMap<String, u64> {
+    let sql = format!("SELECT log_object, count(*) FROM delta_scan('{table}') GROUP BY 1");
+    duckdb(endpoint, &sql)
+        .unwrap_or_else(|e| panic!("DuckDB cannot read {table}: {e:#}"))
+        .into_iter()
+        .map(|r| (r[0].as_str().unwrap_or_default().to_owned(), r[1].as_u64().unwrap_or(0)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_log_ingest_loses_nothing_and_duplicates_nothing_under_faults() {
+    let standin = StandIn::connect().await.unwrap();
+    let raw = standin.create_bucket("faults-raw").await.unwrap();
+    let lake = standin.create_bucket("faults-lake").await.unwrap();
+
+    // 24 log objects of two observed buckets, 2% malformed lines, put straight into the stand-in.
+    let mut expected: BTreeMap<String, HashMap<String, u64>> = BTreeMap::new();
+    let mut expected_rejects: HashMap<String, u64> = HashMap::new();
+    let mut objects = Vec::new();
+    for i in 0..24u64 {
+        let data = corpus(
+            SynthConfig {
+                seed: 500 + i,
+                malformed_rate: 0.02,
+                quirk_rate: 0.2,
+                buckets: vec!["web-assets".into(), "data-exports".into()],
+                ..SynthConfig::default()
+            },
+            12_000,
+        );
+        let key = format!("logs/2026-11-30-10-{:02}-00-FAULTS{i:02}", i % 60);
+        let uri = format!("s3://{raw}/{key}");
+        for (_, _, parsed) in parse_lines(&data) {
+            match parsed {
+                Ok(AccessLogRecord { bucket: Some(b), .. }) => {
+                    *expected
+                        .entry(b.into_owned())
+                        .or_default()
+                        .entry(uri.clone())
+                        .or_insert(0) += 1;
+                }
+                _ => *expected_rejects.entry(uri.clone()).or_insert(0) += 1,
+            }
+        }
+        standin
+            .s3()
+            .put_object()
+            .bucket(&raw)
+            .key(&key)
+            .body(ByteStream::from(data))
+            .send()
+            .await
+            .unwrap();
+        objects.push(ObjectRef::S3 {
+            bucket: raw.clone(),
+            key,
+        });
+    }
+    assert!(
+        expected_rejects.values().sum::<u64>() > 0,
+        "the corpus has malformed lines"
+    );
+
+    let proxy = FaultProxy::start(standin.endpoint(), 15, FaultRates::from_env_or(SUITE_RATE))
+        .await
+        .unwrap();
+    let template = TableTemplate::parse("table", &format!("s3://{lake}/access_logs/{{bucket}}")).unwrap();
+    let rejects = template.default_rejects();
+    // Eight instances; each object is in the notifications of three of them.
+    let instances: Vec<Ingestor> = (0..8)
+        .map(|_| {
+            Ingestor::new(
+                template.clone(),
+                rejects.clone(),
+                storage(proxy.endpoint(), &standin),
+                ObjectReader::s3(s3_via(&standin, proxy.endpoint())),
+                4,
+            )
+        })
+        .collect();
+    let mut queues: Vec<Vec<ObjectRef>> = (0..8)
+        .map(|n| {
+            objects
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| [n, (n + 1) % 8, (n + 3) % 8].contains(&(i % 8)))
+                .map(|(_, o)| o.clone())
+                .collect()
+        })
+        .collect();
+    let mut rounds = 0;
+    while queues.iter().any(|q| !q.is_empty()) {
+        rounds += 1;
+        assert!(
+            rounds <= ROUNDS,
+            "messages still failing after {ROUNDS} redeliveries: {queues:?}"
+        );
+        let runs = instances.iter().zip(&queues).map(|(instance, queue)| async move {
+            let outcomes = instance.ingest(queue, &retry(), &NoProgress).await;
+            // SQS delivers again what failed.
+            outcomes
+                .into_iter()
+                .filter_map(|(object, result)| result.err().map(|e| (object, e)))
+                .collect::<Vec<_>>()
+        });
+        let failed = futures::future::join_all(runs).await;
+        for (queue, failed) in queues.iter_mut().zip(failed) {
+            for (object, e) in &failed {
+                eprintln!("round {rounds}: {object} failed, redelivered: {e}");
+            }
+            *queue = failed.into_iter().map(|(o, _)| o).collect();
+        }
+    }
+    report("access-log ingest", proxy.counts(), rounds);
+    assert!(
+        SUITE_RATE == 0.0 || proxy.counts().failures() > 0,
+        "the proxy faulted nothing: {:?}",
+        proxy.counts()
+    );
+
+    for (bucket, rows) in &expected {
+        let table = format!("s3://{lake}/access_logs/{bucket}");
+        assert_eq!(
+            &per_object(standin.endpoint(), &table),
+            rows,
+            "rows of {table} per log object"
+        );
+    }
+    assert_eq!(
+        per_object(standin.endpoint(), &rejects),
+        expected_rejects,
+        "rejected lines per log object"
+    );
+}
+
+/// Kinesis records of `events` generated events, the sequence numbers of one shard, with one
+/// undecodable record every 97.
+fn shard_records(shard: usize, events: usize, synth: &mut Synth) -> Vec<KinesisEventRecord> {
+    let request = serde_json::json!({"httpMethod": "POST", "path": "/events", "resource": "/events"});
+    let envelope = Envelope::new(request.as_object().cloned().unwrap_or_default());
+    let start = Utc.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap();
+    (0..events)
+        .map(|i| {
+            let time = start + chrono::Duration::seconds((i * 331 + shard * 17) as i64 % (3 * 86_400));
+            let mut kinesis = KinesisRecord::default();
+            *kinesis.data = if i % 97 == 96 {
+                b"{not json".to_vec()
+            } else {
+                envelope.record(&synth.event(time).stamp(time)).unwrap()
+            };
+            kinesis.approximate_arrival_timestamp = SecondTimestamp(time);
+            kinesis.partition_key = format!("pk-{i}");
+            kinesis.sequence_number = format!("{shard}{i:055}");
+            let mut record = KinesisEventRecord::default();
+            record.event_id = Some(format!("shardId-{shard:012}:{}", kinesis.sequence_number));
+            record.kinesis = kinesis;
+            record
+        })
+        .collect()
+}
+
+/// Delivers the records of one shard to its sink in batches of 100, each batch again from the
+/// first record not committed until the whole of it is, as Kinesis does; returns the redeliveries.
+async fn run_shard(sink: &Sink, records: &[KinesisEventRecord]) -> usize {
+    let mut redeliveries = 0;
+    for batch in records.chunks(100) {
+        let mut from = 0;
+        loop {
+            let report = sink.process(&batch[from..], &retry()).await;
+            match report.redeliver_from(&batch[from..]) {
+                None => break,
+                Some(offset) => {
+                    redeliveries += 1;
+                    assert!(redeliveries <= ROUNDS * 4, "batch still failing: {report:?}");
+                    from += offset;
+                }
+            }
+        }
+    }
+    redeliveries
+}
+
+fn event_id(record: &KinesisEventRecord) -> Option<String> {
+    let data: serde_json::Value = serde_json::from_slice(&record.kinesis.data).ok()?;
+    data["body"]["eventId"].as_str().map(str::to_owned)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn game_sink_and_compaction_lose_nothing_under_faults() {
+    let standin = StandIn::connect().await.unwrap();
+    let bucket = standin.create_bucket("faults-game").await.unwrap();
+    let table = StandIn::s3_uri(&bucket, "game_events");
+    let rejects_table = StandIn::s3_uri(&bucket, "game_events_rejects");
+    let proxy = FaultProxy::start(standin.endpoint(), 16, FaultRates::from_env_or(SUITE_RATE))
+        .await
+        .unwrap();
+    let storage = storage(proxy.endpoint(), &standin);
+    let config = Config::new(&table, Some(&rejects_table)).unwrap();
+
+    let mut synth = Synth::new(GameSynthConfig {
+        devices: 300,
+        ..GameSynthConfig::default()
+    });
+    let shards: Vec<Vec<KinesisEventRecord>> = (0..4).map(|s| shard_records(s, 600, &mut synth)).collect();
+    let expected_ids: HashSet<String> = shards.iter().flatten().filter_map(event_id).collect();
+    let expected_rejects = shards.iter().flatten().filter(|r| event_id(r).is_none()).count();
+
+    // One sink instance per shard, as Lambda runs them; an instance that cannot open its tables
+    // fails its invocation and is started again.
+    let mut sinks = Vec::new();
+    for _ in &shards {
+        let mut tries = 0;
+        let sink = loop {
+            tries += 1;
+            match Sink::open(&config, &storage).await {
+                Ok(sink) => break sink,
+                Err(e) if tries < ROUNDS => eprintln!("sink did not start, starting again: {e}"),
+                Err(e) => panic!("sink never started: {e}"),
+            }
+        };
+        sinks.push(sink);
+    }
+
+    // Compaction with deduplication beside the appends: every partition is closed for it.
+    let compaction = async {
+        let options = CompactOptions {
+            dedup_key: Some("eventId".into()),
+            now: Utc::now() + chrono::Duration::days(30),
+            target_file_size: 1 << 20,
+            ..CompactOptions::default()
+        };
+        let mut runs = 0;
+        for _ in 0..6 {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            let Ok(mut t) = lake::open_table(&table, &storage).await else {
+                continue;
+            };
+            match compact(&table, &mut t, &options, &lake::maintenance::NoProgress).await {
+                Ok(_) => runs += 1,
+                Err(e) => eprintln!("compaction failed, tried again at the next run: {e}"),
+            }
+        }
+        runs
+    };
+    let appends = futures::future::join_all(
+        sinks
+            .iter()
+            .zip(&shards)
+            .map(|(sink, records)| run_shard(sink, records)),
+    );
+    let (redeliveries, compactions) = tokio::join!(appends, compaction);
+    let redeliveries: usize = redeliveries.iter().sum();
+    eprintln!("{compactions} compactions completed beside the appends");
+
+    // Before the last compaction: every eventId is there (reports count each once).
+    let distinct = duckdb(
+        standin.endpoint(),
+        &format!("SELECT count(DISTINCT \"eventId\") FROM delta_scan('{table}')"),
+    )
+    .unwrap();
+    assert_eq!(
+        distinct[0][0].as_u64(),
+        Some(expected_ids.len() as u64),
+        "distinct eventIds"
+    );
+
+    // A last compaction, still under faults, tried until it completes: then each event once.
+    let options = CompactOptions {
+        dedup_key: Some("eventId".into()),
+        now: Utc::now() + chrono::Duration::days(30),
+        ..CompactOptions::default()
+    };
+    let mut done = false;
+    for _ in 0..ROUNDS {
+        let Ok(mut t) = lake::open_table(&table, &storage).await else {
+            continue;
+        };
+        match compact(&table, &mut t, &options, &lake::maintenance::NoProgress).await {
+            Ok(_) => {
+                done = true;
+                break;
+            }
+            Err(e) => eprintln!("final compaction failed, trying again: {e}"),
+        }
+    }
+    assert!(done, "the final compaction never completed");
+    report("game sink and compaction", proxy.counts(), redeliveries);
+
+    let rows = duckdb(
+        standin.endpoint(),
+        &format!("SELECT \"eventId\" FROM delta_scan('{table}')"),
+    )
+    .unwrap();
+    let ids: Vec<String> = rows
+        .iter()
+        .map(|r| r[0].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let unique: HashSet<String> = ids.iter().cloned().collect();
+    assert_eq!(ids.len(), unique.len(), "every event once after compaction");
+    assert_eq!(unique, expected_ids, "no event lost");
+    let rejected = duckdb(
+        standin.endpoint(),
+        &format!("SELECT count(DISTINCT \"sequenceNumber\"), count(*) FROM delta_scan('{rejects_table}')"),
+    )
+    .unwrap();
+    assert_eq!(
+        rejected[0][0].as_u64(),
+        Some(expected_rejects as u64),
+        "every bad record rejected"
+    );
+}
+
+/// S3 carries out every commit PUT and then answers 500: the commits landed, and must be taken
+/// for landed (files kept, sources recorded), not for failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_answered_500_after_landing_are_kept() {
+    let standin = StandIn::connect().await.unwrap();
+    let raw = standin.create_bucket("faults-500-raw").await.unwrap();
+    let lake = standin.create_bucket("faults-500-lake").await.unwrap();
+    let mut objects = Vec::new();
+    let mut expected = HashMap::new();
+    for i in 0..6u64 {
+        let data = corpus(
+            SynthConfig {
+                seed: 900 + i,
+                malformed_rate: 0.0,
+                buckets: vec!["web-assets".into()],
+                ..SynthConfig::default()
+            },
+            6_000,
+        );
+        let key = format!("logs/2026-11-30-11-00-0{i}-LANDED");
+        expected.insert(format!("s3://{raw}/{key}"), parse_lines(&data).count() as u64);
+        standin
+            .s3()
+            .put_object()
+            .bucket(&raw)
+            .key(&key)
+            .body(ByteStream::from(data))
+            .send()
+            .await
+            .unwrap();
+        objects.push(ObjectRef::S3 {
+            bucket: raw.clone(),
+            key,
+        });
+    }
+    let proxy = FaultProxy::start(standin.endpoint(), 17, FaultRates::none())
+        .await
+        .unwrap();
+    let template = TableTemplate::parse("table", &format!("s3://{lake}/access_logs/{{bucket}}")).unwrap();
+    let ingestor = Ingestor::new(
+        template.clone(),
+        template.default_rejects(),
+        storage(proxy.endpoint(), &standin),
+        ObjectReader::s3(standin.s3()),
+        1,
+    );
+    // The table exists first (its creation is tested under faults above).
+    let first = ingestor.ingest(&objects[..1], &retry(), &NoProgress).await;
+    assert!(first[0].1.is_ok(), "{first:?}");
+    // Then every commit is carried out and answered 500; object_store's retry of the PUT then
+    // meets the commit itself (412), which delta-rs reports as a version taken by another writer.
+    proxy.set_rates(FaultRates {
+        fail_after: 1.0,
+        only_paths: Some("_delta_log/".into()),
+        once_per_path: true,
+        ..FaultRates::none()
+    });
+    for object in &objects[1..] {
+        let outcome = ingestor
+            .ingest(std::slice::from_ref(object), &retry(), &NoProgress)
+            .await;
+        assert!(outcome[0].1.is_ok(), "{outcome:?}");
+    }
+    assert!(proxy.counts().fail_after >= 5, "{:?}", proxy.counts());
+    proxy.set_rates(FaultRates::none());
+    let table = format!("s3://{lake}/access_logs/web-assets");
+    assert_eq!(per_object(standin.endpoint(), &table), expected);
+    // Delivered again, nothing is added.
+    let again = ingestor.ingest(&objects, &retry(), &NoProgress).await;
+    assert!(
+        again
+            .iter()
+            .all(|(_, r)| r.as_ref().is_ok_and(|r| r.already_ingested())),
+        "{again:?}"
+    );
+    assert_eq!(per_object(standin.endpoint(), &table), expected);
+}
+
+/// Variables that hand the killed writer its work.
+const CHILD_VARS: [&str; 4] = [
+    "LAKELOG_CHILD_ENDPOINT",
+    "LAKELOG_CHILD_RAW",
+    "LAKELOG_CHILD_KEY",
+    "LAKELOG_CHILD_LAKE",
+];
+
+/// The writer that [`a_writer_killed_after_its_commit_adds_nothing_when_redelivered`] starts as a
+/// process of its own: it ingests one object, says so, and waits to be killed before it answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the writer process of a_writer_killed_after_its_commit_adds_nothing_when_redelivered"]
+async fn killed_writer() {
+    let [endpoint, raw, key, lake] = CHILD_VARS.map(|v| std::env::var(v).unwrap_or_else(|_| panic!("{v} is not set")));
+    let standin = StandIn::connect().await.unwrap();
+    let template = TableTemplate::parse("table", &format!("s3://{lake}/access_logs/{{bucket}}")).unwrap();
+    let ingestor = Ingestor::new(
+        template.clone(),
+        template.default_rejects(),
+        storage(&endpoint, &standin),
+        ObjectReader::s3(s3_via(&standin, &endpoint)),
+        1,
+    );
+    let outcome = ingestor
+        .ingest(&[ObjectRef::S3 { bucket: raw, key }], &retry(), &NoProgress)
+        .await;
+    assert!(outcome[0].1.is_ok(), "{outcome:?}");
+    println!("LAKELOG-CHILD committed");
+    tokio::time::sleep(Duration::from_secs(600)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_killed_after_its_commit_adds_nothing_when_redelivered() {
+    use std::io::BufRead as _;
+
+    let standin = StandIn::connect().await.unwrap();
+    let raw = standin.create_bucket("killed-raw").await.unwrap();
+    let lake = standin.create_bucket("killed-lake").await.unwrap();
+    let data = corpus(
+        SynthConfig {
+            seed: 4242,
+            malformed_rate: 0.05,
+            buckets: vec!["web-assets".into()],
+            ..SynthConfig::default()
+        },
+        40_000,
+    );
+    let key = "logs/2026-11-30-12-00-00-KILLED".to_owned();
+    let uri = format!("s3://{raw}/{key}");
+    let (mut rows, mut rejected) = (0u64, 0u64);
+    for (_, _, parsed) in parse_lines(&data) {
+        match parsed {
+            Ok(AccessLogRecord { bucket: Some(_), .. }) => rows += 1,
+            _ => rejected += 1,
+        }
+    }
+    standin
+        .s3()
+        .put_object()
+        .bucket(&raw)
+        .key(&key)
+        .body(ByteStream::from(data))
+        .send()
+        .await
+        .unwrap();
+    let proxy = FaultProxy::start(standin.endpoint(), 18, FaultRates::from_env_or(SUITE_RATE))
+        .await
+        .unwrap();
+
+    // The writer, a process of this test binary, killed (SIGKILL) once it has committed.
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "killed_writer", "--ignored", "--nocapture"])
+        .envs(CHILD_VARS.into_iter().zip([proxy.endpoint(), &raw, &key, &lake]))
+        .env(lakelog_tests::ENDPOINT_VAR, standin.endpoint())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let committed = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|line| line.contains("LAKELOG-CHILD committed"))
+    })
+    .await
+    .unwrap();
+    // Already gone if it failed; then `committed` says so below.
+    let _ = child.kill();
+    let status = child.wait().unwrap();
+    assert!(committed, "the writer never committed (exit: {status})");
+    assert!(!status.success(), "the writer was killed, it did not answer");
+
+    // Redelivered to a new instance: nothing is added.
+    let template = TableTemplate::parse("table", &format!("s3://{lake}/access_logs/{{bucket}}")).unwrap();
+    let ingestor = Ingestor::new(
+        template.clone(),
+        template.default_rejects(),
+        storage(proxy.endpoint(), &standin),
+        ObjectReader::s3(s3_via(&standin, proxy.endpoint())),
+        1,
+    );
+    let again = ingestor
+        .ingest(
+            &[ObjectRef::S3 {
+                bucket: raw.clone(),
+                key,
+            }],
+            &retry(),
+            &NoProgress,
+        )
+        .await;
+    assert!(again[0].1.as_ref().is_ok_and(|r| r.already_ingested()), "{again:?}");
+    let table = format!("s3://{lake}/access_logs/web-assets");
+    assert_eq!(
+        per_object(standin.endpoint(), &table),
+        HashMap::from([(uri.clone(), rows)])
+    );
+    assert!(rejected > 0, "the object has malformed lines");
+    assert_eq!(
+        per_object(standin.endpoint(), &template.default_rejects()),
+        HashMap::from([(uri, rejected)])
+    );
+}
