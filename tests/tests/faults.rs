@@ -373,8 +373,8 @@ async fn game_sink_and_compaction_lose_nothing_under_faults() {
     );
 }
 
-/// S3 carries out every commit PUT and then answers 500: the commits landed, and must be taken
-/// for landed (files kept, sources recorded), not for failed.
+/// S3 carries out every commit PUT and then answers 500, then refuses every checkpoint write:
+/// the commits landed, and must be taken for landed (files kept, sources recorded), not for failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_answered_500_after_landing_are_kept() {
     let standin = StandIn::connect().await.unwrap();
@@ -382,7 +382,7 @@ async fn commits_answered_500_after_landing_are_kept() {
     let lake = standin.create_bucket("faults-500-lake").await.unwrap();
     let mut objects = Vec::new();
     let mut expected = HashMap::new();
-    for i in 0..6u64 {
+    for i in 0..12u64 {
         let data = corpus(
             SynthConfig {
                 seed: 900 + i,
@@ -392,7 +392,7 @@ async fn commits_answered_500_after_landing_are_kept() {
             },
             6_000,
         );
-        let key = format!("logs/2026-11-30-11-00-0{i}-LANDED");
+        let key = format!("logs/2026-11-30-11-00-{i:02}-LANDED");
         expected.insert(format!("s3://{raw}/{key}"), parse_lines(&data).count() as u64);
         standin
             .s3()
@@ -430,13 +430,31 @@ async fn commits_answered_500_after_landing_are_kept() {
         once_per_path: true,
         ..FaultRates::none()
     });
-    for object in &objects[1..] {
+    for object in &objects[1..6] {
         let outcome = ingestor
             .ingest(std::slice::from_ref(object), &retry(), &NoProgress)
             .await;
         assert!(outcome[0].1.is_ok(), "{outcome:?}");
     }
     assert!(proxy.counts().fail_after >= 5, "{:?}", proxy.counts());
+    // Then every checkpoint write (version 9's, every 10 commits) is carried out and its
+    // connection dropped: the version landed, only the post-commit step failed.
+    proxy.set_rates(FaultRates {
+        drop_after: 1.0,
+        only_paths: Some("checkpoint".into()),
+        ..FaultRates::none()
+    });
+    for object in &objects[6..] {
+        let outcome = ingestor
+            .ingest(std::slice::from_ref(object), &retry(), &NoProgress)
+            .await;
+        assert!(outcome[0].1.is_ok(), "{outcome:?}");
+    }
+    assert!(
+        proxy.counts().drop_after >= 1,
+        "no checkpoint write was refused: {:?}",
+        proxy.counts()
+    );
     proxy.set_rates(FaultRates::none());
     let table = format!("s3://{lake}/access_logs/web-assets");
     assert_eq!(per_object(standin.endpoint(), &table), expected);

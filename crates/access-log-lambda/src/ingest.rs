@@ -283,7 +283,16 @@ impl Ingestor {
                 let rows: u64 = files.iter().map(|(_, f)| f.rows()).sum();
                 match commit_sources(&uri, &mut table, files.into_iter().map(|(_, f)| f).collect(), retry).await {
                     Ok(outcome) => {
-                        info!(table = %uri, version = ?outcome.version, objects = outcome.sources, rows, files = outcome.files, "committed");
+                        info!(
+                            table = %uri,
+                            version = ?outcome.version,
+                            objects = outcome.sources,
+                            rows,
+                            files = outcome.files,
+                            commit_attempts = outcome.attempts,
+                            post_commit_failed = outcome.post_commit_failed,
+                            "committed"
+                        );
                         self.tables.lock().await.insert(uri, table);
                     }
                     Err(LakeError::Conflict { reason, .. }) => {

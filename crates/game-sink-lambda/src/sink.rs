@@ -90,6 +90,10 @@ pub struct BatchReport {
     /// The sequence number of the first record that was not committed: it and every record after
     /// it must be delivered again. `None` when the whole batch is in the tables.
     pub retry_from: Option<String>,
+    /// Tries the batch's commits took (1 each when the first landed).
+    pub commit_attempts: u32,
+    /// Commits that landed but whose post-commit step (checkpoint, log cleanup) failed.
+    pub post_commit_failures: u32,
 }
 
 impl BatchReport {
@@ -112,6 +116,8 @@ impl BatchReport {
         self.rows += later.rows;
         self.duplicates += later.duplicates;
         self.rejected += later.rejected;
+        self.commit_attempts += later.commit_attempts;
+        self.post_commit_failures += later.post_commit_failures;
         self.retry_from = later.retry_from;
     }
 }
@@ -209,7 +215,11 @@ impl Sink {
         let first = records.first().map(|r| r.kinesis.sequence_number.clone());
         if !events.is_empty() {
             match self.events.append(events.finish(), retry).await {
-                Ok(outcome) => report.rows = outcome.rows,
+                Ok(outcome) => {
+                    report.rows = outcome.rows;
+                    report.commit_attempts += outcome.attempts;
+                    report.post_commit_failures += u32::from(outcome.post_commit_failed);
+                }
                 Err(e) => {
                     warn!(table = %self.events.uri, error = %e, "events not committed; the batch will be retried");
                     report.retry_from = first;
@@ -220,7 +230,11 @@ impl Sink {
         if !rejects.is_empty() {
             let count = rejects.len();
             match self.rejects.append(rejects.finish(), retry).await {
-                Ok(_) => report.rejected = count,
+                Ok(outcome) => {
+                    report.rejected = count;
+                    report.commit_attempts += outcome.attempts;
+                    report.post_commit_failures += u32::from(outcome.post_commit_failed);
+                }
                 Err(e) => {
                     warn!(table = %self.rejects.uri, error = %e, "rejects not committed; retrying from the first");
                     report.retry_from = first_reject.map(str::to_owned);
@@ -238,6 +252,8 @@ impl Sink {
             rows_written = report.rows,
             duplicates = report.duplicates,
             records_rejected = report.rejected,
+            commit_attempts = report.commit_attempts,
+            post_commit_failures = report.post_commit_failures,
             lag_ms,
             "batch committed"
         );
@@ -280,6 +296,8 @@ mod tests {
             duplicates: 0,
             rejected: 0,
             retry_from: Some("2".into()),
+            commit_attempts: 3,
+            post_commit_failures: 0,
         };
         total.add(BatchReport {
             records: 2,
@@ -287,6 +305,8 @@ mod tests {
             duplicates: 1,
             rejected: 1,
             retry_from: None,
+            commit_attempts: 2,
+            post_commit_failures: 1,
         });
         assert_eq!(
             total,
@@ -296,6 +316,8 @@ mod tests {
                 duplicates: 1,
                 rejected: 1,
                 retry_from: None,
+                commit_attempts: 5,
+                post_commit_failures: 1,
             }
         );
     }
