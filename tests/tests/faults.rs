@@ -53,6 +53,42 @@ fn s3_via(standin: &StandIn, endpoint: &str) -> aws_sdk_s3::Client {
     aws_sdk_s3::Client::from_conf(config)
 }
 
+/// The access-log tables of the lake bucket `lake`, one per observed bucket.
+fn template(lake: &str) -> TableTemplate {
+    TableTemplate::parse("table", &format!("s3://{lake}/access_logs/{{bucket}}")).unwrap()
+}
+
+/// An ingest instance writing tables under `s3://LAKE/access_logs/`, reading and writing
+/// through `endpoint` (the proxy, or the stand-in itself).
+fn ingestor(standin: &StandIn, lake: &str, endpoint: &str, concurrency: usize) -> Ingestor {
+    let template = template(lake);
+    let rejects = template.default_rejects();
+    Ingestor::new(
+        template,
+        rejects,
+        storage(endpoint, standin),
+        ObjectReader::s3(s3_via(standin, endpoint)),
+        concurrency,
+    )
+}
+
+/// Puts a raw log object straight into the stand-in.
+async fn put_log(standin: &StandIn, raw: &str, key: &str, data: Vec<u8>) -> ObjectRef {
+    standin
+        .s3()
+        .put_object()
+        .bucket(raw)
+        .key(key)
+        .body(ByteStream::from(data))
+        .send()
+        .await
+        .unwrap();
+    ObjectRef::S3 {
+        bucket: raw.to_owned(),
+        key: key.to_owned(),
+    }
+}
+
 fn report(test: &str, counts: FaultCounts, rounds: usize) {
     eprintln!(
         "{test}: {} requests; faulted: {} slow down, {} failed after carried out, {} dropped after carried out, {} delayed; {rounds} rounds",
@@ -105,19 +141,7 @@ async fn access_log_ingest_loses_nothing_and_duplicates_nothing_under_faults() {
                 _ => *expected_rejects.entry(uri.clone()).or_insert(0) += 1,
             }
         }
-        standin
-            .s3()
-            .put_object()
-            .bucket(&raw)
-            .key(&key)
-            .body(ByteStream::from(data))
-            .send()
-            .await
-            .unwrap();
-        objects.push(ObjectRef::S3 {
-            bucket: raw.clone(),
-            key,
-        });
+        objects.push(put_log(&standin, &raw, &key, data).await);
     }
     assert!(
         expected_rejects.values().sum::<u64>() > 0,
@@ -127,20 +151,9 @@ async fn access_log_ingest_loses_nothing_and_duplicates_nothing_under_faults() {
     let proxy = FaultProxy::start(standin.endpoint(), 15, FaultRates::from_env_or(SUITE_RATE))
         .await
         .unwrap();
-    let template = TableTemplate::parse("table", &format!("s3://{lake}/access_logs/{{bucket}}")).unwrap();
-    let rejects = template.default_rejects();
+    let rejects = template(&lake).default_rejects();
     // Eight instances; each object is in the notifications of three of them.
-    let instances: Vec<Ingestor> = (0..8)
-        .map(|_| {
-            Ingestor::new(
-                template.clone(),
-                rejects.clone(),
-                storage(proxy.endpoint(), &standin),
-                ObjectReader::s3(s3_via(&standin, proxy.endpoint())),
-                4,
-            )
-        })
-        .collect();
+    let instances: Vec<Ingestor> = (0..8).map(|_| ingestor(&standin, &lake, proxy.endpoint(), 4)).collect();
     let mut queues: Vec<Vec<ObjectRef>> = (0..8)
         .map(|n| {
             objects
@@ -394,31 +407,12 @@ async fn commits_answered_500_after_landing_are_kept() {
         );
         let key = format!("logs/2026-11-30-11-00-{i:02}-LANDED");
         expected.insert(format!("s3://{raw}/{key}"), parse_lines(&data).count() as u64);
-        standin
-            .s3()
-            .put_object()
-            .bucket(&raw)
-            .key(&key)
-            .body(ByteStream::from(data))
-            .send()
-            .await
-            .unwrap();
-        objects.push(ObjectRef::S3 {
-            bucket: raw.clone(),
-            key,
-        });
+        objects.push(put_log(&standin, &raw, &key, data).await);
     }
     let proxy = FaultProxy::start(standin.endpoint(), 17, FaultRates::none())
         .await
         .unwrap();
-    let template = TableTemplate::parse("table", &format!("s3://{lake}/access_logs/{{bucket}}")).unwrap();
-    let ingestor = Ingestor::new(
-        template.clone(),
-        template.default_rejects(),
-        storage(proxy.endpoint(), &standin),
-        ObjectReader::s3(standin.s3()),
-        1,
-    );
+    let ingestor = ingestor(&standin, &lake, proxy.endpoint(), 1);
     // The table exists first (its creation is tested under faults above).
     let first = ingestor.ingest(&objects[..1], &retry(), &NoProgress).await;
     assert!(first[0].1.is_ok(), "{first:?}");
@@ -484,15 +478,7 @@ const CHILD_VARS: [&str; 4] = [
 async fn killed_writer() {
     let [endpoint, raw, key, lake] = CHILD_VARS.map(|v| std::env::var(v).unwrap_or_else(|_| panic!("{v} is not set")));
     let standin = StandIn::connect().await.unwrap();
-    let template = TableTemplate::parse("table", &format!("s3://{lake}/access_logs/{{bucket}}")).unwrap();
-    let ingestor = Ingestor::new(
-        template.clone(),
-        template.default_rejects(),
-        storage(&endpoint, &standin),
-        ObjectReader::s3(s3_via(&standin, &endpoint)),
-        1,
-    );
-    let outcome = ingestor
+    let outcome = ingestor(&standin, &lake, &endpoint, 1)
         .ingest(&[ObjectRef::S3 { bucket: raw, key }], &retry(), &NoProgress)
         .await;
     assert!(outcome[0].1.is_ok(), "{outcome:?}");
@@ -525,15 +511,7 @@ async fn a_writer_killed_after_its_commit_adds_nothing_when_redelivered() {
             _ => rejected += 1,
         }
     }
-    standin
-        .s3()
-        .put_object()
-        .bucket(&raw)
-        .key(&key)
-        .body(ByteStream::from(data))
-        .send()
-        .await
-        .unwrap();
+    put_log(&standin, &raw, &key, data).await;
     let proxy = FaultProxy::start(standin.endpoint(), 18, FaultRates::from_env_or(SUITE_RATE))
         .await
         .unwrap();
@@ -562,15 +540,7 @@ async fn a_writer_killed_after_its_commit_adds_nothing_when_redelivered() {
     assert!(!status.success(), "the writer was killed, it did not answer");
 
     // Redelivered to a new instance: nothing is added.
-    let template = TableTemplate::parse("table", &format!("s3://{lake}/access_logs/{{bucket}}")).unwrap();
-    let ingestor = Ingestor::new(
-        template.clone(),
-        template.default_rejects(),
-        storage(proxy.endpoint(), &standin),
-        ObjectReader::s3(s3_via(&standin, proxy.endpoint())),
-        1,
-    );
-    let again = ingestor
+    let again = ingestor(&standin, &lake, proxy.endpoint(), 1)
         .ingest(
             &[ObjectRef::S3 {
                 bucket: raw.clone(),
@@ -588,7 +558,7 @@ async fn a_writer_killed_after_its_commit_adds_nothing_when_redelivered() {
     );
     assert!(rejected > 0, "the object has malformed lines");
     assert_eq!(
-        per_object(standin.endpoint(), &template.default_rejects()),
+        per_object(standin.endpoint(), &template(&lake).default_rejects()),
         HashMap::from([(uri, rejected)])
     );
 }
