@@ -274,7 +274,7 @@ async fn commit_files(
 mod tests {
     use std::sync::Arc;
 
-    use arrow::array::{Date32Array, StringArray, TimestampMicrosecondArray};
+    use arrow::array::{Array as _, AsArray as _, Date32Array, StringArray, TimestampMicrosecondArray};
 
     use super::*;
     use crate::table::tests::spec;
@@ -469,6 +469,31 @@ mod tests {
             .await
             .unwrap();
         assert!(is_committed(&uri, &table, "s3://raw/new").await.unwrap());
+        // A checkpoint keeps only the live id, so what a reader replays to open the table stays
+        // bounded by the ids of one retention period, however long the table lives.
+        crate::maintenance::checkpoint(&uri, &mut table, false).await.unwrap();
+        let version = table.version().unwrap();
+        let checkpoint = dir
+            .path()
+            .join(format!("t/_delta_log/{version:020}.checkpoint.parquet"));
+        let reader = deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(&checkpoint).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        let mut ids = Vec::new();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let txn = batch.column_by_name("txn").unwrap().as_struct();
+            let app_ids = txn.column_by_name("appId").unwrap().as_string::<i32>();
+            ids.extend(
+                (0..batch.num_rows())
+                    .filter(|&i| txn.is_valid(i))
+                    .map(|i| app_ids.value(i).to_owned()),
+            );
+        }
+        assert_eq!(ids, ["s3://raw/new"]);
     }
 
     #[tokio::test]
