@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::event::{EventParams, GameEvent};
+use crate::keys::KeyIndex;
 use crate::time::whole_second;
 
 /// A field the model does not read: its name and its JSON text as sent.
@@ -25,11 +26,14 @@ pub(crate) type RawField<'a> = (Cow<'a, str>, &'a RawValue);
 
 /// The fields of an object that the model does not read, in the order first seen; a name seen
 /// twice keeps only its last value, as in a `serde_json::Map`. The first is kept inline, without
-/// an allocation: most events have none or one.
+/// an allocation: most events have none or one. Names are found in time proportional to their
+/// number ([`KeyIndex`]), however many a body sends.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RawFields<'a> {
     first: Option<RawField<'a>>,
     more: Vec<RawField<'a>>,
+    /// The names of `more`, by position; only built when there is a second field.
+    names: KeyIndex<'a>,
 }
 
 impl<'a> RawFields<'a> {
@@ -39,15 +43,16 @@ impl<'a> RawFields<'a> {
             self.first = Some((name, value));
             return false;
         };
-        let field = std::iter::once(first)
-            .chain(self.more.iter_mut())
-            .find(|(n, _)| *n == name);
-        match field {
-            Some(field) => {
-                field.1 = value;
+        if first.0 == name {
+            first.1 = value;
+            return true;
+        }
+        match self.names.find_or_insert(name.clone()) {
+            Ok(position) => {
+                self.more[position].1 = value;
                 true
             }
-            None => {
+            Err(_) => {
                 self.more.push((name, value));
                 false
             }

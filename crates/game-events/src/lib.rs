@@ -39,6 +39,7 @@ mod envelope;
 mod error;
 mod event;
 mod fast;
+mod keys;
 #[cfg(feature = "synth")]
 pub mod synth;
 pub mod time;
