@@ -13,10 +13,7 @@ use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
 use futures::StreamExt;
-use lake::deltalake::DeltaTable;
-use lake::{
-    LakeError, Retry, SourceFiles, SourceWriter, StorageConfig, TableSpec, commit_sources, is_committed, now_micros,
-};
+use lake::{LakeError, Retry, SourceFiles, SourceWriter, StorageConfig, Table, TableSpec, now_micros};
 use s3_access_log::{
     AccessLogBatchBuilder, AccessLogRecord, Lines, PARTITION_COLUMN, RejectsBatchBuilder, access_logs_schema, is_blank,
     rejects_schema,
@@ -144,7 +141,7 @@ pub struct Ingestor {
     storage: StorageConfig,
     reader: ObjectReader,
     concurrency: usize,
-    tables: Mutex<HashMap<String, DeltaTable>>,
+    tables: Mutex<HashMap<String, Table>>,
     /// Per table, the log objects of its files added before its `txn` ids can be trusted
     /// (read once, the first time an object that old is ingested).
     old_sources: Mutex<HashMap<String, Arc<HashSet<String>>>>,
@@ -185,9 +182,10 @@ impl Ingestor {
     /// commit so old that its `txn` may have expired: an object whose name dates it after the
     /// table's trusted window began is new; an older one (or one without a date in its name) is
     /// looked up in the `log_object` column of the files added before that window.
-    async fn written_before_retention(&self, uri: &str, table: &DeltaTable, source: &str) -> Result<bool, LakeError> {
+    async fn written_before_retention(&self, table: &Table, source: &str) -> Result<bool, LakeError> {
+        let uri = table.uri();
         let now_ms = now_micros() / 1000;
-        let Some(since) = lake::sources::trusted_since_ms(uri, table, now_ms)? else {
+        let Some(since) = lake::sources::trusted_since_ms(uri, table.delta(), now_ms)? else {
             return Ok(false);
         };
         if log_object_time_ms(source).is_some_and(|t| t >= since) {
@@ -197,7 +195,7 @@ impl Ingestor {
         let sources = match known {
             Some(sources) => sources,
             None => {
-                let read = lake::sources::column_values_in_files_before(uri, table, LOG_OBJECT, since).await?;
+                let read = lake::sources::column_values_in_files_before(uri, table.delta(), LOG_OBJECT, since).await?;
                 info!(
                     table = uri,
                     sources = read.len(),
@@ -281,7 +279,10 @@ impl Ingestor {
                 };
                 let mut table = target.table.clone();
                 let rows: u64 = files.iter().map(|(_, f)| f.rows()).sum();
-                match commit_sources(&uri, &mut table, files.into_iter().map(|(_, f)| f).collect(), retry).await {
+                match table
+                    .commit_sources(files.into_iter().map(|(_, f)| f).collect(), retry)
+                    .await
+                {
                     Ok(outcome) => {
                         info!(
                             table = %uri,
@@ -381,7 +382,7 @@ fn log_outcome(object: &ObjectRef, result: &Result<ObjectReport, IngestError>) {
 /// A table as one attempt sees it.
 struct Target {
     uri: String,
-    table: DeltaTable,
+    table: Table,
 }
 
 /// One attempt: the tables it has opened, each at the version it read.
@@ -465,13 +466,10 @@ impl<'a> Session<'a> {
         let cached = self.ingestor.tables.lock().await.remove(uri);
         let table = match cached {
             Some(mut table) => {
-                table.update_incremental(None).await.map_err(|e| LakeError::Delta {
-                    uri: uri.to_owned(),
-                    source: Box::new(e),
-                })?;
+                table.refresh().await?;
                 table
             }
-            None => lake::open_or_create(uri, &spec(), &self.ingestor.storage).await?,
+            None => Table::open_or_create(uri, &spec(), &self.ingestor.storage).await?,
         };
         let target = Arc::new(Target {
             uri: uri.to_owned(),
@@ -489,15 +487,12 @@ impl<'a> Session<'a> {
         builder: B,
     ) -> Result<Output<B>, LakeError> {
         let target = self.target(uri, spec).await?;
-        let written = is_committed(uri, &target.table, source).await?
-            || self
-                .ingestor
-                .written_before_retention(uri, &target.table, source)
-                .await?;
+        let written = target.table.is_committed(source).await?
+            || self.ingestor.written_before_retention(&target.table, source).await?;
         let writer = if written {
             None
         } else {
-            Some(SourceWriter::new(uri, &target.table, source)?)
+            Some(target.table.writer(source)?)
         };
         Ok(Output {
             target,

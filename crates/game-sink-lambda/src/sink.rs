@@ -8,8 +8,7 @@ use game_events::batch::{
     EVENT_DATE, GameEventsBatchBuilder, Lineage, RejectsBatchBuilder, game_events_rejects_schema, game_events_schema,
 };
 use game_events::decode_record;
-use lake::deltalake::DeltaTable;
-use lake::{AppendOutcome, LakeError, Retry, SourceWriter, StorageConfig, TableSpec};
+use lake::{AppendOutcome, LakeError, Retry, StorageConfig, Table, TableSpec};
 use tokio::sync::Mutex;
 use tracing::{info, warn};
 use uuid::Uuid;
@@ -37,19 +36,18 @@ enum WriteError {
     Lake(#[from] LakeError),
 }
 
-/// One table, open for appends.
+/// One table, open for appends by one batch at a time.
 #[derive(Debug)]
-struct Table {
+struct AppendTable {
     uri: String,
-    table: Mutex<DeltaTable>,
+    table: Mutex<Table>,
 }
 
-impl Table {
+impl AppendTable {
     async fn open(uri: &str, spec: &TableSpec, storage: &StorageConfig) -> Result<Self, LakeError> {
-        let table = lake::open_or_create(uri, spec, storage).await?;
         Ok(Self {
             uri: uri.to_owned(),
-            table: Mutex::new(table),
+            table: Mutex::new(Table::open_or_create(uri, spec, storage).await?),
         })
     }
 
@@ -61,18 +59,17 @@ impl Table {
     ) -> Result<AppendOutcome, WriteError> {
         let batch = batch?;
         let mut table = self.table.lock().await;
-        // Start from the newest version: a commit on an old snapshot has to be checked against
-        // every version written since, and gives up after a bounded number of them.
-        if let Err(e) = table.update_incremental(None).await {
-            warn!(table = %self.uri, error = %e, "could not refresh the table; committing on the version known");
+        // Write on the newest schema and partitioning; the commit refreshes again itself.
+        if let Err(e) = table.refresh().await {
+            warn!(table = %self.uri, error = %e, "could not refresh the table; writing on the version known");
         }
-        let mut writer = SourceWriter::new(&self.uri, &table, "kinesis")?;
+        let mut writer = table.writer("kinesis")?;
         if let Err(e) = writer.write(batch).await {
             writer.abort();
             return Err(e.into());
         }
         let files = writer.finish().await?;
-        Ok(lake::commit_appends(&self.uri, &mut table, vec![files], retry).await?)
+        Ok(table.commit_appends(vec![files], retry).await?)
     }
 }
 
@@ -125,8 +122,8 @@ impl BatchReport {
 /// Appends batches of Kinesis records to the `game_events` table and its rejects table.
 #[derive(Debug)]
 pub struct Sink {
-    events: Table,
-    rejects: Table,
+    events: AppendTable,
+    rejects: AppendTable,
 }
 
 /// The lineage of a record: the shard comes from the Lambda's `eventID`,
@@ -148,8 +145,8 @@ impl Sink {
     /// Opens the tables of `config`, creating them when they are missing.
     pub async fn open(config: &Config, storage: &StorageConfig) -> Result<Self, LakeError> {
         Ok(Self {
-            events: Table::open(&config.events_table, &events_table_spec(), storage).await?,
-            rejects: Table::open(&config.rejects_table, &rejects_table_spec(), storage).await?,
+            events: AppendTable::open(&config.events_table, &events_table_spec(), storage).await?,
+            rejects: AppendTable::open(&config.rejects_table, &rejects_table_spec(), storage).await?,
         })
     }
 

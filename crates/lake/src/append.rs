@@ -1,4 +1,6 @@
-//! Appends in which every source (a raw log object, a Kinesis batch) is written exactly once.
+//! Appends: sources recorded by a `txn` each, written exactly once (raw log objects), and plain
+//! appends of rows that carry their own identity (Kinesis batches, deduplicated by `eventId` later);
+//! every commit of either lands at most once, however the store fails.
 
 use arrow::record_batch::RecordBatch;
 use deltalake::kernel::{Action, Add, Transaction};

@@ -4,6 +4,8 @@
 //! Every writer of lakelog (the access-log and game-event Lambdas, the CLI's ingest and demo) goes
 //! through this crate, so the delivery guarantees of the design live in one place:
 //!
+//! * [`Table`] is an open table and what the pipelines do with it: refresh, check and write
+//!   sources, commit. The functions below are what it is made of.
 //! * [`open_or_create`] opens a table, creating it with the expected schema, partitioning and
 //!   properties when it is missing; many writers may race to create it, and all of them end up
 //!   with the one table that won.
@@ -27,6 +29,7 @@
 mod append;
 mod commit;
 mod error;
+mod handle;
 pub mod maintenance;
 mod maintenance_compact;
 #[cfg(test)]
@@ -38,6 +41,7 @@ mod table;
 pub use append::{AppendOutcome, SourceFiles, SourceWriter, commit_appends, commit_sources, is_committed, now_micros};
 pub use commit::{COMMIT_ID_KEY, Retry};
 pub use error::LakeError;
+pub use handle::Table;
 pub use storage::{StorageConfig, table_url};
 pub use table::{FileStats, TableSpec, file_stats, open_or_create, open_table};
 

@@ -30,8 +30,8 @@ pub struct TableSpec {
 impl TableSpec {
     /// A spec with lakelog's default properties: a checkpoint every 10 commits (appends are small
     /// and frequent, and readers replay the log since the last checkpoint), `txn` ids kept 30 days
-    /// (far beyond SQS's 14-day retention and Kinesis' 7-day retention, so every redelivery is
-    /// recognised), log and deleted files kept 7 days for time travel.
+    /// (beyond SQS's 14-day retention, so every redelivery of a log object is recognised; raw logs
+    /// kept longer are checked by [`crate::sources`]), log and deleted files kept 7 days for time travel.
     pub fn new(name: impl Into<String>, schema: SchemaRef, partition_columns: &[&str]) -> Self {
         let properties = [
             ("delta.checkpointInterval", "10"),

@@ -1,7 +1,8 @@
 //! Parse Amazon S3 server access log lines into typed records and Arrow batches.
 //!
 //! The crate has no AWS and no async dependency: it works on bytes. [`Fields::split`] tokenizes one
-//! line into borrowed slices with `memchr`, recovering quoted fields that contain unescaped quotes;
+//! line into borrowed slices (a word-at-a-time byte search: its spans are too short for `memchr`),
+//! recovering quoted fields that contain unescaped quotes;
 //! [`AccessLogRecord::parse`] types them (request time normalised to UTC, numbers, `-` as null, the
 //! key decoded form-style); [`AccessLogBatchBuilder`] appends records column by column into a
 //! `RecordBatch` with the `access_logs` schema that lakelog's Delta tables use.

@@ -1,0 +1,93 @@
+//! [`Table`]: one open table and everything lakelog's writers do with it.
+
+use deltalake::DeltaTable;
+
+use crate::append::{AppendOutcome, SourceFiles, SourceWriter, commit_appends, commit_sources, is_committed};
+use crate::commit::Retry;
+use crate::error::LakeError;
+use crate::storage::StorageConfig;
+use crate::table::{FileStats, TableSpec, file_stats, open_or_create, open_table};
+
+/// An open table at its location: the version loaded, brought up to date by [`Table::refresh`],
+/// and the writes of lakelog's pipelines (a writer per source, commits of sources or plain
+/// appends). Cloning is cheap next to opening: the clone shares the loaded log.
+#[derive(Debug, Clone)]
+pub struct Table {
+    uri: String,
+    delta: DeltaTable,
+}
+
+impl Table {
+    /// Opens the table at `uri`, which must exist.
+    pub async fn open(uri: &str, storage: &StorageConfig) -> Result<Self, LakeError> {
+        Ok(Self {
+            uri: uri.to_owned(),
+            delta: open_table(uri, storage).await?,
+        })
+    }
+
+    /// Opens the table at `uri`, creating it from `spec` when it is missing (see
+    /// [`open_or_create`]).
+    pub async fn open_or_create(uri: &str, spec: &TableSpec, storage: &StorageConfig) -> Result<Self, LakeError> {
+        Ok(Self {
+            uri: uri.to_owned(),
+            delta: open_or_create(uri, spec, storage).await?,
+        })
+    }
+
+    /// The table's location, as it was opened.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// The version loaded.
+    pub fn version(&self) -> Option<u64> {
+        self.delta.version()
+    }
+
+    /// Reads the commits written since the version loaded.
+    pub async fn refresh(&mut self) -> Result<(), LakeError> {
+        self.delta
+            .update_incremental(None)
+            .await
+            .map_err(|e| LakeError::delta(&self.uri, e))
+    }
+
+    /// Whether `source` is recorded by a `txn` of the version loaded (see [`is_committed`]).
+    pub async fn is_committed(&self, source: &str) -> Result<bool, LakeError> {
+        is_committed(&self.uri, &self.delta, source).await
+    }
+
+    /// A writer of `source`'s rows into data files of this table.
+    pub fn writer(&self, source: &str) -> Result<SourceWriter, LakeError> {
+        SourceWriter::new(&self.uri, &self.delta, source)
+    }
+
+    /// Commits `sources` with a `txn` each (see [`commit_sources`]).
+    pub async fn commit_sources(
+        &mut self,
+        sources: Vec<SourceFiles>,
+        retry: &Retry,
+    ) -> Result<AppendOutcome, LakeError> {
+        commit_sources(&self.uri, &mut self.delta, sources, retry).await
+    }
+
+    /// Commits `sources` as plain appends (see [`commit_appends`]).
+    pub async fn commit_appends(
+        &mut self,
+        sources: Vec<SourceFiles>,
+        retry: &Retry,
+    ) -> Result<AppendOutcome, LakeError> {
+        commit_appends(&self.uri, &mut self.delta, sources, retry).await
+    }
+
+    /// Files, rows and bytes of the version loaded.
+    pub fn file_stats(&self) -> Result<FileStats, LakeError> {
+        file_stats(&self.delta).map_err(|e| LakeError::delta(&self.uri, e))
+    }
+
+    /// The delta-rs table, for what this handle does not do (maintenance, queries).
+    pub fn delta(&self) -> &DeltaTable {
+        &self.delta
+    }
+}
