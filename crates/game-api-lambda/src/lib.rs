@@ -7,7 +7,7 @@
 //! [`game_events::parse_body`], every record's size), stamps each event with the request's time
 //! and its `eventId`, and writes the records in the seed's envelope ([`game_events::Envelope`])
 //! through a [`RecordSink`]: Kinesis ([`KinesisSink`]), the in-memory [`LocalStream`] of
-//! `lakelog serve`, or a fault-injecting double of [`testing`]. [`deliver()`] makes `PutRecords`
+//! `lakelog serve`, or a fault-injecting double of `testing` (feature `testing`). [`deliver()`] makes `PutRecords`
 //! calls within Kinesis' limits and retries only the records that failed, with jittered
 //! exponential backoff inside a time budget. The response is 200 only when every event was
 //! written; otherwise 503 with `Retry-After` and which events to resend. No event that did not
@@ -21,6 +21,7 @@ pub mod handler;
 pub mod local;
 pub mod request;
 pub mod sink;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use config::{ApiConfig, Config, ConfigError, PartitionKey};
