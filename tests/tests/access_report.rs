@@ -8,10 +8,10 @@ use access_log_ingest::{Ingestor, NoProgress, ObjectReader, TableTemplate};
 use aws_sdk_s3::primitives::ByteStream;
 use chrono::NaiveDate;
 use lake::StorageConfig;
-use lakelog::report::TimeRange;
-use lakelog::report::access::workload::{self, LAKE_BUCKET, WEB_BUCKET};
-use lakelog::report::access::{AGE_BUCKETS, AccessOptions, AccessReport, AgeHistogram, PriceTable};
+use lakelog_reports::TimeRange;
+use lakelog_reports::access::{AGE_BUCKETS, AccessOptions, AccessReport, AgeHistogram, PriceTable};
 use lakelog_tests::{StandIn, duckdb};
+use s3_access_log::workload::{self, LAKE_BUCKET, WEB_BUCKET};
 use serde_json::Value;
 
 /// Operations DuckDB counts as reads and writes (written out here, not taken from lakelog).
@@ -62,7 +62,7 @@ impl Lake {
             .collect();
         let range = TimeRange::parse(Some("2024-03-01"), Some("2024-04-29")).unwrap();
         let options = AccessOptions::new(PriceTable::default_table().unwrap());
-        let report = lakelog::report::access::run(&tables, &storage, &range, &options)
+        let report = lakelog_reports::access::run(&tables, &storage, &range, &options)
             .await
             .unwrap();
         Lake {

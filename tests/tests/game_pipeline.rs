@@ -14,8 +14,8 @@ use game_events::synth::{Synth, SynthConfig};
 use game_events::{GameEvent, PURCHASE_EVENT};
 use game_sink::{Config, Sink};
 use lake::StorageConfig;
-use lakelog::report::game::{GameReport, game_report};
-use lakelog::report::{ReportSession, TimeRange};
+use lakelog_reports::game::{GameReport, game_report};
+use lakelog_reports::{ReportSession, TimeRange};
 use lakelog_tests::{StandIn, StreamRecord, duckdb, read_stream, unique_name};
 use serde_json::{Value, json};
 

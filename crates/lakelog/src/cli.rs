@@ -115,8 +115,8 @@ pub struct ReportOutputArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// What to print on standard output.
-    #[arg(long, value_enum, default_value_t = crate::report::Format::Table)]
-    pub format: crate::report::Format,
+    #[arg(long, value_enum, default_value_t = lakelog_reports::Format::Table)]
+    pub format: lakelog_reports::Format,
 }
 
 /// Arguments of `lakelog report access`.
@@ -126,7 +126,7 @@ pub struct AccessReportArgs {
     #[arg(long = "table", value_name = "URI", required = true, num_args = 1..)]
     pub tables: Vec<String>,
     /// Directories kept of a key without partition-like directories.
-    #[arg(long, value_name = "N", default_value_t = crate::report::access::DEFAULT_DEPTH)]
+    #[arg(long, value_name = "N", default_value_t = lakelog_reports::access::DEFAULT_DEPTH)]
     pub dataset_depth: usize,
     /// A regular expression matched at the start of keys: its first capture group (or the whole
     /// match) is the dataset; keys it does not match follow the default rule.
@@ -141,7 +141,7 @@ pub struct AccessReportArgs {
     /// How many datasets the charts show.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
-    /// A price table in JSON [default: us-east-1, built in; see crates/lakelog/prices/].
+    /// A price table in JSON [default: us-east-1, built in; see crates/reports/prices/].
     #[arg(long, value_name = "FILE")]
     pub prices: Option<PathBuf>,
     /// Range, format and output directory.

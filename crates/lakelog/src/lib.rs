@@ -6,7 +6,6 @@
 pub mod cli;
 pub mod commands;
 pub mod input;
-pub mod report;
 
 use std::process::ExitCode;
 

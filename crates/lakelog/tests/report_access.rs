@@ -1,11 +1,11 @@
 //! `lakelog report access` on a workload whose figures are known by construction: the generated
-//! data lake of `lakelog::report::access::workload` (see its documentation for every request),
+//! data lake of `s3_access_log::workload` (see its documentation for every request),
 //! ingested with `lakelog ingest`, reported with `lakelog report access`.
 
 use std::path::Path;
 use std::process::Command;
 
-use lakelog::report::access::workload::{
+use s3_access_log::workload::{
     self, CLICKS_PART_BYTES, EXPORT_BYTES, LAKE_BUCKET, LOGO_BYTES, MODEL_BYTES, OLD_MODEL_BYTES, RAW_BYTES,
     SNAPSHOT_BYTES, WEB_BUCKET, requester,
 };
@@ -344,7 +344,7 @@ fn ranges_rules_prices_text_and_errors() {
     assert!(!ok && err.contains("cannot be read together"), "{err}");
 
     // Another price table: with free Standard storage nothing is worth moving.
-    let mut prices: Value = serde_json::from_str(lakelog::report::access::prices::DEFAULT_PRICES).unwrap();
+    let mut prices: Value = serde_json::from_str(lakelog_reports::access::prices::DEFAULT_PRICES).unwrap();
     prices["classes"]["STANDARD"]["storage_gb_month"] = json!(0.0);
     let file = dir.path().join("prices.json");
     std::fs::write(&file, prices.to_string()).unwrap();

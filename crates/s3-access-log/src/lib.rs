@@ -35,6 +35,8 @@ pub mod render;
 pub mod synth;
 mod time;
 mod tokenizer;
+#[cfg(feature = "synth")]
+pub mod workload;
 
 pub use batch::{
     AccessLogBatchBuilder, PARTITION_COLUMN, RejectsBatchBuilder, UTC, access_logs_schema, rejects_schema,

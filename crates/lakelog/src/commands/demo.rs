@@ -32,10 +32,10 @@ use lake::maintenance::{
 };
 use serde_json::{Value, json};
 
-use crate::report::access::workload::{self, MIN_DAYS};
-use crate::report::access::{AccessOptions, PriceTable};
-use crate::report::game::game_report;
-use crate::report::{ReportDir, ReportSession, TimeRange};
+use lakelog_reports::access::{AccessOptions, PriceTable};
+use lakelog_reports::game::game_report;
+use lakelog_reports::{ReportDir, ReportSession, TimeRange};
+use s3_access_log::workload::{self, MIN_DAYS};
 
 /// A file in the demo folder that marks it as one, so that a second run may replace it.
 const MARKER: &str = ".lakelog-demo";
@@ -470,7 +470,7 @@ fn describe_maintenance(lake_dir: &Path, report: &TableReport) -> String {
 /// Writes the access report (HTML, charts, JSON) into `out` and prints its headlines.
 async fn access_report(tables: &[String], out: &Path, storage: &StorageConfig) -> anyhow::Result<PathBuf> {
     let options = AccessOptions::new(PriceTable::default_table()?);
-    let report = crate::report::access::run(tables, storage, &TimeRange::default(), &options).await?;
+    let report = lakelog_reports::access::run(tables, storage, &TimeRange::default(), &options).await?;
     let page = report.write_html(&ReportDir::create(out)?)?;
     println!("  access patterns of {} datasets:", report.datasets.len());
     for dataset in report.datasets.iter().take(3) {

@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use lake::StorageConfig;
 
 use crate::cli::{AccessReportArgs, GameReportArgs, ReportArgs, ReportCommand, ReportOutputArgs};
-use crate::report::access::{AccessOptions, DatasetRule, PriceTable};
-use crate::report::game::game_report;
-use crate::report::{Format, ReportDir, ReportError, ReportSession, TimeRange};
+use lakelog_reports::access::{AccessOptions, DatasetRule, PriceTable};
+use lakelog_reports::game::game_report;
+use lakelog_reports::{Format, ReportDir, ReportError, ReportSession, TimeRange};
 
 /// Runs the report named on the command line.
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
@@ -43,7 +43,7 @@ async fn game_command(args: &GameReportArgs) -> anyhow::Result<ExitCode> {
 async fn access_command(args: &AccessReportArgs) -> anyhow::Result<ExitCode> {
     let range = range(&args.output)?;
     let options = access_options(args)?;
-    let report = crate::report::access::run(&args.tables, &StorageConfig::from_env(), &range, &options).await?;
+    let report = lakelog_reports::access::run(&args.tables, &StorageConfig::from_env(), &range, &options).await?;
     match args.output.format {
         Format::Table => print!("{}", report.render_text()),
         Format::Json => println!("{}", report.to_json()?),

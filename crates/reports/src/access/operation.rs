@@ -20,7 +20,7 @@
 //!   `S3.DELETE.UPLOAD`);
 //! * everything else (listing, ACLs, tags, multipart parts, bucket configuration) is other.
 
-use crate::report::quote_literal;
+use crate::quote_literal;
 
 /// Object reads.
 pub const READS: &[&str] = &[

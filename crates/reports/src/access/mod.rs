@@ -35,7 +35,6 @@ pub mod operation;
 pub mod prices;
 mod render;
 mod udf;
-pub mod workload;
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -157,7 +157,7 @@ impl ReportDir {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::chart;
+    use crate::chart;
 
     #[test]
     fn text_is_escaped_everywhere() {

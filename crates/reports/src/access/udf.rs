@@ -89,7 +89,7 @@ fn map_keys(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::ReportSession;
+    use crate::ReportSession;
 
     #[tokio::test]
     async fn the_functions_run_in_sql() {

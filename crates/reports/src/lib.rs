@@ -14,9 +14,9 @@
 //!   files of a report.
 //!
 //! ```no_run
-//! use lakelog::report::{ReportSession, TextTable, TimeRange};
+//! use lakelog_reports::{ReportSession, TextTable, TimeRange};
 //!
-//! # async fn example() -> Result<(), lakelog::report::ReportError> {
+//! # async fn example() -> Result<(), lakelog_reports::ReportError> {
 //! let session = ReportSession::new();
 //! let tables = ["/tmp/lake/access_logs/a".to_owned(), "/tmp/lake/access_logs/b".to_owned()];
 //! session.register_tables("access_logs", &tables, &lake::StorageConfig::from_env()).await?;
@@ -61,7 +61,8 @@ pub use session::{ReportSession, Rows, quote_ident, quote_literal};
 pub use text::TextTable;
 
 /// How a report is printed on standard output.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Format {
     /// Aligned plain-text tables.
     #[default]

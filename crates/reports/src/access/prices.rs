@@ -6,10 +6,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::ReportError;
+use crate::ReportError;
 
 /// The default price table (US East, N. Virginia), embedded in the binary.
-pub const DEFAULT_PRICES: &str = include_str!("../../../prices/us-east-1.json");
+pub const DEFAULT_PRICES: &str = include_str!("../../prices/us-east-1.json");
 
 /// The storage classes the advisor needs prices for.
 pub const REQUIRED_CLASSES: [&str; 4] = ["STANDARD", "STANDARD_IA", "GLACIER_IR", "GLACIER"];

@@ -317,7 +317,7 @@ mod tests {
     use arrow::datatypes::Field;
 
     use super::*;
-    use crate::report::TimeRange;
+    use crate::TimeRange;
 
     #[test]
     fn columns_are_cast_to_what_the_report_reads() {

@@ -46,9 +46,9 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::AccessLogRecord;
+use crate::render::{encode_key, write_line};
 use chrono::{Days, NaiveDate, NaiveDateTime, NaiveTime};
-use s3_access_log::AccessLogRecord;
-use s3_access_log::render::{encode_key, write_line};
 
 /// The data-lake bucket.
 pub const LAKE_BUCKET: &str = "lake-analytics";
@@ -559,7 +559,7 @@ mod tests {
         let (mut ok, mut bad) = (0u64, 0u64);
         let mut keys = std::collections::BTreeSet::new();
         for object in &workload.objects {
-            for (_, _, parsed) in s3_access_log::parse_lines(&object.data) {
+            for (_, _, parsed) in crate::parse_lines(&object.data) {
                 match parsed {
                     Ok(record) => {
                         ok += 1;

@@ -8,8 +8,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::{Value, json};
 
 use super::{AGE_BUCKETS, AccessReport, Advice, DatasetUsage, UnusedDataset, advisor, day_span};
-use crate::report::chart::{self, Series};
-use crate::report::{HtmlPage, ReportDir, ReportError, TextTable};
+use crate::chart::{self, Series};
+use crate::{HtmlPage, ReportDir, ReportError, TextTable};
 
 /// Datasets the per-day table and chart show at most.
 const DAILY_DATASETS: usize = 5;
