@@ -14,8 +14,15 @@
 //! let err = vars.number("CONCURRENCY", 4, 1..=64).unwrap_err();
 //! assert_eq!(err.to_string(), "CONCURRENCY=\" 80 \": expected a whole number from 1 to 64");
 //! ```
+//!
+//! With the `lambda` feature, [`init::fail`] ends a function that cannot start (its settings, or
+//! a table it cannot open) by reporting the reason to the Lambda Runtime API's init-error
+//! endpoint, in words.
 
 #![warn(missing_docs)]
+
+#[cfg(feature = "lambda")]
+pub mod init;
 
 use std::ops::RangeInclusive;
 

@@ -12,7 +12,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    let config = Config::from_env()?;
+    // A missing or bad setting ends the function at init, reported in words to the Runtime API.
+    let config = match Config::from_env() {
+        Ok(config) => config,
+        Err(e) => env_config::init::fail(e).await,
+    };
     let sdk = aws_config::load_from_env().await;
     let sink = KinesisSink::new(kinesis_client(&sdk), config.stream.clone());
     let (sink, api) = (&sink, &config.api);

@@ -7,7 +7,11 @@ use lambda_runtime::{Error, service_fn};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    let config = Config::from_env()?;
+    // A missing or bad setting ends the function at init, reported in words to the Runtime API.
+    let config = match Config::from_env() {
+        Ok(config) => config,
+        Err(e) => env_config::init::fail(e).await,
+    };
     let maintainer = Maintainer::new(config, StorageConfig::from_env());
     let maintainer = &maintainer;
     lambda_runtime::run(service_fn(move |event| handle(event, maintainer))).await
