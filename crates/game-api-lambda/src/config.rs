@@ -68,13 +68,15 @@ pub struct Config {
     /// `GAME_EVENTS_STREAM`: the Kinesis stream's name or ARN.
     pub stream: StreamRef,
     /// The handler's settings: `GAME_EVENTS_PARTITION_KEY` (`random` or `device_id`, default
-    /// `random`) and `GAME_EVENTS_WRITE_BUDGET_MS` (time for writing and retrying, 100 to 25000 ms,
+    /// `random`) and `GAME_EVENTS_WRITE_BUDGET_MS` (time for writing and retrying, 100 to 12000 ms,
     /// default 10000).
     pub api: ApiConfig,
 }
 
-/// The least and the most time a request may spend writing; API Gateway gives up at 29 s.
-pub const BUDGET_RANGE_MS: std::ops::RangeInclusive<u64> = 100..=25_000;
+/// The least and the most time a request may spend writing: the function's timeout is 15 s
+/// (template.yaml), and a budget beyond 12 s would leave it no time to answer the 503 for what
+/// is left, so Lambda would cut the request off and the client would get a 502 instead.
+pub const BUDGET_RANGE_MS: std::ops::RangeInclusive<u64> = 100..=12_000;
 
 impl Config {
     /// Reads the settings through `var` (the process environment in the Lambda).
@@ -146,7 +148,7 @@ mod tests {
             err.to_string(),
             "GAME_EVENTS_PARTITION_KEY=\"user\": expected random or device_id"
         );
-        for bad in ["0", "30000", "ten"] {
+        for bad in ["0", "12001", "30000", "ten"] {
             let err = config(&[("GAME_EVENTS_STREAM", "s"), ("GAME_EVENTS_WRITE_BUDGET_MS", bad)]).unwrap_err();
             assert!(err.to_string().starts_with("GAME_EVENTS_WRITE_BUDGET_MS="), "{err}");
         }
