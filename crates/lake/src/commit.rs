@@ -5,10 +5,12 @@
 //! 500 to a PUT it carried out (and object_store's retry then meets the commit as a competitor),
 //! a connection may drop after the request was carried out, and a post-commit step (checkpoint,
 //! log cleanup, snapshot refresh) may fail after the version landed. So every commit carries an
-//! id of its own in its `commitInfo` (`lakelog.commitId`), and after any error the versions
-//! written since the commit's base are read back: if one carries the id, the commit landed. Only
-//! when the log has been read and names none of them is the commit known not to have landed, and
-//! only then may its data files be deleted. When the log cannot be read in time, the outcome is
+//! id of its own in its `commitInfo` (`lakelog.commitId`), and after any error the version the
+//! try wrote is read back (delta-rs' own retries are off, so a try on base `b` writes only
+//! `b + 1`): if it carries the id, the commit landed. When a later try is refused by its guard,
+//! every version since the first try is read, in case an earlier write landed late. Only when the
+//! log has been read and names none of them is the commit known not to have landed, and only
+//! then may its data files be deleted. When the log cannot be read in time, the outcome is
 //! [`CommitFailure::Unknown`] and the files stay (files that no version names are invisible to
 //! readers, and VACUUM removes them).
 
@@ -203,6 +205,7 @@ pub(crate) async fn commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &R
     metadata.push((COMMIT_ID_KEY.to_owned(), Value::String(id.clone())));
     let mut attempts = 0u32;
     let mut last_error = String::new();
+    let mut first_base: Option<u64> = None;
     loop {
         if attempts > 0 && !retry.wait(attempts).await {
             return Err(CommitFailure::NotCommitted(LakeError::CommitTimedOut {
@@ -223,8 +226,32 @@ pub(crate) async fn commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &R
             Err(e) => return Err(CommitFailure::NotCommitted(LakeError::delta(uri, e))),
         };
         let base = snapshot.version();
+        let first_base = *first_base.get_or_insert(base);
         match check_guard(table, &snapshot, &commit.guard, &commit.transactions).await {
             Ok(None) => {}
+            // Refused after an earlier try failed: that try's write may have landed late (a
+            // request the store carried out after this writer had read the log back), and be
+            // what the guard sees. Only a log without this commit's id makes it a refusal.
+            Ok(Some(reason)) if attempts > 1 => {
+                return match find_commit(&table.log_store(), Versions::After(first_base), &id, retry).await {
+                    Ok(Some(version)) => {
+                        warn!(table = uri, version, "an earlier try of the commit landed late");
+                        refresh(table, uri, version).await;
+                        Ok(Landed::Version {
+                            version,
+                            attempts,
+                            post_commit_failed: false,
+                        })
+                    }
+                    Ok(None) => Ok(Landed::Refused { reason }),
+                    Err(e) => Err(CommitFailure::Unknown(LakeError::CommitUnknown {
+                        uri: uri.to_owned(),
+                        attempts,
+                        commit_error: last_error,
+                        source: Box::new(e),
+                    })),
+                };
+            }
             Ok(Some(reason)) => return Ok(Landed::Refused { reason }),
             Err(e) => {
                 debug!(table = uri, attempts, error = %e, "could not check the commit's guard");
@@ -273,7 +300,7 @@ pub(crate) async fn commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &R
             }
             Err(e) => e,
         };
-        match find_commit(&log_store, base, &id, retry).await {
+        match find_commit(&log_store, Versions::Only(base + 1), &id, retry).await {
             Ok(Some(version)) => {
                 warn!(table = uri, version, error = %error, "the commit landed although the store reported an error");
                 refresh(table, uri, version).await;
@@ -346,11 +373,21 @@ async fn check_guard(
     }
 }
 
-/// The version after `base` whose commit carries `id`, reading the log until the deadline of
-/// `retry` if the store fails; `Ok(None)` once the whole log after `base` was read without it.
+/// Which versions may carry a commit.
+#[derive(Debug, Clone, Copy)]
+enum Versions {
+    /// Only this one: a try on base `b` writes nothing but version `b + 1` (delta-rs' own
+    /// retries are off), so that is where it landed if it did.
+    Only(u64),
+    /// Every version after this one, up to the newest.
+    After(u64),
+}
+
+/// The version of `versions` whose commit carries `id`, reading the log until the deadline of
+/// `retry` if the store fails; `Ok(None)` once they were read without it.
 async fn find_commit(
     log_store: &LogStoreRef,
-    base: u64,
+    versions: Versions,
     id: &str,
     retry: &Retry,
 ) -> Result<Option<u64>, DeltaTableError> {
@@ -358,8 +395,11 @@ async fn find_commit(
     let mut tries = 0u32;
     loop {
         let found = async {
-            let latest = log_store.get_latest_version(base).await?;
-            for version in base + 1..=latest {
+            let range = match versions {
+                Versions::Only(version) => version..=version,
+                Versions::After(base) => base + 1..=log_store.get_latest_version(base).await?,
+            };
+            for version in range {
                 if let Some(bytes) = log_store.read_commit_entry(version).await?
                     && memchr::memmem::find(&bytes, needle).is_some()
                 {
@@ -378,7 +418,7 @@ async fn find_commit(
                 if !retry.wait(tries).await {
                     return Err(e);
                 }
-                debug!(base, error = %e, "could not read the log back, trying again");
+                debug!(?versions, error = %e, "could not read the log back, trying again");
             }
         }
     }

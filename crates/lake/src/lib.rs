@@ -17,7 +17,7 @@
 //!   [`commit_appends`] commits files without a `txn`, for rows that carry their own identity.
 //! * Commits rely on S3 conditional writes (put-if-absent): no lock table, no unsafe rename.
 //!   A commit's outcome is read from the log, never guessed from an error: each commit carries an
-//!   id of its own, and after any error the versions written since are read back. Commits are
+//!   id of its own, and after any error the version the try wrote is read back. Commits are
 //!   tried again with backoff and jitter until a deadline ([`Retry`]), and data files are deleted
 //!   only when no version names them.
 //! * [`maintenance`] keeps tables fed by many small appends healthy: compaction of closed
