@@ -58,11 +58,8 @@ impl AppendTable {
         retry: &Retry,
     ) -> Result<AppendOutcome, WriteError> {
         let batch = batch?;
+        // The commit brings the table to the newest version before it tries.
         let mut table = self.table.lock().await;
-        // Write on the newest schema and partitioning; the commit refreshes again itself.
-        if let Err(e) = table.refresh().await {
-            warn!(table = %self.uri, error = %e, "could not refresh the table; writing on the version known");
-        }
         let mut writer = table.writer("kinesis")?;
         if let Err(e) = writer.write(batch).await {
             writer.abort();

@@ -3,12 +3,11 @@
 //! every commit of either lands at most once, however the store fails.
 
 use arrow::record_batch::RecordBatch;
+use deltalake::DeltaTable;
 use deltalake::kernel::{Action, Add, Transaction};
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
-use deltalake::{DeltaTable, Path};
-use object_store::ObjectStoreExt as _;
-use tracing::{debug, warn};
+use tracing::debug;
 
 use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit};
 use crate::error::LakeError;
@@ -201,13 +200,6 @@ async fn commit_files(
     if actions.is_empty() && transactions.is_empty() {
         return Ok(outcome);
     }
-    let paths: Vec<Path> = actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Add(add) => Path::parse(&add.path).ok(),
-            _ => None,
-        })
-        .collect();
     let partition_columns = table
         .snapshot()
         .map_err(|e| LakeError::delta(uri, e))?
@@ -232,7 +224,7 @@ async fn commit_files(
         metadata: Vec::new(),
         guard,
     };
-    let failure = match commit(table, to_commit, retry).await {
+    match commit(table, to_commit, retry).await {
         Ok(Landed::Version {
             version,
             attempts,
@@ -249,27 +241,14 @@ async fn commit_files(
             outcome.version = Some(version);
             outcome.attempts = attempts;
             outcome.post_commit_failed = post_commit_failed;
-            return Ok(outcome);
+            Ok(outcome)
         }
-        Ok(Landed::Refused { reason }) => LakeError::Conflict {
+        Ok(Landed::Refused { reason }) => Err(LakeError::Conflict {
             uri: uri.to_owned(),
             reason,
-        },
-        Err(CommitFailure::NotCommitted(e)) => e,
-        Err(CommitFailure::Unknown(e)) => {
-            warn!(table = uri, files = paths.len(), error = %e, "commit outcome unknown: its data files are kept");
-            return Err(e);
-        }
-    };
-    // No version names the files: remove them, best effort (files left behind are in no commit,
-    // so no reader sees them, and VACUUM removes them).
-    let store = table.object_store();
-    for path in paths {
-        if let Err(del) = store.delete(&path).await {
-            debug!(table = uri, file = %path, error = %del, "could not remove uncommitted file");
-        }
+        }),
+        Err(CommitFailure::NotCommitted(e) | CommitFailure::Unknown(e)) => Err(e),
     }
-    Err(failure)
 }
 
 #[cfg(test)]

@@ -16,16 +16,17 @@
 
 use std::time::{Duration, Instant};
 
-use deltalake::kernel::Action;
-use deltalake::kernel::Transaction;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
-use deltalake::logstore::LogStoreRef;
+use deltalake::kernel::{Action, Add, Transaction};
+use deltalake::logstore::{LogStoreRef, ObjectStoreRef};
 use deltalake::protocol::DeltaOperation;
-use deltalake::{DeltaTable, DeltaTableError};
+use deltalake::{DeltaTable, DeltaTableError, Path};
+use object_store::ObjectStoreExt as _;
 use rand::Rng as _;
 use serde_json::Value;
 use tracing::{debug, warn};
 
+use crate::append::is_committed;
 use crate::error::LakeError;
 
 /// The `commitInfo` key under which each commit records its own id.
@@ -197,8 +198,52 @@ fn permanent(e: &DeltaTableError) -> bool {
 /// Commits `commit` to `table` as the version after the newest, tried again (refreshing the
 /// table, re-checking the guard, with backoff) until it lands or `retry`'s deadline passes.
 /// Every try's outcome is read from the log, so a commit is reported as landed exactly when a
-/// version carries it.
+/// version carries it. The data files the commit adds are deleted again exactly when it is known
+/// not to have landed ([`Landed::Refused`], [`CommitFailure::NotCommitted`]); on
+/// [`CommitFailure::Unknown`] they stay.
 pub(crate) async fn commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &Retry) -> Result<Landed, CommitFailure> {
+    let uri = commit.uri;
+    let adds: Vec<Add> = commit
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Add(add) => Some(add.clone()),
+            _ => None,
+        })
+        .collect();
+    let outcome = try_commit(table, commit, retry).await;
+    match &outcome {
+        Ok(Landed::Refused { .. }) | Err(CommitFailure::NotCommitted(_)) => {
+            delete_files(&table.object_store(), &adds).await;
+        }
+        Err(CommitFailure::Unknown(e)) => {
+            warn!(table = uri, files = adds.len(), error = %e, "commit outcome unknown: its data files are kept");
+        }
+        Ok(Landed::Version { .. }) => {}
+    }
+    outcome
+}
+
+/// Deletes the data files of `adds`, best effort: only once no version names them (files left
+/// behind are in no commit, so no reader sees them, and VACUUM removes them).
+pub(crate) async fn delete_files(store: &ObjectStoreRef, adds: &[Add]) {
+    for add in adds {
+        let path = Path::from(decode_path(&add.path));
+        if let Err(e) = store.delete(&path).await {
+            debug!(file = %path, error = %e, "could not remove an uncommitted file");
+        }
+    }
+}
+
+/// A data file's path as the log writes it (percent-encoded), decoded.
+pub(crate) fn decode_path(path: &str) -> String {
+    percent_encoding::percent_decode_str(path)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// The tries of [`commit`], without the clean-up of its files.
+async fn try_commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &Retry) -> Result<Landed, CommitFailure> {
     let uri = commit.uri;
     let id = uuid::Uuid::new_v4().to_string();
     let mut metadata = commit.metadata;
@@ -227,7 +272,7 @@ pub(crate) async fn commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &R
         };
         let base = snapshot.version();
         let first_base = *first_base.get_or_insert(base);
-        match check_guard(table, &snapshot, &commit.guard, &commit.transactions).await {
+        match check_guard(uri, table, &snapshot, &commit.guard, &commit.transactions).await {
             Ok(None) => {}
             // Refused after an earlier try failed: that try's write may have landed late (a
             // request the store carried out after this writer had read the log back), and be
@@ -236,12 +281,7 @@ pub(crate) async fn commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &R
                 return match find_commit(&table.log_store(), Versions::After(first_base), &id, retry).await {
                     Ok(Some(version)) => {
                         warn!(table = uri, version, "an earlier try of the commit landed late");
-                        refresh(table, uri, version).await;
-                        Ok(Landed::Version {
-                            version,
-                            attempts,
-                            post_commit_failed: false,
-                        })
+                        Ok(landed(table, uri, version, attempts, false).await)
                     }
                     Ok(None) => Ok(Landed::Refused { reason }),
                     Err(e) => Err(CommitFailure::Unknown(LakeError::CommitUnknown {
@@ -291,24 +331,14 @@ pub(crate) async fn commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &R
                         true
                     }
                 };
-                refresh(table, uri, version).await;
-                return Ok(Landed::Version {
-                    version,
-                    attempts,
-                    post_commit_failed,
-                });
+                return Ok(landed(table, uri, version, attempts, post_commit_failed).await);
             }
             Err(e) => e,
         };
         match find_commit(&log_store, Versions::Only(base + 1), &id, retry).await {
             Ok(Some(version)) => {
                 warn!(table = uri, version, error = %error, "the commit landed although the store reported an error");
-                refresh(table, uri, version).await;
-                return Ok(Landed::Version {
-                    version,
-                    attempts,
-                    post_commit_failed: false,
-                });
+                return Ok(landed(table, uri, version, attempts, false).await);
             }
             Ok(None) if permanent(&error) => {
                 return Err(CommitFailure::NotCommitted(LakeError::delta(uri, error)));
@@ -329,30 +359,32 @@ pub(crate) async fn commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &R
     }
 }
 
-/// Brings `table` to `version`; if that fails, the next refresh catches up.
-async fn refresh(table: &mut DeltaTable, uri: &str, version: u64) {
+/// The commit landed as `version`: brings `table` to it (if that fails, the next refresh
+/// catches up) and says so.
+async fn landed(table: &mut DeltaTable, uri: &str, version: u64, attempts: u32, post_commit_failed: bool) -> Landed {
     if let Err(e) = table.update_incremental(Some(version)).await {
         warn!(table = uri, version, error = %e, "could not refresh the table after commit");
     }
+    Landed::Version {
+        version,
+        attempts,
+        post_commit_failed,
+    }
 }
 
-/// Why the commit must not go ahead on `snapshot`, if it must not.
+/// Why the commit must not go ahead on `snapshot`, the version `table` has loaded, if it must not.
 async fn check_guard(
+    uri: &str,
     table: &DeltaTable,
     snapshot: &deltalake::table::state::DeltaTableState,
     guard: &Guard<'_>,
     transactions: &[Transaction],
-) -> Result<Option<String>, DeltaTableError> {
+) -> Result<Option<String>, LakeError> {
     match guard {
         Guard::None => Ok(None),
         Guard::NewTransactions => {
-            let log_store = table.log_store();
             for txn in transactions {
-                if snapshot
-                    .transaction_version(log_store.as_ref(), &txn.app_id)
-                    .await?
-                    .is_some()
-                {
+                if is_committed(uri, table, &txn.app_id).await? {
                     return Ok(Some(format!(
                         "version {} or earlier already records {}",
                         snapshot.version(),

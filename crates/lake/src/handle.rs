@@ -6,7 +6,7 @@ use crate::append::{AppendOutcome, SourceFiles, SourceWriter, commit_appends, co
 use crate::commit::Retry;
 use crate::error::LakeError;
 use crate::storage::StorageConfig;
-use crate::table::{FileStats, TableSpec, file_stats, open_or_create, open_table};
+use crate::table::{TableSpec, open_or_create};
 
 /// An open table at its location: the version loaded, brought up to date by [`Table::refresh`],
 /// and the writes of lakelog's pipelines (a writer per source, commits of sources or plain
@@ -18,14 +18,6 @@ pub struct Table {
 }
 
 impl Table {
-    /// Opens the table at `uri`, which must exist.
-    pub async fn open(uri: &str, storage: &StorageConfig) -> Result<Self, LakeError> {
-        Ok(Self {
-            uri: uri.to_owned(),
-            delta: open_table(uri, storage).await?,
-        })
-    }
-
     /// Opens the table at `uri`, creating it from `spec` when it is missing (see
     /// [`open_or_create`]).
     pub async fn open_or_create(uri: &str, spec: &TableSpec, storage: &StorageConfig) -> Result<Self, LakeError> {
@@ -38,11 +30,6 @@ impl Table {
     /// The table's location, as it was opened.
     pub fn uri(&self) -> &str {
         &self.uri
-    }
-
-    /// The version loaded.
-    pub fn version(&self) -> Option<u64> {
-        self.delta.version()
     }
 
     /// Reads the commits written since the version loaded.
@@ -79,11 +66,6 @@ impl Table {
         retry: &Retry,
     ) -> Result<AppendOutcome, LakeError> {
         commit_appends(&self.uri, &mut self.delta, sources, retry).await
-    }
-
-    /// Files, rows and bytes of the version loaded.
-    pub fn file_stats(&self) -> Result<FileStats, LakeError> {
-        file_stats(&self.delta).map_err(|e| LakeError::delta(&self.uri, e))
     }
 
     /// The delta-rs table, for what this handle does not do (maintenance, queries).

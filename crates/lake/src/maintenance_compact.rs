@@ -26,10 +26,9 @@ use futures::future::BoxFuture;
 use futures::{FutureExt as _, TryStreamExt as _};
 use indexmap::IndexMap;
 use object_store::ObjectStoreExt as _;
-use percent_encoding::percent_decode_str;
 use tracing::{debug, info, warn};
 
-use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit};
+use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit, decode_path, delete_files};
 use crate::maintenance::{MaintenanceError, now, partition_label};
 
 /// Tag of the files written by a deduplicating compaction, with the key column as its value: such
@@ -742,20 +741,12 @@ impl<'a> PartitionWork<'a> {
             Ok(Some(version)) => version,
             Ok(None) => {
                 warn!(table = uri, partition = %self.partition.label, "a concurrent commit rewrote files of this partition; left for the next run");
-                delete_files(&store, &adds).await;
                 return Ok(None);
             }
-            Err(RewriteFailure::NotCommitted(e)) => {
-                delete_files(&store, &adds).await;
-                return Err(e);
-            }
-            Err(RewriteFailure::Unknown(e)) => {
-                warn!(table = uri, partition = %self.partition.label, error = %e, "compaction commit outcome unknown: its new files are kept");
-                return Err(e);
-            }
+            Err(e) => return Err(e),
         };
         // The new files are read by the next bins' checks: they hold rows whose keys were seen.
-        self.read.extend(adds.iter().map(|a| decode(&a.path)));
+        self.read.extend(adds.iter().map(|a| decode_path(&a.path)));
         let outcome = BinOutcome {
             partition: self.partition.label.clone(),
             version,
@@ -817,26 +808,13 @@ fn add_rows(add: &Add) -> u64 {
         .unwrap_or(0)
 }
 
-fn decode(path: &str) -> String {
-    percent_decode_str(path).decode_utf8_lossy().into_owned()
-}
-
-async fn delete_files(store: &Arc<dyn ObjectStore>, adds: &[Add]) {
-    for add in adds {
-        let path = Path::from(decode(&add.path));
-        if let Err(e) = store.delete(&path).await {
-            debug!(file = %path, error = %e, "could not remove an uncommitted file");
-        }
-    }
-}
-
 /// Commits `actions` as the version after the newest one, provided every file of
 /// `must_be_active` is active in that newest version; tried again while other writers commit
 /// first or the store fails, until `retry`'s deadline. `Ok(None)` when a file is no longer
 /// active. No retries inside delta-rs: its conflict checker does not see two compactions removing
 /// the same file without data change, so every try is checked here, on the version it must
 /// follow. The outcome is read from the log: a bin whose commit landed is never taken for one a
-/// competitor beat.
+/// competitor beat, and its new files are deleted only when it did not land.
 async fn commit_rewrite(
     uri: &str,
     table: &mut DeltaTable,
@@ -845,7 +823,7 @@ async fn commit_rewrite(
     metadata: [(String, serde_json::Value); 3],
     must_be_active: &[&str],
     retry: &Retry,
-) -> Result<Option<u64>, RewriteFailure> {
+) -> Result<Option<u64>, MaintenanceError> {
     let to_commit = Commit {
         uri,
         actions,
@@ -860,15 +838,6 @@ async fn commit_rewrite(
             debug!(table = uri, %reason, "file no longer active");
             Ok(None)
         }
-        Err(CommitFailure::NotCommitted(e)) => Err(RewriteFailure::NotCommitted(MaintenanceError::Lake(e))),
-        Err(CommitFailure::Unknown(e)) => Err(RewriteFailure::Unknown(MaintenanceError::Lake(e))),
+        Err(CommitFailure::NotCommitted(e) | CommitFailure::Unknown(e)) => Err(MaintenanceError::Lake(e)),
     }
-}
-
-/// A bin's commit that failed: whether its new files may be deleted.
-enum RewriteFailure {
-    /// No version carries it.
-    NotCommitted(MaintenanceError),
-    /// It may have landed: the files stay.
-    Unknown(MaintenanceError),
 }
