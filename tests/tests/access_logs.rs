@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use access_log_ingest::handler::handle;
 use access_log_ingest::{Ingestor, ObjectReader, TableTemplate};
+use access_log_lambda::handler::handle;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{Event, NotificationConfiguration, QueueConfiguration};

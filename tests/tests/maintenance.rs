@@ -8,9 +8,9 @@ use arrow::array::{Date32Array, Float64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lake::{SourceWriter, StorageConfig, TableSpec, commit_sources, file_stats, open_or_create, open_table};
-use lake_maintenance::{Config, Maintainer, handle};
 use lakelog_tests::{StandIn, duckdb};
 use lambda_runtime::{Context, LambdaEvent};
+use maintenance_lambda::{Config, Maintainer, handle};
 
 /// 2024-06-01, long closed.
 const DAY: i32 = 19_875;

@@ -3,14 +3,12 @@
 
 use std::collections::HashMap;
 
+use access_log_ingest::notification::{Notification, parse_body};
+use access_log_ingest::{Ingestor, NoProgress, ObjectRef};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lake::Retry;
 use lambda_runtime::LambdaEvent;
 use tracing::{info, warn};
-
-use crate::ingest::{Ingestor, NoProgress};
-use crate::notification::{Notification, parse_body};
-use crate::objects::ObjectRef;
 
 /// Time kept back from the invocation's deadline to answer with the messages to retry.
 const ANSWER_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);

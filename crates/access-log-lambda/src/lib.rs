@@ -1,56 +1,8 @@
-//! Lands S3 server access logs in Delta Lake: the library behind the `access-log-ingest` Lambda
-//! and `lakelog ingest`.
-//!
-//! S3 writes small log objects into a raw-logs bucket and notifies an SQS queue of each one. The
-//! Lambda ([`handler::handle`]) reads the notifications ([`notification`]), streams each object
-//! from S3 ([`objects`]) through the parser into per-bucket Delta tables and a rejects table
-//! ([`ingest`]), and reports as failed only the messages whose objects could not be ingested.
-//! Each object is written to each table exactly once: its rows and a Delta `txn` action named by
-//! the object's URI land in the same commit.
+//! The `access-log-lambda` function: SQS messages carrying S3 notifications of new raw log
+//! objects in, the messages to retry out. [`handler::handle`] adapts the Lambda event to
+//! [`access_log_ingest::Ingestor`]; everything else lives in that library, which `lakelog ingest`
+//! shares.
 
 #![warn(missing_docs)]
 
-pub mod config;
 pub mod handler;
-pub mod ingest;
-pub mod notification;
-pub mod objects;
-
-use aws_config::BehaviorVersion;
-use lake::StorageConfig;
-
-pub use config::{Config, ConfigError, TableTemplate};
-pub use ingest::{IngestError, Ingestor, NoProgress, ObjectReport, Progress};
-pub use objects::{ObjectReader, ObjectRef, ReadError};
-
-/// An S3 client from the environment's AWS configuration; with `role_arn`, its credentials come
-/// from assuming that role (raw logs in another account). With an endpoint override (local
-/// stand-ins) requests address buckets by path.
-pub async fn s3_client(role_arn: Option<&str>, storage: &StorageConfig) -> aws_sdk_s3::Client {
-    let base = aws_config::defaults(BehaviorVersion::latest()).load().await;
-    let mut builder = aws_sdk_s3::config::Builder::from(&base);
-    if let Some(arn) = role_arn {
-        let provider = aws_config::sts::AssumeRoleProvider::builder(arn)
-            .session_name("lakelog-access-log-ingest")
-            .configure(&base)
-            .build()
-            .await;
-        builder = builder.credentials_provider(provider);
-    }
-    if let Some(endpoint) = &storage.endpoint {
-        builder = builder.endpoint_url(endpoint).force_path_style(true);
-    }
-    aws_sdk_s3::Client::from_conf(builder.build())
-}
-
-/// The ingestor a configuration describes, with an S3 client for the raw logs.
-pub async fn ingestor(config: &Config, storage: StorageConfig) -> Ingestor {
-    let client = s3_client(config.raw_logs_role_arn.as_deref(), &storage).await;
-    Ingestor::new(
-        config.table.clone(),
-        config.rejects.clone(),
-        storage,
-        ObjectReader::s3(client),
-        config.concurrency,
-    )
-}

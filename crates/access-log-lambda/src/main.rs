@@ -1,6 +1,7 @@
-//! `access-log-ingest`: SQS (S3 notifications of new raw log objects) -> Delta tables.
+//! `access-log-lambda`: SQS (S3 notifications of new raw log objects) -> Delta tables.
 
-use access_log_ingest::{Config, handler};
+use access_log_ingest::Config;
+use access_log_lambda::handler;
 use lake::StorageConfig;
 use lambda_runtime::{Error, service_fn};
 

@@ -1,8 +1,8 @@
 //! The handler driven by the sample events in `events/`, without S3: notification parsing, test
 //! events, and which messages are reported for retry.
 
-use access_log_ingest::handler::handle;
 use access_log_ingest::{Ingestor, ObjectReader, TableTemplate};
+use access_log_lambda::handler::handle;
 use aws_lambda_events::event::sqs::SqsEvent;
 use lake::StorageConfig;
 use lambda_runtime::{Context, LambdaEvent};

@@ -1,33 +1,7 @@
-//! The game events API: API Gateway REST proxy requests in, events validated, stamped and written
-//! to Kinesis, per-event results out. The library behind the `game-events-api` Lambda and
-//! `lakelog serve`.
-//!
-//! [`handler::respond`] checks a request completely before writing anything ([`handler::prepare`]:
-//! method, content type and encoding, base64 and gzip bodies, every event with
-//! [`game_events::parse_body`], every record's size), stamps each event with the request's time
-//! and its `eventId`, and writes the records in the seed's envelope ([`game_events::Envelope`])
-//! through a [`RecordSink`]: Kinesis ([`KinesisSink`]), the in-memory [`LocalStream`] of
-//! `lakelog serve`, or a fault-injecting double of `testing` (feature `testing`). [`deliver()`] makes `PutRecords`
-//! calls within Kinesis' limits and retries only the records that failed, with jittered
-//! exponential backoff inside a time budget. The response is 200 only when every event was
-//! written; otherwise 503 with `Retry-After` and which events to resend. No event that did not
-//! reach the stream is ever acknowledged.
+//! The `game-api-lambda` function: API Gateway REST proxy requests in, validated and stamped
+//! events written to Kinesis, per-event results out. [`handler::handle`] adapts the Lambda event
+//! to [`game_api::respond()`]; everything else lives in that library, which `lakelog serve` shares.
 
 #![warn(missing_docs)]
 
-pub mod config;
-pub mod deliver;
 pub mod handler;
-pub mod local;
-pub mod request;
-pub mod sink;
-#[cfg(any(test, feature = "testing"))]
-pub mod testing;
-
-pub use config::{ApiConfig, Config, ConfigError, PartitionKey};
-pub use deliver::{Delivery, DeliveryConfig, Outcome, deliver};
-pub use handler::{ApiError, Prepared, prepare, respond};
-pub use local::{LOCAL_SHARD_ID, LocalStream};
-pub use sink::{
-    EntryFailure, EntryResult, KinesisSink, PutEntry, RecordSink, SinkError, StreamRef, Written, kinesis_client,
-};

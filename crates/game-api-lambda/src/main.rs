@@ -1,6 +1,7 @@
-//! `game-events-api`: API Gateway REST proxy requests -> validated, stamped events -> Kinesis.
+//! `game-api-lambda`: API Gateway REST proxy requests -> validated, stamped events -> Kinesis.
 
-use game_api::{Config, KinesisSink, handler, kinesis_client};
+use game_api::{Config, KinesisSink, kinesis_client};
+use game_api_lambda::handler;
 use lambda_runtime::{Error, service_fn};
 
 // A request allocates and frees many short-lived buffers (its records, their partition keys, the

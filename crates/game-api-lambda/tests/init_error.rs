@@ -66,11 +66,11 @@ fn receive_one(listener: &TcpListener) -> Option<Received> {
 fn a_missing_setting_is_reported_to_the_runtime_api_in_words() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_game-events-api"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_game-api-lambda"))
         .env_clear()
         .env("AWS_LAMBDA_RUNTIME_API", address.to_string())
         .env("AWS_REGION", "us-east-1")
-        .env("AWS_LAMBDA_FUNCTION_NAME", "game-events-api")
+        .env("AWS_LAMBDA_FUNCTION_NAME", "game-api-lambda")
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()

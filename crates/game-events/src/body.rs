@@ -6,13 +6,7 @@ use uuid::Uuid;
 
 use crate::borrowed::BorrowedEvent;
 use crate::error::{BodyError, EventProblem, InvalidEvents, describe};
-use crate::event::GameEvent;
-
-/// The most events one request may carry (also the most records of one Kinesis `PutRecords`).
-pub const MAX_EVENTS_PER_REQUEST: usize = 500;
-
-/// The field of a batch body that holds its events.
-pub const EVENTS: &str = "events";
+use crate::event::{EVENTS, GameEvent, MAX_EVENTS_PER_REQUEST};
 
 /// Reads the events of a request body (UTF-8 JSON, already decoded and decompressed) and validates
 /// all of them: either every event is valid and they are returned in order, or the error lists
@@ -23,7 +17,7 @@ pub const EVENTS: &str = "events";
 pub fn parse_events(body: &[u8]) -> Result<Vec<GameEvent>, BodyError> {
     // Valid bodies, the common case, in one pass; anything else through the path that lists every
     // problem.
-    let fast = crate::fast::parse(body).and_then(|events| events.into_iter().map(BodyEvent::into_owned).collect());
+    let fast = crate::fast::parse(body).and_then(|events| events.into_iter().map(BorrowedEvent::into_owned).collect());
     match fast {
         Some(events) => Ok(events),
         None => parse_events_reference(body),
@@ -90,7 +84,7 @@ impl BodyEvent<'_> {
 /// [`BorrowedEvent`]). The same events, in order, and the same errors as [`parse_events`].
 pub fn parse_body(body: &[u8]) -> Result<Vec<BodyEvent<'_>>, BodyError> {
     match crate::fast::parse(body) {
-        Some(events) => Ok(events),
+        Some(events) => Ok(events.into_iter().map(BodyEvent::Borrowed).collect()),
         None => Ok(parse_events_reference(body)?
             .into_iter()
             .map(|event| BodyEvent::Owned(Box::new(event)))

@@ -13,9 +13,6 @@ use crate::error::{FieldProblem, RecordError, describe};
 use crate::event::{EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, EventParams, StampedEvent};
 use crate::time;
 
-/// The most bytes of one Kinesis record: its data and its partition key together.
-pub const MAX_RECORD_BYTES: usize = 1 << 20;
-
 /// The envelope field that holds the event.
 pub const BODY: &str = "body";
 

@@ -1,5 +1,5 @@
 //! The event model of the seed: `eventName`, `eventTime`, `eventId` and `eventParams`, with every
-//! field a client adds kept as sent.
+//! field a client adds kept as sent, and the limits of a request and of a record.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -22,6 +22,15 @@ pub const PURCHASE_EVENT: &str = "purchaseEvent";
 
 /// Names of the top-level fields the model reads itself (none of them is ever in `extra`).
 pub const RESERVED_FIELDS: [&str; 4] = [EVENT_NAME, EVENT_TIME, EVENT_ID, EVENT_PARAMS];
+
+/// The field of a batch body that holds its events.
+pub const EVENTS: &str = "events";
+
+/// The most events one request may carry (also the most records of one Kinesis `PutRecords`).
+pub const MAX_EVENTS_PER_REQUEST: usize = 500;
+
+/// The most bytes of one Kinesis record: its data and its partition key together.
+pub const MAX_RECORD_BYTES: usize = 1 << 20;
 
 /// One event as a game client sends it, before the server stamps it.
 ///

@@ -10,10 +10,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::body::BodyEvent;
-use crate::body::{EVENTS, MAX_EVENTS_PER_REQUEST};
 use crate::borrowed::{BorrowedEvent, BorrowedParams};
-use crate::event::{EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, PURCHASE_EVENT};
+use crate::event::{EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, EVENTS, MAX_EVENTS_PER_REQUEST, PURCHASE_EVENT};
 use crate::keys::KeyIndex;
 use crate::time::parse_client_time;
 use serde::Deserialize;
@@ -25,7 +23,7 @@ use serde_json::value::RawValue;
 const MAX_DEPTH: usize = 127;
 
 /// The events of a valid body, or `None` if anything at all is wrong with it.
-pub(crate) fn parse(body: &[u8]) -> Option<Vec<BodyEvent<'_>>> {
+pub(crate) fn parse(body: &[u8]) -> Option<Vec<BorrowedEvent<'_>>> {
     // A body that is not UTF-8 is never valid JSON for a `Value` (outside strings any byte over
     // 0x7F is a syntax error, inside one it is refused). Checked once for the whole body, so that
     // serde_json does not check every string on its own.
@@ -75,7 +73,7 @@ fn text<'de, A: MapAccess<'de>>(map: &mut A) -> Result<Option<Cow<'de, str>>, A:
 }
 
 /// The events of a body: one event, or a batch.
-struct Body<'de>(Vec<BodyEvent<'de>>);
+struct Body<'de>(Vec<BorrowedEvent<'de>>);
 
 /// Reads a [`Body`], a batch with the given [`Events`].
 struct BodySeed<'de>(Events<'de>);
@@ -96,7 +94,7 @@ impl<'de> Visitor<'de> for BodySeed<'de> {
         // The body object is the event's own object when it is one event.
         let mut single = BorrowedEvent::empty();
         let mut event = EventFields::new(1, self.0.body, &mut single);
-        let mut batch: Option<Vec<BodyEvent<'de>>> = None;
+        let mut batch: Option<Vec<BorrowedEvent<'de>>> = None;
         let mut other_fields = false;
         while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
             if key == EVENTS {
@@ -110,7 +108,7 @@ impl<'de> Visitor<'de> for BodySeed<'de> {
             (Some(events), false) => Ok(Body(events)),
             (None, _) => {
                 event.finish()?;
-                Ok(Body(vec![BodyEvent::Borrowed(single)]))
+                Ok(Body(vec![single]))
             }
             (Some(_), true) => Err(de::Error::custom("a batch with other fields")),
         }
@@ -126,14 +124,14 @@ struct Events<'de> {
 }
 
 impl<'de> DeserializeSeed<'de> for Events<'de> {
-    type Value = Vec<BodyEvent<'de>>;
+    type Value = Vec<BorrowedEvent<'de>>;
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_seq(self)
     }
 }
 
 impl<'de> Visitor<'de> for Events<'de> {
-    type Value = Vec<BodyEvent<'de>>;
+    type Value = Vec<BorrowedEvent<'de>>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an array of event objects")
     }
@@ -142,8 +140,8 @@ impl<'de> Visitor<'de> for Events<'de> {
         // Each event is read straight into its place at the end of the vector (an event is a few
         // hundred bytes, which moving from one function's result to the next would copy).
         loop {
-            events.push(BodyEvent::Borrowed(BorrowedEvent::empty()));
-            let Some(BodyEvent::Borrowed(slot)) = events.last_mut() else {
+            events.push(BorrowedEvent::empty());
+            let Some(slot) = events.last_mut() else {
                 return Err(de::Error::custom("no room for the event"));
             };
             if seq.next_element_seed(EventSeed(slot, self.body))?.is_none() {
@@ -570,7 +568,6 @@ mod tests {
         let reference = parse_events_reference(body);
         if let Some(fast) = &fast {
             let owned: Vec<GameEvent> = fast.iter().map(|e| e.clone().into_owned().unwrap()).collect();
-            assert!(fast.iter().all(|e| matches!(e, BodyEvent::Borrowed(_))));
             assert_eq!(Ok(&owned), reference.as_ref(), "{shown}");
             let time = chrono::DateTime::from_timestamp(1_717_243_200, 999).unwrap();
             for (borrowed, event) in fast.iter().zip(owned) {
@@ -733,7 +730,7 @@ mod tests {
     fn copied(body: &str) -> bool {
         assert!(agree(body.as_bytes()), "the fast path refused {body}");
         match parse(body.as_bytes()).unwrap().as_slice() {
-            [BodyEvent::Borrowed(event)] => event.raw.is_some(),
+            [event] => event.raw.is_some(),
             other => panic!("{other:?}"),
         }
     }
@@ -805,10 +802,7 @@ mod tests {
             let body = serde_json::json!({"events": synth.events(MAX_EVENTS_PER_REQUEST, time)}).to_string();
             assert!(agree(body.as_bytes()));
             // Generated events are copied as written, unless they carry the client's eventId.
-            let copied = parse(body.as_bytes())
-                .unwrap()
-                .iter()
-                .all(|e| matches!(e, BodyEvent::Borrowed(e) if e.raw.is_some()));
+            let copied = parse(body.as_bytes()).unwrap().iter().all(|e| e.raw.is_some());
             assert_eq!(copied, !event_ids);
         }
     }

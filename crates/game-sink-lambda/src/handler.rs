@@ -2,10 +2,9 @@
 
 use aws_lambda_events::event::kinesis::KinesisEvent;
 use aws_lambda_events::event::streams::KinesisEventResponse;
+use game_sink::Sink;
 use lake::Retry;
 use lambda_runtime::{Error, LambdaEvent};
-
-use crate::sink::Sink;
 
 /// Time kept back from the invocation's deadline to answer with the record to retry from.
 const ANSWER_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);

@@ -1,22 +1,7 @@
-//! The game events sink: Kinesis records (the seed's envelope of one stamped event each) become
-//! rows of the `game_events` Delta table, partitioned by `eventDate`, with one commit per batch.
-//!
-//! * A record that can never become a row (not JSON, no event, no `eventName`, no `eventTime`) is
-//!   written to the `game_events_rejects` table with its reason and data, and is not retried.
-//! * Events with an `eventId` already seen in the same batch are written once. Across batches (a
-//!   retried batch, a client that resent a request) rows may repeat: KPIs count distinct
-//!   `eventId`s, and compaction of closed partitions removes the duplicates.
-//! * When a commit fails, [`BatchReport::retry_from`] names the first record that was not
-//!   committed; the Lambda reports it as a batch item failure, so only it and the records after
-//!   it are retried.
-//!
-//! The Lambda (`main.rs`) and `lakelog serve` both call [`Sink::process`] through the same code.
+//! The `game-sink-lambda` function: a Kinesis batch of game events in, the record to retry from
+//! out. [`handler::handle`] adapts the Lambda event to [`game_sink::Sink::process`]; everything
+//! else lives in that library, which `lakelog serve` and the demo share.
 
 #![warn(missing_docs)]
 
-pub mod config;
 pub mod handler;
-mod sink;
-
-pub use config::{Config, ConfigError};
-pub use sink::{BatchReport, Sink, events_table_spec, rejects_table_spec};

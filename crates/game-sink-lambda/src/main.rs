@@ -1,6 +1,7 @@
-//! `game-events-sink`: Kinesis (game events) -> the `game_events` Delta table.
+//! `game-sink-lambda`: Kinesis (game events) -> the `game_events` Delta table.
 
-use game_sink::{Config, Sink, handler};
+use game_sink::{Config, Sink};
+use game_sink_lambda::handler;
 use lake::StorageConfig;
 use lambda_runtime::{Error, service_fn};
 

@@ -6,10 +6,11 @@ use std::path::Path;
 use arrow::array::{AsArray, RecordBatch};
 use aws_lambda_events::event::kinesis::KinesisEvent;
 use aws_lambda_events::event::streams::KinesisEventResponse;
-use game_sink::{Config, Sink, handler};
+use game_sink::{Config, Sink};
+use game_sink_lambda::handler;
 use lake::StorageConfig;
-use lake::deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use lambda_runtime::{Context, LambdaEvent};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 fn sample(name: &str) -> KinesisEvent {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../events").join(name);

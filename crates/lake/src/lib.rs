@@ -45,4 +45,5 @@ pub use handle::Table;
 pub use storage::{StorageConfig, table_url};
 pub use table::{FileStats, TableSpec, file_stats, open_or_create, open_table};
 
-pub use deltalake;
+// The table type the functions above open, for callers that read or inspect it.
+pub use deltalake::DeltaTable;

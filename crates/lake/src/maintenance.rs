@@ -1,5 +1,5 @@
 //! Table maintenance: compaction of small files (with removal of duplicate rows), checkpoints,
-//! expired log cleanup and VACUUM, for the scheduled `lake-maintenance` Lambda and the
+//! expired log cleanup and VACUUM, for the scheduled `maintenance-lambda` function and the
 //! `lakelog optimize|vacuum|checkpoint` commands, which run the same code.
 //!
 //! Tables fed by many small appends accumulate small files; readers then spend their time opening

@@ -35,7 +35,7 @@ pub enum Command {
     Parse(ParseArgs),
     /// Ingest raw S3 access-log objects into Delta tables, each object exactly once.
     ///
-    /// The same code path as the access-log-ingest Lambda: PATH is a file, a directory (read
+    /// The same code path as the access-log-lambda: PATH is a file, a directory (read
     /// recursively) or s3://bucket/prefix. Running it again over the same input adds nothing, so
     /// it is also the backfill command for logs written before the pipeline existed. S3 endpoints
     /// and credentials come from the usual AWS environment variables.
@@ -53,7 +53,7 @@ pub enum Command {
     Vacuum(crate::commands::vacuum::VacuumArgs),
     /// Checkpoint a table's current version and delete its expired log files.
     Checkpoint(crate::commands::checkpoint::CheckpointArgs),
-    /// Run the game events API on 127.0.0.1: the game-events-api Lambda's handler on each request.
+    /// Run the game events API on 127.0.0.1: the game-api-lambda function's handler on each request.
     ///
     /// Requests to /events become API Gateway proxy events for the same handler as the Lambda:
     /// validation, eventTime and eventId stamping, the seed's record envelope, per-event results.

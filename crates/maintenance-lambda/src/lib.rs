@@ -1,4 +1,4 @@
-//! Keeps lakelog's Delta tables healthy: the library behind the scheduled `lake-maintenance`
+//! Keeps lakelog's Delta tables healthy: the library behind the scheduled `maintenance-lambda`
 //! Lambda.
 //!
 //! An EventBridge schedule invokes the function; [`handler::handle`] runs one pass of

@@ -1,8 +1,8 @@
-//! `lake-maintenance`: scheduled compaction, deduplication, checkpoints and VACUUM of the tables.
+//! `maintenance-lambda`: scheduled compaction, deduplication, checkpoints and VACUUM of the tables.
 
 use lake::StorageConfig;
-use lake_maintenance::{Config, Maintainer, handle};
 use lambda_runtime::{Error, service_fn};
+use maintenance_lambda::{Config, Maintainer, handle};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

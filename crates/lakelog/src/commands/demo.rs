@@ -255,7 +255,7 @@ fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
 /// Writes the access-log workload of the `days` days before `today` as raw log objects and ingests
 /// them; returns the URIs of the access-log tables (one per bucket).
 async fn access_logs(dir: &Path, days: u32, today: NaiveDate, storage: &StorageConfig) -> anyhow::Result<Vec<String>> {
-    step("S3 server access logs -> Delta (the access-log-ingest Lambda's code)");
+    step("S3 server access logs -> Delta (the access-log-lambda's code)");
     let start = today
         .checked_sub_days(Days::new(u64::from(days)))
         .context("--log-days reaches before the calendar")?;
@@ -309,7 +309,7 @@ async fn access_logs(dir: &Path, days: u32, today: NaiveDate, storage: &StorageC
 /// Sends the game traffic through the API handler into an in-memory stream, and the stream's
 /// records through the sink into `table`.
 async fn game_events(args: &DemoArgs, table: &str, now: DateTime<Utc>, storage: &StorageConfig) -> anyhow::Result<()> {
-    step("Game events -> API -> stream -> Delta (the game-events-api and game-events-sink Lambdas' code)");
+    step("Game events -> API -> stream -> Delta (the game-api-lambda and game-sink-lambda functions' code)");
     let hours = args.game_days * 24;
     let devices = usize::try_from(args.devices).context("--devices is too large for this machine")?;
     let traffic = game_traffic(args.seed, devices, args.events, now, hours);

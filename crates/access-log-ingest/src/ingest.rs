@@ -31,7 +31,7 @@ const BATCH_ROWS: usize = 8192;
 /// Bytes read from an object at a time.
 const CHUNK: usize = 1 << 20;
 
-/// A line longer than this is rejected (its first [`KEPT_OF_LONG_LINE`] bytes are kept).
+/// A line longer than this is rejected (its first 4 KiB are kept in the rejects table).
 pub const MAX_LINE: usize = 1 << 20;
 
 /// How much of an overlong line the rejects table keeps.

@@ -62,7 +62,7 @@ impl ApiConfig {
     }
 }
 
-/// The settings of the `game-events-api` Lambda, from its environment.
+/// The settings of the `game-api-lambda` function, from its environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// `GAME_EVENTS_STREAM`: the Kinesis stream's name or ARN.

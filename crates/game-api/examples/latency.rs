@@ -13,7 +13,7 @@
 //!
 //! ```sh
 //! cargo run --profile bench -p game-api-lambda --example latency -- 200000 /tmp/api-requests.jsonl
-//! python3 crates/game-api-lambda/benches/seed_handler.py /tmp/api-requests.jsonl 10000
+//! python3 crates/game-api/benches/seed_handler.py /tmp/api-requests.jsonl 10000
 //! ```
 
 use std::io::Write;

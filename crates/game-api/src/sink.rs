@@ -2,7 +2,7 @@
 //!
 //! A sink takes up to [`MAX_RECORDS_PER_CALL`] entries at once and answers for each one, in order,
 //! whether it was written, like Kinesis' `PutRecords`. [`crate::LocalStream`] is the in-memory sink
-//! of `lakelog serve` and the tests; [`crate::testing`] has sinks that inject faults.
+//! of `lakelog serve` and the tests; `testing` (feature `testing`) has sinks that inject faults.
 
 use std::fmt;
 use std::future::Future;

@@ -1,0 +1,408 @@
+//! Responding to a request: an API Gateway proxy request in, a JSON response out.
+//!
+//! Everything is checked before anything is written ([`prepare`]): the method, content type and
+//! encoding, the body, every event, and the size of every record. Then the records are written
+//! ([`deliver`]) and the response says, per event, whether it was.
+//!
+//! | status | when |
+//! |---|---|
+//! | 200 | every event written; `results` has each `eventId` with its shard and sequence number |
+//! | 400 | empty body, not base64 or gzip when marked so, not JSON, not an event or batch, or invalid events (`errors` lists every invalid event and field); nothing written |
+//! | 405 | not a POST |
+//! | 413 | body over 10 MiB (decoded), over 500 events, or an event whose record would pass Kinesis' 1 MiB |
+//! | 415 | a content type other than JSON in UTF-8, an encoding other than gzip |
+//! | 503 | some events still unwritten when the time budget ran out; `Retry-After`, and `results` says which (status `failed`): resend only those, with the `eventId` the response gives |
+
+use std::time::Instant;
+
+use aws_lambda_events::apigw::{ApiGatewayProxyRequest, ApiGatewayProxyResponse};
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::http::{HeaderMap, HeaderValue, header};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use game_events::{BodyError, MAX_RECORD_BYTES, parse_body};
+use serde::Serialize;
+use serde_json::json;
+use tracing::{info, warn};
+use uuid::Uuid;
+
+use crate::config::{ApiConfig, PartitionKey};
+use crate::deliver::{Delivery, Outcome, deliver};
+use crate::request::{RequestError, body_bytes, envelope};
+use crate::sink::{MAX_PARTITION_KEY_CHARS, PutEntry, RecordSink};
+
+/// Why a request is refused before anything is written.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApiError {
+    /// The method, headers or body encoding.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// The body's JSON or its events.
+    #[error(transparent)]
+    Body(#[from] BodyError),
+    /// Events too large for a Kinesis record.
+    #[error("{}", too_large_message(.events))]
+    RecordTooLarge {
+        /// Index and record size (data and partition key) of each event over the limit.
+        events: Vec<(usize, usize)>,
+    },
+    /// An event could not be serialised (never expected).
+    #[error("an event could not be serialised: {0}")]
+    Internal(String),
+}
+
+fn too_large_message(events: &[(usize, usize)]) -> String {
+    let list: Vec<String> = events
+        .iter()
+        .map(|(index, bytes)| format!("event {index} ({bytes} bytes)"))
+        .collect();
+    format!(
+        "{} too large: a Kinesis record, with the request envelope and the partition key, holds at most {MAX_RECORD_BYTES} bytes",
+        list.join(", ")
+    )
+}
+
+impl ApiError {
+    /// The HTTP status of the refusal.
+    pub fn status(&self) -> u16 {
+        match self {
+            ApiError::Request(RequestError::MethodNotAllowed { .. }) => 405,
+            ApiError::Request(RequestError::UnsupportedMediaType { .. } | RequestError::UnsupportedEncoding { .. }) => {
+                415
+            }
+            ApiError::Request(RequestError::TooLarge { .. })
+            | ApiError::Body(BodyError::TooManyEvents { .. })
+            | ApiError::RecordTooLarge { .. } => 413,
+            ApiError::Request(RequestError::BadBase64 { .. } | RequestError::BadGzip { .. }) | ApiError::Body(_) => 400,
+            ApiError::Internal(_) => 500,
+        }
+    }
+}
+
+/// A request whose every event is valid, stamped and serialised into its record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prepared {
+    /// The `eventId` of each event, in request order.
+    pub event_ids: Vec<Uuid>,
+    /// The record of each event, in request order.
+    pub entries: Vec<PutEntry>,
+}
+
+/// When API Gateway received the request (`requestContext.requestTimeEpoch`), if it says.
+pub fn request_time(request: &ApiGatewayProxyRequest) -> Option<DateTime<Utc>> {
+    let millis = request.request_context.request_time_epoch;
+    (millis > 0).then(|| DateTime::from_timestamp_millis(millis)).flatten()
+}
+
+/// Checks the request and builds the record of every event, stamped with the request's time
+/// (or `now` when API Gateway gives none); writes nothing.
+pub fn prepare(request: &ApiGatewayProxyRequest, config: &ApiConfig, now: DateTime<Utc>) -> Result<Prepared, ApiError> {
+    let body = body_bytes(request, config.max_body_bytes)?;
+    let events = parse_body(&body)?;
+    let time = request_time(request).unwrap_or(now);
+    let envelope = envelope(request).map_err(|e| ApiError::Internal(e.to_string()))?;
+    // Every record is written into one buffer, which the entries then share: one allocation per
+    // request instead of one per event. A record is the envelope, the stamp (`eventId` and
+    // `eventTime`, 62 bytes) and about as many bytes as its event had in the body: reserved with
+    // room to spare, since growing the buffer would copy every record written so far.
+    let mut buffer = Vec::with_capacity(events.len() * (envelope.overhead() + 128) + body.len());
+    let mut records = Vec::with_capacity(events.len());
+    let mut event_ids = Vec::with_capacity(events.len());
+    let mut too_large = Vec::new();
+    for (index, event) in events.iter().enumerate() {
+        let event_id = event.event_id().unwrap_or_else(Uuid::new_v4);
+        let start = buffer.len();
+        envelope
+            .write_body_event(event, time, event_id, &mut buffer)
+            .map_err(|e| ApiError::Internal(format!("event {index}: {e}")))?;
+        let partition_key = match config.partition_key {
+            PartitionKey::DeviceId => event
+                .device_id()
+                .filter(|id| !id.is_empty() && id.chars().count() <= MAX_PARTITION_KEY_CHARS)
+                .map(str::to_owned),
+            PartitionKey::Random => None,
+        }
+        .unwrap_or_else(|| {
+            event_id
+                .hyphenated()
+                .encode_lower(&mut Uuid::encode_buffer())
+                .to_owned()
+        });
+        let size = buffer.len() - start + partition_key.len();
+        if size > MAX_RECORD_BYTES {
+            too_large.push((index, size));
+        }
+        event_ids.push(event_id);
+        records.push((start..buffer.len(), partition_key));
+    }
+    if !too_large.is_empty() {
+        return Err(ApiError::RecordTooLarge { events: too_large });
+    }
+    let buffer = Bytes::from(buffer);
+    let entries = records
+        .into_iter()
+        .map(|(range, partition_key)| PutEntry {
+            data: buffer.slice(range),
+            partition_key,
+        })
+        .collect();
+    Ok(Prepared { event_ids, entries })
+}
+
+/// Checks the request, writes its events through `sink` and says what became of each.
+pub async fn respond<S: RecordSink>(
+    request: &ApiGatewayProxyRequest,
+    sink: &S,
+    config: &ApiConfig,
+) -> ApiGatewayProxyResponse {
+    let started = Instant::now();
+    let request_id = request.request_context.request_id.as_deref().unwrap_or("");
+    let prepared = match prepare(request, config, Utc::now()) {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            let status = error.status();
+            warn!(request_id, status, error = %error, "request refused");
+            return error_response(&error);
+        }
+    };
+    let delivery = deliver(sink, &prepared.entries, &config.delivery).await;
+    let response = delivery_response(&prepared, &delivery, config);
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    if delivery.failed() == 0 {
+        info!(
+            request_id,
+            status = 200,
+            events = prepared.entries.len(),
+            calls = delivery.calls,
+            rounds = delivery.rounds,
+            elapsed_ms,
+            "events written"
+        );
+    } else {
+        warn!(
+            request_id,
+            status = 503,
+            events = prepared.entries.len(),
+            written = delivery.written(),
+            failed = delivery.failed(),
+            calls = delivery.calls,
+            rounds = delivery.rounds,
+            elapsed_ms,
+            "events not written within the budget"
+        );
+    }
+    response
+}
+
+/// A JSON response.
+pub fn json_response(
+    status: u16,
+    body: &impl Serialize,
+    extra_headers: &[(header::HeaderName, String)],
+) -> ApiGatewayProxyResponse {
+    let text = serde_json::to_string(body)
+        .unwrap_or_else(|e| json!({"message": format!("the response could not be serialised: {e}")}).to_string());
+    text_response(status, text, extra_headers)
+}
+
+/// A response whose body is `text`, already JSON.
+fn text_response(status: u16, text: String, extra_headers: &[(header::HeaderName, String)]) -> ApiGatewayProxyResponse {
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    for (name, value) in extra_headers {
+        if let Ok(value) = HeaderValue::from_str(value) {
+            headers.insert(name.clone(), value);
+        }
+    }
+    let mut response = ApiGatewayProxyResponse::default();
+    response.status_code = i64::from(status);
+    response.headers = headers;
+    response.body = Some(Body::Text(text));
+    response.is_base64_encoded = false;
+    response
+}
+
+/// The response to a refused request: `{"message": ...}`, and `errors` listing every problem of
+/// every invalid event.
+pub fn error_response(error: &ApiError) -> ApiGatewayProxyResponse {
+    let status = error.status();
+    let mut headers = Vec::new();
+    if status == 405 {
+        headers.push((header::ALLOW, "POST".to_owned()));
+    }
+    let body = match error {
+        ApiError::Body(BodyError::Invalid(invalid)) => json!({
+            "message": format!(
+                "{} of {} events are invalid; nothing was written",
+                invalid.invalid, invalid.events
+            ),
+            "errors": invalid.problems,
+        }),
+        ApiError::RecordTooLarge { events } => json!({
+            "message": error.to_string(),
+            "errors": events
+                .iter()
+                .map(|(index, bytes)| json!({"index": index, "bytes": bytes, "limit": MAX_RECORD_BYTES}))
+                .collect::<Vec<_>>(),
+        }),
+        _ => json!({"message": error.to_string()}),
+    };
+    json_response(status, &body, &headers)
+}
+
+/// 200 when every event was written, else 503 with `Retry-After`; both list every event.
+pub fn delivery_response(prepared: &Prepared, delivery: &Delivery, config: &ApiConfig) -> ApiGatewayProxyResponse {
+    let (written, failed) = (delivery.written(), delivery.failed());
+    if failed == 0 {
+        let message = format!("{written} events written");
+        let body = delivery_body(&message, written, failed, &prepared.event_ids, &delivery.outcomes);
+        text_response(200, body, &[])
+    } else {
+        let retry_after = config.retry_after_seconds();
+        let message = format!(
+            "{failed} of {} events could not be written; resend only the events with status \"failed\", \
+             with the eventId given here, after {retry_after} s",
+            written + failed
+        );
+        let body = delivery_body(&message, written, failed, &prepared.event_ids, &delivery.outcomes);
+        text_response(503, body, &[(header::RETRY_AFTER, retry_after.to_string())])
+    }
+}
+
+/// The body of a 200 or 503 answer: `message`, `written`, `failed`, and `results` with one object
+/// per event: its `eventId` and `status`, then `shardId` and `sequenceNumber` when it was written,
+/// `errorCode` and `errorMessage` when it failed. Written field by field, as serde would write the
+/// same structure, without a serialiser call per field.
+fn delivery_body(message: &str, written: usize, failed: usize, event_ids: &[Uuid], outcomes: &[Outcome]) -> String {
+    let mut out = String::with_capacity(128 + event_ids.len() * 160);
+    out.push_str("{\"message\":");
+    json_str(&mut out, message);
+    out.push_str(&format!(",\"written\":{written},\"failed\":{failed},\"results\":["));
+    for (index, (id, outcome)) in event_ids.iter().zip(outcomes).enumerate() {
+        if index > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"eventId\":\"");
+        out.push_str(id.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
+        match outcome {
+            Outcome::Written(written) => {
+                out.push_str("\",\"status\":\"written\",\"shardId\":");
+                json_str(&mut out, &written.shard_id);
+                out.push_str(",\"sequenceNumber\":");
+                json_str(&mut out, &written.sequence_number);
+            }
+            Outcome::Failed(failure) => {
+                out.push_str("\",\"status\":\"failed\",\"errorCode\":");
+                json_str(&mut out, &failure.code);
+                out.push_str(",\"errorMessage\":");
+                json_str(&mut out, &failure.message);
+            }
+        }
+        out.push('}');
+    }
+    out.push_str("]}");
+    out
+}
+
+/// Appends `text` as a JSON string: as it is when no character of it needs escaping (shard ids and
+/// sequence numbers never do), else escaped by serde_json.
+fn json_str(out: &mut String, text: &str) {
+    // Every byte is looked at (no early exit), which lets the compiler check many at once.
+    let needs_escape = text
+        .bytes()
+        .fold(false, |found, b| found | (b < 0x20) | (b == b'"') | (b == b'\\'));
+    if !needs_escape {
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+    } else {
+        match serde_json::to_string(text) {
+            Ok(quoted) => out.push_str(&quoted),
+            // Never: a string always serialises.
+            Err(_) => out.push_str("\"\""),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delivery_bodies_are_the_json_of_every_result() {
+        use crate::sink::{EntryFailure, Written};
+        let ids = [Uuid::from_u128(1), Uuid::from_u128(2)];
+        let outcomes = [
+            Outcome::Written(Written {
+                shard_id: "shardId-000000000000".into(),
+                sequence_number: "4959001".into(),
+            }),
+            Outcome::Failed(EntryFailure {
+                code: "ProvisionedThroughputExceededException".into(),
+                message: "Rate exceeded for \"shard\"\n\\ é".into(),
+            }),
+        ];
+        let body = delivery_body("1 of 2 \"events\"", 1, 1, &ids, &outcomes);
+        let value: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            value,
+            json!({
+                "message": "1 of 2 \"events\"",
+                "written": 1,
+                "failed": 1,
+                "results": [
+                    {"eventId": ids[0], "status": "written", "shardId": "shardId-000000000000", "sequenceNumber": "4959001"},
+                    {"eventId": ids[1], "status": "failed", "errorCode": "ProvisionedThroughputExceededException",
+                     "errorMessage": "Rate exceeded for \"shard\"\n\\ é"}
+                ]
+            })
+        );
+        assert_eq!(
+            delivery_body("none", 0, 0, &[], &[]),
+            r#"{"message":"none","written":0,"failed":0,"results":[]}"#
+        );
+    }
+
+    #[test]
+    fn statuses() {
+        let cases: [(ApiError, u16); 8] = [
+            (RequestError::MethodNotAllowed { method: "GET".into() }.into(), 405),
+            (
+                RequestError::UnsupportedMediaType {
+                    content_type: "text/xml".into(),
+                }
+                .into(),
+                415,
+            ),
+            (RequestError::UnsupportedEncoding { encoding: "br".into() }.into(), 415),
+            (RequestError::BadGzip { reason: "x".into() }.into(), 400),
+            (
+                RequestError::TooLarge {
+                    limit: 1,
+                    decompressed: true,
+                }
+                .into(),
+                413,
+            ),
+            (BodyError::TooManyEvents { count: 501, max: 500 }.into(), 413),
+            (BodyError::Empty.into(), 400),
+            (
+                ApiError::RecordTooLarge {
+                    events: vec![(3, 2 << 20)],
+                },
+                413,
+            ),
+        ];
+        for (error, status) in cases {
+            assert_eq!(error.status(), status, "{error}");
+        }
+        assert_eq!(
+            ApiError::RecordTooLarge {
+                events: vec![(3, 1_100_000), (7, 2_000_000)]
+            }
+            .to_string(),
+            "event 3 (1100000 bytes), event 7 (2000000 bytes) too large: a Kinesis record, with the request \
+             envelope and the partition key, holds at most 1048576 bytes"
+        );
+    }
+}
