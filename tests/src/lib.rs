@@ -36,6 +36,7 @@
 mod duckdb;
 pub mod faults;
 mod kinesis;
+pub mod runtime_api;
 pub use duckdb::duckdb;
 pub use kinesis::{StreamRecord, read_stream};
 

@@ -1,16 +1,13 @@
 //! The handler driven by `events/scheduled-maintenance.json` over local tables: a game-events-like
 //! table with duplicates, access-log-like tables found under a prefix, and a broken entry.
 
-use std::sync::Arc;
+mod common;
 
-use arrow::array::{Date32Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema};
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use lake::{SourceWriter, StorageConfig, TableSpec, commit_sources, file_stats, open_or_create, open_table};
-use lake_maintenance::{Config, HandlerError, Maintainer, handle};
+use common::table;
+use lake::{StorageConfig, file_stats, open_table};
 use lambda_runtime::{Context, LambdaEvent};
-
-const DAY: i32 = 19_000;
+use maintenance_lambda::{Config, HandlerError, Maintainer, handle};
 
 fn event() -> EventBridgeEvent {
     let path = format!("{}/../../events/scheduled-maintenance.json", env!("CARGO_MANIFEST_DIR"));
@@ -26,36 +23,6 @@ fn context() -> Context {
         .as_millis() as u64;
     context.deadline = now + 15 * 60 * 1000;
     context
-}
-
-fn spec(partition: &str) -> TableSpec {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Utf8, false),
-        Field::new(partition, DataType::Date32, false),
-    ]));
-    TableSpec::new("t", schema, &[partition])
-}
-
-/// A table of `commits` small commits of `ids`, all in one closed day.
-async fn table(uri: &str, partition: &str, commits: usize, ids: &[&str]) {
-    let spec = spec(partition);
-    let mut table = open_or_create(uri, &spec, &StorageConfig::default()).await.unwrap();
-    for commit in 0..commits {
-        let batch = RecordBatch::try_new(
-            spec.schema.clone(),
-            vec![
-                Arc::new(StringArray::from(ids.to_vec())),
-                Arc::new(Date32Array::from(vec![DAY; ids.len()])),
-            ],
-        )
-        .unwrap();
-        let mut writer = SourceWriter::new(uri, &table, &format!("source-{commit}")).unwrap();
-        writer.write(batch).await.unwrap();
-        let files = writer.finish().await.unwrap();
-        commit_sources(uri, &mut table, vec![files], &lake::Retry::default())
-            .await
-            .unwrap();
-    }
 }
 
 async fn stats(uri: &str) -> lake::FileStats {

@@ -1,0 +1,130 @@
+//! The real `bootstrap` binary, run as Lambda runs it: a local Runtime API feeds it
+//! `events/sqs-s3-notification.json` (its two objects, one gzipped under a key that needs
+//! decoding, uploaded to an S3 stand-in), twice, and DuckDB reads every row once; a missing
+//! setting ends its init with a message a person reads.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use aws_sdk_s3::primitives::ByteStream;
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use lakelog_tests::runtime_api::{Answer, Function};
+use lakelog_tests::{StandIn, duckdb};
+use s3_access_log::synth::{SynthConfig, corpus};
+use serde_json::{Value, json};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_access-log-lambda");
+/// The timeout template.yaml gives the ingest function.
+const TIMEOUT: Duration = Duration::from_secs(300);
+const WAIT: Duration = Duration::from_secs(120);
+
+/// The bucket the sample event names.
+const SAMPLE_BUCKET: &str = "raw-logs";
+
+fn lines(seed: u64) -> Vec<u8> {
+    corpus(
+        SynthConfig {
+            seed,
+            malformed_rate: 0.0,
+            buckets: vec!["web-assets".into()],
+            ..SynthConfig::default()
+        },
+        64 * 1024,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ingests_the_sample_notifications_once_even_when_delivered_twice() {
+    let standin = StandIn::connect().await.unwrap();
+    let raw = standin.create_bucket("runtime-raw").await.unwrap();
+    let lake = standin.create_bucket("runtime-lake").await.unwrap();
+    let s3 = standin.s3();
+
+    let plain = lines(1);
+    let mut with_reject = lines(2);
+    with_reject.extend_from_slice(b"this is not an access log line\n");
+    let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+    gz.write_all(&with_reject).unwrap();
+    let objects = [
+        ("access-logs/2024-06-01-00-05-02-5F1E0EXAMPLE", plain.clone()),
+        (
+            "access-logs/with space and + café/2024-06-01-00-06-11-EXAMPLE.gz",
+            gz.finish().unwrap(),
+        ),
+    ];
+    for (key, body) in objects {
+        s3.put_object()
+            .bucket(&raw)
+            .key(key)
+            .body(ByteStream::from(body))
+            .send()
+            .await
+            .unwrap();
+    }
+    let event = std::fs::read_to_string(format!(
+        "{}/../../events/sqs-s3-notification.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+    .replace(SAMPLE_BUCKET, &raw);
+
+    let template = StandIn::s3_uri(&lake, "access_logs/{bucket}");
+    let mut vars: Vec<(&str, String)> = Function::standin_vars(standin.endpoint());
+    vars.push(("ACCESS_LOG_TABLE_URI", template));
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let function = Function::start_with_timeout(Path::new(BINARY), &vars, TIMEOUT).unwrap();
+    // SQS delivers the same messages again (a visibility timeout ran out): nothing lands twice.
+    for delivery in 0..2 {
+        let answer = tokio::task::block_in_place(|| function.invoke(event.as_bytes(), WAIT)).unwrap();
+        let Answer::Response(response) = answer else {
+            panic!("delivery {delivery}: the function failed: {answer:?}");
+        };
+        assert_eq!(response, json!({"batchItemFailures": []}), "delivery {delivery}");
+    }
+    let exited = function.stop();
+    assert!(!exited.stderr.contains("panicked"), "{}", exited.stderr);
+
+    let count = |text: &[u8]| text.iter().filter(|b| **b == b'\n').count() as u64;
+    let table = StandIn::s3_uri(&lake, "access_logs/web-assets");
+    let rows = duckdb(
+        standin.endpoint(),
+        &format!("SELECT count(*), count(DISTINCT log_object) FROM delta_scan('{table}')"),
+    )
+    .unwrap();
+    let want = count(&plain) + count(&with_reject) - 1;
+    assert_eq!(rows, [[Value::from(want), json!(2)]]);
+    let rejects = StandIn::s3_uri(&lake, "access_logs/_rejects");
+    let rejected = duckdb(
+        standin.endpoint(),
+        &format!("SELECT count(*) FROM delta_scan('{rejects}')"),
+    )
+    .unwrap();
+    assert_eq!(rejected, [[json!(1)]]);
+}
+
+#[test]
+fn a_missing_or_bad_setting_ends_init_in_words() {
+    for (vars, want) in [
+        (vec![], "ACCESS_LOG_TABLE_URI is not set"),
+        (
+            vec![
+                ("ACCESS_LOG_TABLE_URI", "s3://lake/access_logs/{bucket}"),
+                ("INGEST_CONCURRENCY", "0"),
+            ],
+            "INGEST_CONCURRENCY",
+        ),
+    ] {
+        let function = Function::start_with_timeout(Path::new(BINARY), &vars, TIMEOUT).unwrap();
+        let init = match function.init_time(WAIT) {
+            Err(Some(init)) => init,
+            other => panic!("no init error: {other:?}"),
+        };
+        assert_eq!(init.error_type, "Runtime.InitError");
+        let message = init.body["errorMessage"].as_str().unwrap().to_owned();
+        assert!(message.starts_with("the function cannot start: "), "{message}");
+        assert!(message.contains(want), "{message}");
+        assert_eq!(function.exit(WAIT).code, Some(1));
+    }
+}

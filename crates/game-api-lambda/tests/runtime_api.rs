@@ -1,0 +1,108 @@
+//! The real `bootstrap` binary, run as Lambda runs it: a local Runtime API feeds it the sample
+//! requests of `events/`, its records go to a Kinesis stand-in, and a missing or bad setting ends
+//! its init with a message a person reads.
+
+use std::path::Path;
+use std::time::Duration;
+
+use lakelog_tests::runtime_api::{Answer, Function};
+use lakelog_tests::{StandIn, read_stream, unique_name};
+use serde_json::Value;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_game-api-lambda");
+/// The timeout template.yaml gives the API function.
+const TIMEOUT: Duration = Duration::from_secs(15);
+const WAIT: Duration = Duration::from_secs(60);
+
+fn sample(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+/// The status and the JSON body of an API Gateway proxy response.
+fn response(answer: Answer) -> (u64, Value) {
+    let Answer::Response(response) = answer else {
+        panic!("the function failed: {answer:?}");
+    };
+    let body = response["body"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no body: {response}"));
+    (
+        response["statusCode"].as_u64().unwrap(),
+        serde_json::from_str(body).unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_the_sample_requests_with_their_events_in_kinesis() {
+    let standin = StandIn::connect().await.unwrap();
+    let kinesis = aws_sdk_kinesis::Client::new(&standin.sdk_config());
+    let stream = unique_name("runtime-api");
+    kinesis
+        .create_stream()
+        .stream_name(&stream)
+        .shard_count(1)
+        .send()
+        .await
+        .unwrap();
+
+    let mut vars: Vec<(&str, String)> = Function::standin_vars(standin.endpoint());
+    vars.push(("GAME_EVENTS_STREAM", stream.clone()));
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let function = Function::start_with_timeout(Path::new(BINARY), &vars, TIMEOUT).unwrap();
+
+    let mut written = 0;
+    for (name, events) in [
+        ("apigw-single-event.json", 1),
+        ("apigw-batch.json", 3),
+        ("apigw-gzip-base64.json", 3),
+    ] {
+        let answer = tokio::task::block_in_place(|| function.invoke(&sample(name), WAIT)).unwrap();
+        let (status, body) = response(answer);
+        assert_eq!(status, 200, "{name}: {body}");
+        assert_eq!(body["written"], events, "{name}: {body}");
+        assert_eq!(body["results"].as_array().unwrap().len(), events, "{name}: {body}");
+        written += events;
+    }
+
+    // A body that is not JSON is refused in words, and nothing is written.
+    let mut bad: Value = serde_json::from_slice(&sample("apigw-single-event.json")).unwrap();
+    bad["body"] = Value::from("{not json");
+    let answer = tokio::task::block_in_place(|| function.invoke(bad.to_string().as_bytes(), WAIT)).unwrap();
+    let (status, body) = response(answer);
+    assert_eq!(status, 400, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("JSON"), "{body}");
+
+    let records = read_stream(&kinesis, &stream).await.unwrap();
+    assert_eq!(records.len(), written);
+    let exited = function.stop();
+    assert!(!exited.stderr.contains("panicked"), "{}", exited.stderr);
+}
+
+/// Starts the binary with `vars` and returns the message of the init error it reports.
+fn init_error(vars: &[(&str, &str)]) -> String {
+    let function = Function::start(Path::new(BINARY), vars).unwrap();
+    let init = match function.init_time(WAIT) {
+        Err(Some(init)) => init,
+        other => panic!("no init error: {other:?}"),
+    };
+    assert_eq!(init.error_type, "Runtime.InitError");
+    assert_eq!(init.body["errorType"], "Runtime.InitError");
+    let exited = function.exit(WAIT);
+    assert_eq!(exited.code, Some(1), "{}", exited.stderr);
+    assert!(!exited.stderr.contains("Missing {"), "no Debug dump: {}", exited.stderr);
+    init.body["errorMessage"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_missing_or_bad_setting_ends_init_in_words() {
+    assert_eq!(
+        init_error(&[]),
+        "the function cannot start: GAME_EVENTS_STREAM is not set"
+    );
+    let message = init_error(&[
+        ("GAME_EVENTS_STREAM", "game-events"),
+        ("GAME_EVENTS_PARTITION_KEY", "user"),
+    ]);
+    assert!(message.contains("GAME_EVENTS_PARTITION_KEY"), "{message}");
+    assert!(message.contains("random"), "{message}");
+}

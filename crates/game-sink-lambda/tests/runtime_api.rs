@@ -1,0 +1,77 @@
+//! The real `bootstrap` binary, run as Lambda runs it: a local Runtime API feeds it the sample
+//! Kinesis batches of `events/`, its tables are on an S3 stand-in and read back with DuckDB, and
+//! a missing setting ends its init with a message a person reads.
+
+use std::path::Path;
+use std::time::Duration;
+
+use lakelog_tests::runtime_api::{Answer, Function};
+use lakelog_tests::{StandIn, duckdb};
+use serde_json::{Value, json};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_game-sink-lambda");
+/// The timeout template.yaml gives the sink function.
+const TIMEOUT: Duration = Duration::from_secs(120);
+const WAIT: Duration = Duration::from_secs(120);
+
+fn sample(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+fn response(answer: Answer) -> Value {
+    match answer {
+        Answer::Response(response) => response,
+        other => panic!("the function failed: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_the_sample_batches_and_reports_no_failures() {
+    let standin = StandIn::connect().await.unwrap();
+    let bucket = standin.create_bucket("runtime-sink").await.unwrap();
+    let events = StandIn::s3_uri(&bucket, "game_events");
+    let rejects = StandIn::s3_uri(&bucket, "game_events_rejects");
+
+    let mut vars: Vec<(&str, String)> = Function::standin_vars(standin.endpoint());
+    vars.push(("GAME_EVENTS_TABLE_URI", events.clone()));
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let function = Function::start_with_timeout(Path::new(BINARY), &vars, TIMEOUT).unwrap();
+
+    for name in ["kinesis-game-events.json", "kinesis-bad-record.json"] {
+        let answer = tokio::task::block_in_place(|| function.invoke(&sample(name), WAIT)).unwrap();
+        assert_eq!(response(answer), json!({"batchItemFailures": []}), "{name}");
+    }
+    let exited = function.stop();
+    assert!(!exited.stderr.contains("panicked"), "{}", exited.stderr);
+
+    // An independent reader: the first batch's three distinct events (its repeated purchase
+    // written once), the second batch's two valid ones (both sent before: across batches rows may
+    // repeat, and KPIs count distinct ids), and the second batch's two broken records.
+    let rows = duckdb(
+        standin.endpoint(),
+        &format!("SELECT count(*), count(DISTINCT eventId) FROM delta_scan('{events}')"),
+    )
+    .unwrap();
+    assert_eq!(rows, [[json!(5), json!(3)]], "rows and distinct events");
+    let rejected = duckdb(
+        standin.endpoint(),
+        &format!("SELECT count(*) FROM delta_scan('{rejects}')"),
+    )
+    .unwrap();
+    assert_eq!(rejected, [[json!(2)]]);
+}
+
+#[test]
+fn a_missing_setting_ends_init_in_words() {
+    let function = Function::start(Path::new(BINARY), &[]).unwrap();
+    let init = match function.init_time(WAIT) {
+        Err(Some(init)) => init,
+        other => panic!("no init error: {other:?}"),
+    };
+    assert_eq!(init.error_type, "Runtime.InitError");
+    assert_eq!(
+        init.body["errorMessage"],
+        "the function cannot start: GAME_EVENTS_TABLE_URI is not set"
+    );
+    assert_eq!(function.exit(WAIT).code, Some(1));
+}
