@@ -139,11 +139,17 @@ fn lineage(record: &KinesisEventRecord) -> Lineage<'_> {
 }
 
 impl Sink {
-    /// Opens the tables of `config`, creating them when they are missing.
+    /// Opens the tables of `config`, creating them when they are missing. Both at once: this is
+    /// most of the Lambda's init time.
     pub async fn open(config: &Config, storage: &StorageConfig) -> Result<Self, LakeError> {
+        let (events_spec, rejects_spec) = (events_table_spec(), rejects_table_spec());
+        let (events, rejects) = tokio::join!(
+            AppendTable::open(&config.events_table, &events_spec, storage),
+            AppendTable::open(&config.rejects_table, &rejects_spec, storage),
+        );
         Ok(Self {
-            events: AppendTable::open(&config.events_table, &events_table_spec(), storage).await?,
-            rejects: AppendTable::open(&config.rejects_table, &rejects_table_spec(), storage).await?,
+            events: events?,
+            rejects: rejects?,
         })
     }
 
