@@ -168,8 +168,24 @@ fn check(template: &Value) -> Vec<String> {
                     ));
                 }
             }
-            "AWS::SQS::Queue" if !truthy(property("SqsManagedSseEnabled")) && property("KmsMasterKeyId").is_none() => {
-                problems.push(format!("{id}: queue without encryption"));
+            "AWS::SQS::Queue" => {
+                if !truthy(property("SqsManagedSseEnabled")) && property("KmsMasterKeyId").is_none() {
+                    problems.push(format!("{id}: queue without encryption"));
+                }
+                let tls_only = resources.iter().any(|(_, policy)| {
+                    resource_type(policy) == "AWS::SQS::QueuePolicy"
+                        && policy
+                            .get("Properties")
+                            .and_then(|p| p.get("Queues"))
+                            .and_then(Value::as_sequence)
+                            .is_some_and(|queues| {
+                                queues.iter().any(|q| referenced_id(q).as_deref() == Some(id.as_str()))
+                            })
+                        && denies_insecure_transport(policy)
+                });
+                if !tls_only {
+                    problems.push(format!("{id}: queue without a policy that denies requests without TLS"));
+                }
             }
             "AWS::Kinesis::Stream" => {
                 let kms = property("StreamEncryption")
@@ -189,7 +205,8 @@ fn check(template: &Value) -> Vec<String> {
     problems
 }
 
-/// Whether a bucket policy has a Deny of every principal when `aws:SecureTransport` is false.
+/// Whether a bucket or queue policy has a Deny of every principal when `aws:SecureTransport` is
+/// false.
 fn denies_insecure_transport(policy: &Value) -> bool {
     let mut found = Vec::new();
     mappings(String::new(), policy, &mut found);
@@ -342,6 +359,21 @@ Resources:
     Type: AWS::SQS::Queue
     Properties:
       SqsManagedSseEnabled: true
+  QueuePolicy:
+    Type: AWS::SQS::QueuePolicy
+    Properties:
+      Queues:
+        - !Ref Queue
+        - !Ref DeadLetters
+      PolicyDocument:
+        Statement:
+          - Effect: Deny
+            Principal: "*"
+            Action: "sqs:*"
+            Resource: [!GetAtt Queue.Arn, !GetAtt DeadLetters.Arn]
+            Condition:
+              Bool:
+                aws:SecureTransport: 'false'
   Function:
     Type: AWS::Serverless::Function
     Properties:
@@ -449,6 +481,17 @@ fn functions_without_a_failure_path_fail() {
         problems[0].starts_with("Function: function without events"),
         "{problems:?}"
     );
+}
+
+#[test]
+fn queues_without_a_tls_policy_fail() {
+    let problems = bad("        - !Ref DeadLetters\n", "");
+    assert_eq!(
+        problems,
+        vec!["DeadLetters: queue without a policy that denies requests without TLS"]
+    );
+    let problems = bad("aws:SecureTransport: 'false'", "aws:SecureTransport: 'true'");
+    assert_eq!(problems.len(), 2, "{problems:?}");
 }
 
 #[test]
