@@ -533,3 +533,40 @@ pub struct Exited {
     /// Everything it wrote to stderr.
     pub stderr: String,
 }
+
+impl Exited {
+    /// The CloudWatch embedded metric format documents among the lines of stdout.
+    pub fn metrics(&self) -> Vec<serde_json::Value> {
+        self.stdout
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|document| document.get("_aws").is_some())
+            .collect()
+    }
+
+    /// The sum of metric `name` over the documents whose dimension values include `dimensions`,
+    /// after checking that each such document declares `name` with `unit` in `namespace`.
+    pub fn metric_sum(&self, namespace: &str, name: &str, unit: &str, dimensions: &[(&str, &str)]) -> f64 {
+        let mut sum = 0.0;
+        for document in self.metrics() {
+            let Some(value) = document.get(name).and_then(serde_json::Value::as_f64) else {
+                continue;
+            };
+            if !dimensions
+                .iter()
+                .all(|(k, v)| document.get(*k).and_then(|d| d.as_str()) == Some(*v))
+            {
+                continue;
+            }
+            let declared = &document["_aws"]["CloudWatchMetrics"][0];
+            assert_eq!(declared["Namespace"], namespace, "{document}");
+            let metrics = declared["Metrics"].as_array().cloned().unwrap_or_default();
+            assert!(
+                metrics.iter().any(|m| m["Name"] == name && m["Unit"] == unit),
+                "{name} not declared with unit {unit}: {document}"
+            );
+            sum += value;
+        }
+        sum
+    }
+}

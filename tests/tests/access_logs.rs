@@ -11,6 +11,7 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{Event, NotificationConfiguration, QueueConfiguration};
 use aws_sdk_sqs::types::QueueAttributeName;
+use emf::DEFAULT_NAMESPACE as NAMESPACE;
 use lake::StorageConfig;
 use lakelog_tests::{StandIn, duckdb};
 use lambda_runtime::{Context, LambdaEvent};
@@ -221,7 +222,7 @@ async fn notifications_to_delta_exactly_once() {
     p.put(odd_key, odd.clone()).await;
     let messages = p.receive(3).await;
 
-    let response = handle(event(&messages), &p.instance()).await.unwrap();
+    let response = handle(event(&messages), &p.instance(), NAMESPACE).await.unwrap();
     assert_eq!(failures(&response), Vec::<String>::new());
 
     let rows = p.rows_per_object(&p.table("web-assets"));
@@ -261,7 +262,7 @@ async fn notifications_to_delta_exactly_once() {
 
     // Every message delivered again, to the same instance and to a fresh one: no duplicate row.
     for instance in [p.instance(), p.instance()] {
-        let again = handle(event(&messages), &instance).await.unwrap();
+        let again = handle(event(&messages), &instance, NAMESPACE).await.unwrap();
         assert_eq!(failures(&again), Vec::<String>::new());
     }
     assert_eq!(p.rows_per_object(&p.table("web-assets")), rows);
@@ -296,7 +297,7 @@ async fn concurrent_invocations_lose_nothing_and_duplicate_nothing() {
     let runs = messages
         .iter()
         .zip(&instances)
-        .map(|(m, i)| handle(event(std::slice::from_ref(m)), i));
+        .map(|(m, i)| handle(event(std::slice::from_ref(m)), i, NAMESPACE));
     for response in futures::future::join_all(runs).await {
         assert_eq!(failures(&response.unwrap()), Vec::<String>::new());
     }
@@ -307,7 +308,10 @@ async fn concurrent_invocations_lose_nothing_and_duplicate_nothing() {
     p.put("access-logs/2024-06-01-00-02-00-TWICE", data.clone()).await;
     let twice = p.receive(1).await;
     let (a, b) = (p.instance(), p.instance());
-    let (ra, rb) = tokio::join!(handle(event(&twice), &a), handle(event(&twice), &b));
+    let (ra, rb) = tokio::join!(
+        handle(event(&twice), &a, NAMESPACE),
+        handle(event(&twice), &b, NAMESPACE)
+    );
     assert_eq!(failures(&ra.unwrap()), Vec::<String>::new());
     assert_eq!(failures(&rb.unwrap()), Vec::<String>::new());
     let rows = p.rows_per_object(&p.table("web-assets"));
@@ -340,7 +344,7 @@ async fn a_missing_object_fails_only_its_message() {
         .as_str()
         .unwrap()
         .to_owned();
-    let response = handle(event(&messages), &p.instance()).await.unwrap();
+    let response = handle(event(&messages), &p.instance(), NAMESPACE).await.unwrap();
     assert_eq!(failures(&response), vec![gone_id]);
     let rows = p.rows_per_object(&p.table("web-assets"));
     assert_eq!(rows.len(), 1);

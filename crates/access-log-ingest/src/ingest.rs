@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
 use futures::StreamExt;
-use lake::{LakeError, Retry, SourceFiles, SourceWriter, StorageConfig, Table, TableSpec, now_micros};
+use lake::{AppendOutcome, LakeError, Retry, SourceFiles, SourceWriter, StorageConfig, Table, TableSpec, now_micros};
 use s3_access_log::{
     AccessLogBatchBuilder, AccessLogRecord, Lines, PARTITION_COLUMN, RejectsBatchBuilder, access_logs_schema, is_blank,
     rejects_schema,
@@ -115,6 +115,10 @@ pub trait Progress: Send + Sync {
     fn read(&self, _bytes: u64) {}
     /// An object's outcome is final.
     fn done(&self, _object: &ObjectRef, _result: &Result<ObjectReport, IngestError>) {}
+    /// A commit to `table` landed.
+    fn committed(&self, _table: &str, _outcome: &AppendOutcome) {}
+    /// A commit to `table` met a concurrent commit of the same objects; they are read again.
+    fn conflicted(&self, _table: &str) {}
 }
 
 /// Progress that nobody watches.
@@ -294,9 +298,11 @@ impl Ingestor {
                             post_commit_failed = outcome.post_commit_failed,
                             "committed"
                         );
+                        progress.committed(&uri, &outcome);
                         self.tables.lock().await.insert(uri, table);
                     }
                     Err(LakeError::Conflict { reason, .. }) => {
+                        progress.conflicted(&uri);
                         warn!(table = %uri, objects = indices.len(), %reason, "concurrent commit; re-reading the objects not yet in the table");
                         again.extend(indices);
                     }

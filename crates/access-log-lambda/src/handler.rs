@@ -4,11 +4,13 @@
 use std::collections::HashMap;
 
 use access_log_ingest::notification::{Notification, parse_body};
-use access_log_ingest::{Ingestor, NoProgress, ObjectRef};
+use access_log_ingest::{Ingestor, ObjectRef};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lake::Retry;
 use lambda_runtime::LambdaEvent;
 use tracing::{info, warn};
+
+use crate::metrics;
 
 /// Time kept back from the invocation's deadline to answer with the messages to retry.
 const ANSWER_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
@@ -27,7 +29,12 @@ pub enum HandlerError {
 /// Ingests every object the batch's notifications name, and reports as failed exactly the
 /// messages with an object that could not be read or committed, or with a body that is not a
 /// notification (so that it ends in the dead-letter queue). `s3:TestEvent` messages succeed.
-pub async fn handle(event: LambdaEvent<SqsEvent>, ingestor: &Ingestor) -> Result<SqsBatchResponse, HandlerError> {
+/// The invocation's metrics go to standard output in `namespace` ([`crate::metrics`]).
+pub async fn handle(
+    event: LambdaEvent<SqsEvent>,
+    ingestor: &Ingestor,
+    namespace: &str,
+) -> Result<SqsBatchResponse, HandlerError> {
     let records = event.payload.records;
     let mut wanted: Vec<ObjectRef> = Vec::new();
     let mut per_message: Vec<Result<Vec<ObjectRef>, String>> = Vec::with_capacity(records.len());
@@ -50,7 +57,8 @@ pub async fn handle(event: LambdaEvent<SqsEvent>, ingestor: &Ingestor) -> Result
     // Commits keep trying until shortly before the invocation's deadline; what is not committed
     // by then is reported as failed, and SQS delivers it again.
     let retry = Retry::for_invocation(event.context.deadline, ANSWER_MARGIN);
-    let outcomes = ingestor.ingest(&wanted, &retry, &NoProgress).await;
+    let commits = metrics::Commits::default();
+    let outcomes = ingestor.ingest(&wanted, &retry, &commits).await;
     let failed: HashMap<&ObjectRef, String> = outcomes
         .iter()
         .filter_map(|(object, result)| result.as_ref().err().map(|e| (object, e.to_string())))
@@ -67,6 +75,8 @@ pub async fn handle(event: LambdaEvent<SqsEvent>, ingestor: &Ingestor) -> Result
         warn!(message_id = %id, error = %problem, "message will be retried");
         response.add_failure(id);
     }
+    let failed_messages = response.batch_item_failures.len();
+    metrics::invocation(namespace, &outcomes, &commits, failed_messages, lake::now_micros()).emit();
     Ok(response)
 }
 

@@ -32,6 +32,7 @@ async fn test_event_succeeds_without_work() {
     let response = handle(
         LambdaEvent::new(event("sqs-s3-test-event.json"), Context::default()),
         &local_ingestor(dir.path()),
+        emf::DEFAULT_NAMESPACE,
     )
     .await
     .unwrap();
@@ -47,6 +48,7 @@ async fn unreadable_objects_fail_only_their_messages() {
     let response = handle(
         LambdaEvent::new(sqs.clone(), Context::default()),
         &local_ingestor(dir.path()),
+        emf::DEFAULT_NAMESPACE,
     )
     .await
     .unwrap();
@@ -64,9 +66,13 @@ async fn unreadable_objects_fail_only_their_messages() {
     garbage.message_id = Some("garbage".into());
     garbage.body = Some("{\"not\": \"a notification\"}".into());
     sqs.records = vec![test, garbage];
-    let response = handle(LambdaEvent::new(sqs, Context::default()), &local_ingestor(dir.path()))
-        .await
-        .unwrap();
+    let response = handle(
+        LambdaEvent::new(sqs, Context::default()),
+        &local_ingestor(dir.path()),
+        emf::DEFAULT_NAMESPACE,
+    )
+    .await
+    .unwrap();
     assert_eq!(failures(&response), vec!["garbage"]);
 }
 
@@ -76,6 +82,7 @@ async fn sns_wrapped_notifications_are_unwrapped() {
     let response = handle(
         LambdaEvent::new(event("sqs-sns-s3-notification.json"), Context::default()),
         &local_ingestor(dir.path()),
+        emf::DEFAULT_NAMESPACE,
     )
     .await
     .unwrap();

@@ -87,6 +87,18 @@ async fn ingests_the_sample_notifications_once_even_when_delivered_twice() {
     assert!(!exited.stderr.contains("panicked"), "{}", exited.stderr);
 
     let count = |text: &[u8]| text.iter().filter(|b| **b == b'\n').count() as u64;
+    let want_rows = (count(&plain) + count(&with_reject) - 1) as f64;
+    // Its metrics: the first delivery ingests both objects, the second finds them done.
+    let sum = |name: &str, unit: &str| exited.metric_sum("lakelog", name, unit, &[("Function", "access-log")]);
+    assert_eq!(sum("Objects", "Count"), 2.0);
+    assert_eq!(sum("ObjectsAlreadyIngested", "Count"), 2.0);
+    assert_eq!(sum("ObjectsFailed", "Count"), 0.0);
+    assert_eq!(sum("Rows", "Count"), want_rows);
+    assert_eq!(sum("RejectedLines", "Count"), 1.0);
+    assert!(sum("Commits", "Count") >= 2.0, "the rows' table and the rejects table");
+    assert!(sum("LagSeconds", "Seconds") > 0.0);
+    assert_eq!(sum("MessagesFailed", "Count"), 0.0);
+
     let table = StandIn::s3_uri(&lake, "access_logs/web-assets");
     let rows = duckdb(
         standin.endpoint(),

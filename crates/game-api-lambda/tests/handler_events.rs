@@ -51,9 +51,14 @@ fn quick() -> ApiConfig {
 }
 
 async fn call<S: RecordSink>(request: ApiGatewayProxyRequest, sink: &S, config: &ApiConfig) -> ApiGatewayProxyResponse {
-    handle(LambdaEvent::new(request, Context::default()), sink, config)
-        .await
-        .unwrap()
+    handle(
+        LambdaEvent::new(request, Context::default()),
+        sink,
+        config,
+        emf::DEFAULT_NAMESPACE,
+    )
+    .await
+    .unwrap()
 }
 
 fn record_json(record: &KinesisEventRecord) -> Value {

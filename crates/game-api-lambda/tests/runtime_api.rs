@@ -47,6 +47,7 @@ async fn answers_the_sample_requests_with_their_events_in_kinesis() {
 
     let mut vars: Vec<(&str, String)> = Function::standin_vars(standin.endpoint());
     vars.push(("GAME_EVENTS_STREAM", stream.clone()));
+    vars.push(("METRICS_NAMESPACE", "lakelog/test".to_owned()));
     let vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
     let function = Function::start_with_timeout(Path::new(BINARY), &vars, TIMEOUT).unwrap();
 
@@ -76,6 +77,25 @@ async fn answers_the_sample_requests_with_their_events_in_kinesis() {
     assert_eq!(records.len(), written);
     let exited = function.stop();
     assert!(!exited.stderr.contains("panicked"), "{}", exited.stderr);
+
+    // Its metrics, as CloudWatch would read them from the function's output.
+    let sum =
+        |name: &str, unit: &str, dimensions: &[(&str, &str)]| exited.metric_sum("lakelog/test", name, unit, dimensions);
+    let api = [("Function", "game-api")];
+    assert_eq!(sum("Requests", "Count", &api), 4.0);
+    assert_eq!(sum("EventsAccepted", "Count", &api), written as f64);
+    assert_eq!(sum("Answered2xx", "Count", &api), 3.0);
+    assert_eq!(sum("Answered4xx", "Count", &api), 1.0);
+    assert_eq!(sum("Answered503", "Count", &api), 0.0);
+    assert!(sum("Latency", "Milliseconds", &api) > 0.0);
+    assert_eq!(
+        sum(
+            "RequestsRefused",
+            "Count",
+            &[("Function", "game-api"), ("Reason", "NotJson")]
+        ),
+        1.0
+    );
 }
 
 /// Starts the binary with `vars` and returns the message of the init error it reports.
@@ -105,4 +125,9 @@ fn a_missing_or_bad_setting_ends_init_in_words() {
     ]);
     assert!(message.contains("GAME_EVENTS_PARTITION_KEY"), "{message}");
     assert!(message.contains("random"), "{message}");
+    let message = init_error(&[
+        ("GAME_EVENTS_STREAM", "game-events"),
+        ("METRICS_NAMESPACE", "AWS/Lambda"),
+    ]);
+    assert!(message.contains("METRICS_NAMESPACE"), "{message}");
 }

@@ -27,7 +27,7 @@ pub mod testing;
 pub use config::{ApiConfig, Config, ConfigError, PartitionKey};
 pub use deliver::{Delivery, DeliveryConfig, Outcome, deliver};
 pub use local::{LOCAL_SHARD_ID, LocalStream};
-pub use respond::{ApiError, Prepared, prepare, respond};
+pub use respond::{Answered, ApiError, Prepared, answer, prepare, respond};
 pub use sink::{
     EntryFailure, EntryResult, KinesisSink, PutEntry, RecordSink, SinkError, StreamRef, Written, kinesis_client,
 };

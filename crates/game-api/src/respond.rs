@@ -77,6 +77,39 @@ impl ApiError {
             ApiError::Internal(_) => 500,
         }
     }
+
+    /// A short name of the refusal's kind, for metrics: one of a fixed few.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ApiError::Request(RequestError::MethodNotAllowed { .. }) => "MethodNotAllowed",
+            ApiError::Request(RequestError::UnsupportedMediaType { .. } | RequestError::UnsupportedEncoding { .. }) => {
+                "UnsupportedMediaType"
+            }
+            ApiError::Request(RequestError::TooLarge { .. })
+            | ApiError::Body(BodyError::TooManyEvents { .. })
+            | ApiError::RecordTooLarge { .. } => "TooLarge",
+            ApiError::Request(RequestError::BadBase64 { .. } | RequestError::BadGzip { .. }) => "BadEncoding",
+            ApiError::Body(BodyError::Empty | BodyError::NotJson { .. }) => "NotJson",
+            ApiError::Body(BodyError::Invalid(_)) => "InvalidEvents",
+            ApiError::Body(_) => "NotAnEventOrBatch",
+            ApiError::Internal(_) => "Internal",
+        }
+    }
+}
+
+/// What became of one request: what [`answer`] reports besides the response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answered {
+    /// The response's status.
+    pub status: u16,
+    /// Events written to the stream.
+    pub written: usize,
+    /// Events of a valid request still unwritten when the time budget ran out (a 503).
+    pub failed: usize,
+    /// Why the request was refused ([`ApiError::reason`]); `None` when it was valid.
+    pub refused: Option<&'static str>,
+    /// Time spent answering.
+    pub elapsed: std::time::Duration,
 }
 
 /// A request whose every event is valid, stamped and serialised into its record.
@@ -155,6 +188,15 @@ pub async fn respond<S: RecordSink>(
     sink: &S,
     config: &ApiConfig,
 ) -> ApiGatewayProxyResponse {
+    answer(request, sink, config).await.0
+}
+
+/// [`respond`], and what became of the request in figures (for the function's metrics).
+pub async fn answer<S: RecordSink>(
+    request: &ApiGatewayProxyRequest,
+    sink: &S,
+    config: &ApiConfig,
+) -> (ApiGatewayProxyResponse, Answered) {
     let started = Instant::now();
     let request_id = request.request_context.request_id.as_deref().unwrap_or("");
     let prepared = match prepare(request, config, Utc::now()) {
@@ -162,7 +204,14 @@ pub async fn respond<S: RecordSink>(
         Err(error) => {
             let status = error.status();
             warn!(request_id, status, error = %error, "request refused");
-            return error_response(&error);
+            let answered = Answered {
+                status,
+                written: 0,
+                failed: 0,
+                refused: Some(error.reason()),
+                elapsed: started.elapsed(),
+            };
+            return (error_response(&error), answered);
         }
     };
     let delivery = deliver(sink, &prepared.entries, &config.delivery).await;
@@ -191,7 +240,14 @@ pub async fn respond<S: RecordSink>(
             "events not written within the budget"
         );
     }
-    response
+    let answered = Answered {
+        status: if delivery.failed() == 0 { 200 } else { 503 },
+        written: delivery.written(),
+        failed: delivery.failed(),
+        refused: None,
+        elapsed: started.elapsed(),
+    };
+    (response, answered)
 }
 
 /// A JSON response.

@@ -8,6 +8,7 @@ use aws_lambda_events::event::kinesis::KinesisEvent;
 use aws_lambda_events::event::streams::KinesisEventResponse;
 use game_sink::{Config, Sink};
 use game_sink_lambda::handler;
+use game_sink_lambda::metrics::Reporter;
 use lake::StorageConfig;
 use lambda_runtime::{Context, LambdaEvent};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -22,9 +23,13 @@ fn sequence(event: &KinesisEvent, index: usize) -> String {
 }
 
 async fn invoke(event: &KinesisEvent, sink: &Sink) -> KinesisEventResponse {
-    handler::handle(LambdaEvent::new(event.clone(), Context::default()), sink)
-        .await
-        .unwrap()
+    handler::handle(
+        LambdaEvent::new(event.clone(), Context::default()),
+        sink,
+        &Reporter::new(emf::DEFAULT_NAMESPACE),
+    )
+    .await
+    .unwrap()
 }
 
 fn failures(response: &KinesisEventResponse) -> Vec<String> {

@@ -44,6 +44,25 @@ async fn writes_the_sample_batches_and_reports_no_failures() {
     let exited = function.stop();
     assert!(!exited.stderr.contains("panicked"), "{}", exited.stderr);
 
+    // Its metrics, in the default namespace: the sink's health and the live KPIs.
+    let sum =
+        |name: &str, unit: &str, dimensions: &[(&str, &str)]| exited.metric_sum("lakelog", name, unit, dimensions);
+    let sink = [("Function", "game-sink")];
+    assert_eq!(sum("Records", "Count", &sink), 8.0);
+    assert_eq!(sum("Rows", "Count", &sink), 5.0);
+    assert_eq!(sum("Duplicates", "Count", &sink), 1.0);
+    assert_eq!(sum("Rejects", "Count", &sink), 2.0);
+    assert_eq!(sum("BatchesFailed", "Count", &sink), 0.0);
+    assert!(sum("LagSeconds", "Seconds", &sink) > 0.0, "the samples arrived in 2024");
+    assert_eq!(sum("Events", "Count", &[]), 5.0);
+    assert_eq!(sum("Events", "Count", &[("EventName", "purchaseEvent")]), 2.0);
+    let bookings = sum(
+        "Bookings",
+        "None",
+        &[("EventName", "purchaseEvent"), ("Platform", "ios")],
+    );
+    assert!((bookings - 9.98).abs() < 1e-9, "{bookings}");
+
     // An independent reader: the first batch's three distinct events (its repeated purchase
     // written once), the second batch's two valid ones (both sent before: across batches rows may
     // repeat, and KPIs count distinct ids), and the second batch's two broken records.

@@ -19,4 +19,4 @@ pub mod config;
 mod sink;
 
 pub use config::{Config, ConfigError};
-pub use sink::{BatchReport, Sink, events_table_spec, rejects_table_spec};
+pub use sink::{BatchReport, EventCount, Sink, events_table_spec, rejects_table_spec};

@@ -1,6 +1,6 @@
 //! The tables and the write path of one batch.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use arrow::record_batch::RecordBatch;
 use aws_lambda_events::event::kinesis::KinesisEventRecord;
@@ -70,8 +70,17 @@ impl AppendTable {
     }
 }
 
+/// The events of a batch that one name and platform share: the figures of the live KPIs.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EventCount {
+    /// Events (distinct `eventId`s of the batch).
+    pub events: u64,
+    /// The sum of their bookings (`eventParams.amount` of `purchaseEvent`s).
+    pub bookings: f64,
+}
+
 /// What became of one batch of records.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct BatchReport {
     /// Records in the batch.
     pub records: usize,
@@ -88,6 +97,9 @@ pub struct BatchReport {
     pub commit_attempts: u32,
     /// Commits that landed but whose post-commit step (checkpoint, log cleanup) failed.
     pub post_commit_failures: u32,
+    /// The events committed to `game_events`, by `eventName` and `eventParams.platform` (empty
+    /// when their commit failed).
+    pub events: BTreeMap<(String, Option<String>), EventCount>,
 }
 
 impl BatchReport {
@@ -113,6 +125,11 @@ impl BatchReport {
         self.commit_attempts += later.commit_attempts;
         self.post_commit_failures += later.post_commit_failures;
         self.retry_from = later.retry_from;
+        for (key, count) in later.events {
+            let total = self.events.entry(key).or_default();
+            total.events += count.events;
+            total.bookings += count.bookings;
+        }
     }
 }
 
@@ -177,12 +194,17 @@ impl Sink {
         let mut rejects = RejectsBatchBuilder::default();
         let mut first_reject: Option<&str> = None;
         let mut seen: HashSet<Uuid> = HashSet::with_capacity(records.len());
+        let mut counts: BTreeMap<(String, Option<String>), EventCount> = BTreeMap::new();
         for (index, record) in records.iter().enumerate() {
             let lineage = lineage(record);
             match decode_record(&record.kinesis.data) {
                 Ok(event) => {
                     if seen.insert(event.event_id) {
                         events.append(&event, lineage, ingested_at);
+                        let platform = event.event_params.as_ref().and_then(|p| p.platform.clone());
+                        let count = counts.entry((event.event_name.clone(), platform)).or_default();
+                        count.events += 1;
+                        count.bookings += event.booking().unwrap_or(0.0);
                     } else {
                         report.duplicates += 1;
                     }
@@ -217,6 +239,7 @@ impl Sink {
             match self.events.append(events.finish(), retry).await {
                 Ok(outcome) => {
                     report.rows = outcome.rows;
+                    report.events = counts;
                     report.commit_attempts += outcome.attempts;
                     report.post_commit_failures += u32::from(outcome.post_commit_failed);
                 }
@@ -298,6 +321,13 @@ mod tests {
             retry_from: Some("2".into()),
             commit_attempts: 3,
             post_commit_failures: 0,
+            events: BTreeMap::from([(
+                ("purchaseEvent".into(), Some("ios".into())),
+                EventCount {
+                    events: 1,
+                    bookings: 4.99,
+                },
+            )]),
         };
         total.add(BatchReport {
             records: 2,
@@ -307,6 +337,22 @@ mod tests {
             retry_from: None,
             commit_attempts: 2,
             post_commit_failures: 1,
+            events: BTreeMap::from([
+                (
+                    ("purchaseEvent".into(), Some("ios".into())),
+                    EventCount {
+                        events: 1,
+                        bookings: 1.0,
+                    },
+                ),
+                (
+                    ("levelUp".into(), None),
+                    EventCount {
+                        events: 1,
+                        bookings: 0.0,
+                    },
+                ),
+            ]),
         });
         assert_eq!(
             total,
@@ -318,6 +364,22 @@ mod tests {
                 retry_from: None,
                 commit_attempts: 5,
                 post_commit_failures: 1,
+                events: BTreeMap::from([
+                    (
+                        ("purchaseEvent".into(), Some("ios".into())),
+                        EventCount {
+                            events: 2,
+                            bookings: 5.99,
+                        },
+                    ),
+                    (
+                        ("levelUp".into(), None),
+                        EventCount {
+                            events: 1,
+                            bookings: 0.0
+                        }
+                    ),
+                ]),
             }
         );
     }

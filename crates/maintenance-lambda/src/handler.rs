@@ -44,12 +44,56 @@ impl From<HandlerError> for lambda_runtime::Diagnostic {
 pub struct Maintainer {
     config: Config,
     storage: StorageConfig,
+    namespace: String,
 }
 
 impl Maintainer {
-    /// A maintainer of the tables `config` names.
+    /// A maintainer of the tables `config` names, writing its metrics in
+    /// [`emf::DEFAULT_NAMESPACE`].
     pub fn new(config: Config, storage: StorageConfig) -> Self {
-        Self { config, storage }
+        Self {
+            config,
+            storage,
+            namespace: emf::DEFAULT_NAMESPACE.to_owned(),
+        }
+    }
+
+    /// The maintainer, writing its metrics in `namespace`.
+    pub fn with_metrics_namespace(mut self, namespace: &str) -> Self {
+        self.namespace = namespace.to_owned();
+        self
+    }
+}
+
+/// The value of the `Function` dimension.
+pub const FUNCTION: &str = "maintenance";
+
+impl Report {
+    /// The pass in figures, in CloudWatch's embedded metric format: tables maintained and failed,
+    /// compaction commits, files compacted away, duplicates removed, files vacuumed, and whether
+    /// the deadline stopped the pass.
+    pub fn metrics(&self, namespace: &str) -> emf::Metrics {
+        use emf::Unit::Count;
+        let sum = |field: fn(&TableSummary) -> usize| self.tables.iter().map(field).sum::<usize>() as f64;
+        let failed = self.tables.iter().filter(|t| t.error.is_some()).count();
+        let mut metrics = emf::Metrics::new(namespace).dimension("Function", FUNCTION);
+        metrics
+            .put("Tables", self.tables.len() as f64, Count)
+            .put("TablesFailed", failed as f64, Count)
+            .put("CompactionCommits", sum(|t| t.bins), Count)
+            .put(
+                "FilesCompacted",
+                sum(|t| t.files_before - t.files_after.min(t.files_before)),
+                Count,
+            )
+            .put(
+                "DuplicatesRemoved",
+                self.tables.iter().map(|t| t.duplicates_removed).sum::<u64>() as f64,
+                Count,
+            )
+            .put("FilesVacuumed", sum(|t| t.files_vacuumed), Count)
+            .put("StoppedEarly", f64::from(u8::from(self.stopped_early)), Count);
+        metrics
     }
 }
 
@@ -213,6 +257,7 @@ pub async fn handle(event: LambdaEvent<EventBridgeEvent>, maintainer: &Maintaine
         report.tables.push(summary);
     }
 
+    report.metrics(&maintainer.namespace).emit();
     let failures: Vec<&TableSummary> = report.tables.iter().filter(|t| t.error.is_some()).collect();
     if let Some(first) = failures.first() {
         return Err(HandlerError::TablesFailed {
@@ -254,5 +299,41 @@ mod tests {
         // A deadline already closer than the reserve: nothing starts.
         let at = stop_at(now_ms + 10_000, Duration::from_secs(180)).unwrap();
         assert!(at <= Instant::now());
+    }
+
+    #[test]
+    fn a_pass_in_figures() {
+        let report = Report {
+            tables: vec![
+                TableSummary {
+                    table: "a".into(),
+                    files_before: 5,
+                    files_after: 1,
+                    bins: 1,
+                    duplicates_removed: 12,
+                    files_vacuumed: 3,
+                    ..TableSummary::default()
+                },
+                TableSummary {
+                    table: "b".into(),
+                    error: Some("no table".into()),
+                    ..TableSummary::default()
+                },
+            ],
+            stopped_early: false,
+        };
+        let document = report.metrics("ns").document(0);
+        for (name, value) in [
+            ("Tables", 2.0),
+            ("TablesFailed", 1.0),
+            ("CompactionCommits", 1.0),
+            ("FilesCompacted", 4.0),
+            ("DuplicatesRemoved", 12.0),
+            ("FilesVacuumed", 3.0),
+            ("StoppedEarly", 0.0),
+        ] {
+            assert_eq!(document[name], value, "{name}: {document}");
+        }
+        assert_eq!(document["Function"], FUNCTION);
     }
 }

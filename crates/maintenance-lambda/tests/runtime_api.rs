@@ -40,7 +40,13 @@ async fn a_scheduled_event_is_answered_with_the_report() {
     assert_eq!(summary["filesAfter"], 1, "{report}");
     assert_eq!(summary["duplicatesRemoved"], 6, "{report}");
     assert!(summary["checkpointVersion"].as_u64().is_some(), "{report}");
-    function.stop();
+    let exited = function.stop();
+    let sum = |name: &str| exited.metric_sum("lakelog", name, "Count", &[("Function", "maintenance")]);
+    assert_eq!(
+        (sum("Tables"), sum("TablesFailed"), sum("DuplicatesRemoved")),
+        (1.0, 0.0, 6.0)
+    );
+    assert_eq!(sum("FilesCompacted"), 3.0);
 }
 
 #[test]

@@ -1,0 +1,87 @@
+//! The function's metrics of one request, in CloudWatch's embedded metric format.
+
+use emf::{Metrics, Unit};
+use game_api::Answered;
+
+/// The value of the `Function` dimension.
+pub const FUNCTION: &str = "game-api";
+
+/// The documents of one request: requests, events accepted and left unwritten, answers by class
+/// (`Answered2xx`, `Answered4xx`, `Answered5xx`, `Answered503`) and the latency; for a refused
+/// request, a second document counting it by `Reason`.
+pub fn request(namespace: &str, answered: &Answered) -> Vec<Metrics> {
+    let mut metrics = Metrics::new(namespace).dimension("Function", FUNCTION);
+    let class = |low: u16| f64::from(u8::from((low..low + 100).contains(&answered.status)));
+    metrics
+        .put("Requests", 1.0, Unit::Count)
+        .put("EventsAccepted", answered.written as f64, Unit::Count)
+        .put("EventsUnwritten", answered.failed as f64, Unit::Count)
+        .put("Answered2xx", class(200), Unit::Count)
+        .put("Answered4xx", class(400), Unit::Count)
+        .put("Answered5xx", class(500), Unit::Count)
+        .put("Answered503", f64::from(u8::from(answered.status == 503)), Unit::Count)
+        .put("Latency", answered.elapsed.as_secs_f64() * 1e3, Unit::Milliseconds);
+    let mut documents = vec![metrics];
+    if let Some(reason) = answered.refused {
+        let mut refused = Metrics::new(namespace)
+            .dimension("Function", FUNCTION)
+            .dimension("Reason", reason);
+        refused.put("RequestsRefused", 1.0, Unit::Count);
+        documents.push(refused);
+    }
+    documents
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn requests_are_counted_by_outcome() {
+        let written = Answered {
+            status: 200,
+            written: 3,
+            failed: 0,
+            refused: None,
+            elapsed: Duration::from_millis(12),
+        };
+        let documents = request("ns", &written);
+        assert_eq!(documents.len(), 1);
+        let document = documents[0].document(0);
+        assert_eq!(document["Function"], FUNCTION);
+        assert_eq!(document["EventsAccepted"], 3.0);
+        assert_eq!(document["Answered2xx"], 1.0);
+        assert_eq!(document["Answered5xx"], 0.0);
+        assert_eq!(document["Latency"], 12.0);
+
+        let unwritten = Answered {
+            status: 503,
+            written: 1,
+            failed: 2,
+            ..written
+        };
+        let document = request("ns", &unwritten)[0].document(0);
+        assert_eq!(
+            (document["Answered503"].as_f64(), document["EventsUnwritten"].as_f64()),
+            (Some(1.0), Some(2.0))
+        );
+
+        let refused = Answered {
+            status: 400,
+            written: 0,
+            failed: 0,
+            refused: Some("InvalidEvents"),
+            ..written
+        };
+        let documents: Vec<_> = request("ns", &refused).iter().map(|m| m.document(0)).collect();
+        assert_eq!(documents[0]["Answered4xx"], 1.0);
+        assert_eq!(documents[1]["Reason"], "InvalidEvents");
+        assert_eq!(documents[1]["RequestsRefused"], 1.0);
+        assert_eq!(
+            documents[1]["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            serde_json::json!([["Function", "Reason"]])
+        );
+    }
+}

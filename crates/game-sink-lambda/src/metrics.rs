@@ -1,0 +1,149 @@
+//! The function's metrics of one batch, in CloudWatch's embedded metric format: the sink's health
+//! and the live KPIs (events and bookings by `eventName` and `platform`).
+
+use std::collections::BTreeMap;
+
+use aws_lambda_events::event::kinesis::KinesisEventRecord;
+use emf::{Bounded, Metrics, Unit};
+use game_sink::{BatchReport, EventCount};
+
+/// The value of the `Function` dimension.
+pub const FUNCTION: &str = "game-sink";
+
+/// Distinct `eventName` values one instance reports as dimensions; later ones count as `other`.
+pub const MAX_EVENT_NAMES: usize = 50;
+
+/// Distinct platforms one instance reports as dimensions; later ones count as `other`.
+pub const MAX_PLATFORMS: usize = 10;
+
+/// Writes the metrics of each batch, with the client-given dimensions kept bounded.
+#[derive(Debug)]
+pub struct Reporter {
+    namespace: String,
+    event_names: Bounded,
+    platforms: Bounded,
+}
+
+impl Reporter {
+    /// Metrics in `namespace`.
+    pub fn new(namespace: &str) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            event_names: Bounded::new(MAX_EVENT_NAMES),
+            platforms: Bounded::new(MAX_PLATFORMS),
+        }
+    }
+
+    /// The documents of one batch: its health (records, rows, duplicates, rejects, commits, a
+    /// failed batch, and the lag, `now_ms` minus the newest record's approximate arrival), then
+    /// one document per `eventName` and platform of the events committed, with `Events` and
+    /// `Bookings` aggregated by name, by platform and in total.
+    pub fn batch(&self, records: &[KinesisEventRecord], report: &BatchReport, now_ms: i64) -> Vec<Metrics> {
+        let mut health = Metrics::new(&self.namespace).dimension("Function", FUNCTION);
+        health
+            .put("Records", report.records as f64, Unit::Count)
+            .put("Rows", report.rows as f64, Unit::Count)
+            .put("Duplicates", report.duplicates as f64, Unit::Count)
+            .put("Rejects", report.rejected as f64, Unit::Count)
+            .put("CommitAttempts", f64::from(report.commit_attempts), Unit::Count)
+            .put(
+                "PostCommitFailures",
+                f64::from(report.post_commit_failures),
+                Unit::Count,
+            )
+            .put(
+                "BatchesFailed",
+                f64::from(u8::from(report.retry_from.is_some())),
+                Unit::Count,
+            );
+        let newest = records
+            .iter()
+            .map(|r| r.kinesis.approximate_arrival_timestamp.0.timestamp_millis())
+            .max();
+        if let Some(newest) = newest {
+            health.put("LagSeconds", (now_ms - newest).max(0) as f64 / 1e3, Unit::Seconds);
+        }
+
+        let mut kpis: BTreeMap<(String, String), EventCount> = BTreeMap::new();
+        for ((name, platform), count) in &report.events {
+            let key = (
+                self.event_names.value(Some(name)),
+                self.platforms.value(platform.as_deref()),
+            );
+            let total = kpis.entry(key).or_default();
+            total.events += count.events;
+            total.bookings += count.bookings;
+        }
+        let mut documents = vec![health];
+        for ((name, platform), count) in kpis {
+            let mut kpi = Metrics::new(&self.namespace)
+                .dimension("EventName", name)
+                .dimension("Platform", platform)
+                .dimension_sets(vec![vec!["EventName"], vec!["Platform"], vec![]]);
+            kpi.put("Events", count.events as f64, Unit::Count)
+                .put("Bookings", count.bookings, Unit::None);
+            documents.push(kpi);
+        }
+        documents
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_reports_its_health_and_kpis_with_bounded_dimensions() {
+        let reporter = Reporter {
+            platforms: Bounded::new(1),
+            ..Reporter::new("ns")
+        };
+        let mut record = KinesisEventRecord::default();
+        record.kinesis.approximate_arrival_timestamp.0 = chrono::DateTime::from_timestamp(100, 0).unwrap();
+        let count = |events, bookings| EventCount { events, bookings };
+        let report = BatchReport {
+            records: 4,
+            rows: 4,
+            events: BTreeMap::from([
+                (("purchaseEvent".into(), Some("ios".into())), count(2, 9.98)),
+                (("purchaseEvent".into(), Some("android".into())), count(1, 1.0)),
+                (("levelUp".into(), None), count(1, 0.0)),
+            ]),
+            ..BatchReport::default()
+        };
+        let documents: Vec<_> = reporter
+            .batch(&[record], &report, 112_500)
+            .iter()
+            .map(|m| m.document(0))
+            .collect();
+        assert_eq!(documents[0]["Function"], FUNCTION);
+        assert_eq!(documents[0]["Records"], 4.0);
+        assert_eq!(documents[0]["BatchesFailed"], 0.0);
+        assert_eq!(documents[0]["LagSeconds"], 12.5);
+        // The first platform seen (android: the report is in key order) is kept; platforms past
+        // the bound count as "other", and so do events without one.
+        let kpis: Vec<(String, String, f64, f64)> = documents[1..]
+            .iter()
+            .map(|d| {
+                (
+                    d["EventName"].as_str().unwrap().to_owned(),
+                    d["Platform"].as_str().unwrap().to_owned(),
+                    d["Events"].as_f64().unwrap(),
+                    d["Bookings"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            kpis,
+            [
+                ("levelUp".into(), "other".into(), 1.0, 0.0),
+                ("purchaseEvent".into(), "android".into(), 1.0, 1.0),
+                ("purchaseEvent".into(), "other".into(), 2.0, 9.98),
+            ]
+        );
+        assert_eq!(
+            documents[1]["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            serde_json::json!([["EventName"], ["Platform"], []])
+        );
+    }
+}
