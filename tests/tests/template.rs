@@ -519,3 +519,110 @@ fn buckets_without_encryption_or_tls_policy_fail() {
     );
     assert_eq!(problems, vec!["Queue: queue without encryption"]);
 }
+
+/// The metric names the functions write: every `.put("Name", ...)` of their metrics code.
+fn emitted_metric_names() -> std::collections::BTreeSet<String> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let put = regex::Regex::new(r#"\.put\(\s*"(\w+)""#).unwrap();
+    let mut names = std::collections::BTreeSet::new();
+    for file in [
+        "crates/access-log-lambda/src/metrics.rs",
+        "crates/game-api-lambda/src/metrics.rs",
+        "crates/game-sink-lambda/src/metrics.rs",
+        "crates/maintenance-lambda/src/handler.rs",
+    ] {
+        let code = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
+        names.extend(put.captures_iter(&code).map(|c| c[1].to_owned()));
+    }
+    names
+}
+
+#[test]
+fn the_dashboard_and_alarms_read_metrics_the_functions_write() {
+    let emitted = emitted_metric_names();
+    assert!(
+        emitted.contains("LagSeconds") && emitted.contains("Events"),
+        "{emitted:?}"
+    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
+    let template = parse(&std::fs::read_to_string(path).unwrap());
+    let resources = resources(&template);
+
+    // The dashboard: valid JSON once CloudFormation substitutes its references.
+    let (_, dashboard) = resources.iter().find(|(id, _)| id == "Dashboard").expect("a dashboard");
+    let body = strings(&dashboard["Properties"]["DashboardBody"]).concat();
+    let body = body.replace("${MetricsNamespace}", "NS");
+    let body = regex::Regex::new(r"\$\{[^}]+\}").unwrap().replace_all(&body, "X");
+    let body: serde_json::Value = serde_json::from_str(&body).expect("the dashboard body is JSON");
+    let widgets = body["widgets"].as_array().unwrap();
+    let mut named = Vec::new();
+    let search = regex::Regex::new(r#"MetricName="(\w+)""#).unwrap();
+    for widget in widgets {
+        for metric in widget["properties"]["metrics"].as_array().into_iter().flatten() {
+            match metric.as_array() {
+                Some(parts) if parts.first().and_then(|p| p.as_str()) == Some("NS") => {
+                    named.push(parts[1].as_str().unwrap().to_owned());
+                }
+                Some(parts) => {
+                    if let Some(expression) = parts.first().and_then(|p| p["expression"].as_str()) {
+                        named.extend(search.captures_iter(expression).map(|c| c[1].to_owned()));
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+    for title in [
+        "Game events per minute, by platform",
+        "Bookings per minute (USD), by platform",
+        "Pipeline lag",
+    ] {
+        assert!(
+            widgets
+                .iter()
+                .any(|w| w["properties"]["title"].as_str().is_some_and(|t| t.starts_with(title))),
+            "no widget {title}"
+        );
+    }
+
+    // The alarms on the functions' own metrics.
+    for (id, resource) in &resources {
+        if resource_type(resource) != "AWS::CloudWatch::Alarm" {
+            continue;
+        }
+        let mut found = Vec::new();
+        mappings(id.clone(), resource, &mut found);
+        for (_, mapping) in found {
+            let ours = mapping.get("Namespace").and_then(referenced_id).as_deref() == Some("MetricsNamespace");
+            if ours && let Some(name) = mapping.get("MetricName").and_then(Value::as_str) {
+                named.push(name.to_owned());
+            }
+        }
+    }
+    assert!(named.len() > 10, "{named:?}");
+    for name in &named {
+        assert!(emitted.contains(name), "{name} is read but no function writes it");
+    }
+}
+
+#[test]
+fn every_function_logs_to_a_group_with_a_retention() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
+    let template = parse(&std::fs::read_to_string(path).unwrap());
+    let resources = resources(&template);
+    let functions: Vec<_> = resources
+        .iter()
+        .filter(|(_, r)| resource_type(r) == "AWS::Serverless::Function")
+        .collect();
+    assert_eq!(functions.len(), 4);
+    for (id, function) in functions {
+        let group = referenced_id(&function["Properties"]["LoggingConfig"]["LogGroup"])
+            .unwrap_or_else(|| panic!("{id}: no LoggingConfig.LogGroup"));
+        let (_, group) = resources.iter().find(|(g, _)| *g == group).unwrap();
+        assert_eq!(resource_type(group), "AWS::Logs::LogGroup", "{id}");
+        assert!(
+            group["Properties"].get("RetentionInDays").is_some(),
+            "{id}: no retention"
+        );
+    }
+}
