@@ -149,6 +149,8 @@ pub struct Ingestor {
     /// Per table, the log objects of its files added before its `txn` ids can be trusted
     /// (read once, the first time an object that old is ingested).
     old_sources: Mutex<HashMap<String, Arc<HashSet<String>>>>,
+    /// Where tables are registered for Athena, and the tables this instance registered.
+    catalog: Option<(catalog::Catalog, Mutex<HashSet<String>>)>,
 }
 
 impl std::fmt::Debug for Ingestor {
@@ -179,6 +181,42 @@ impl Ingestor {
             concurrency: concurrency.max(1),
             tables: Mutex::new(HashMap::new()),
             old_sources: Mutex::new(HashMap::new()),
+            catalog: None,
+        }
+    }
+
+    /// The ingestor, registering each table it opens in `catalog` (once per instance; a table
+    /// created by another instance is registered too). A registration that fails is a warning:
+    /// it never fails an object, and the next instance to open the table tries again.
+    pub fn with_catalog(mut self, catalog: catalog::Catalog) -> Self {
+        self.catalog = Some((catalog, Mutex::new(HashSet::new())));
+        self
+    }
+
+    async fn register(&self, uri: &str, table: &Table) {
+        let Some((catalog, registered)) = &self.catalog else {
+            return;
+        };
+        if registered.lock().await.contains(uri) {
+            return;
+        }
+        let per_bucket = uri != self.rejects && self.table.per_bucket();
+        let name = catalog::table_name(uri, per_bucket);
+        let result = match (table.schema(), table.partition_columns()) {
+            (Ok(schema), Ok(partitions)) => catalog
+                .register(&name, uri, &schema, &partitions)
+                .await
+                .map_err(|e| e.to_string()),
+            (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
+        };
+        match result {
+            Ok(done) => {
+                info!(table = %uri, name, database = catalog.database(), ?done, "registered in the catalog");
+                registered.lock().await.insert(uri.to_owned());
+            }
+            Err(error) => {
+                warn!(table = %uri, name, %error, "not registered in the catalog; the next instance tries again")
+            }
         }
     }
 
@@ -475,7 +513,11 @@ impl<'a> Session<'a> {
                 table.refresh().await?;
                 table
             }
-            None => Table::open_or_create(uri, &spec(), &self.ingestor.storage).await?,
+            None => {
+                let table = Table::open_or_create(uri, &spec(), &self.ingestor.storage).await?;
+                self.ingestor.register(uri, &table).await;
+                table
+            }
         };
         let target = Arc::new(Target {
             uri: uri.to_owned(),

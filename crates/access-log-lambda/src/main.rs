@@ -10,11 +10,19 @@ use lambda_runtime::{Error, service_fn};
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
     // A missing or bad setting ends the function at init, reported in words to the Runtime API.
-    let (config, namespace) = match Config::from_env().and_then(|c| Ok((c, emf::namespace(&Vars::env())?))) {
+    let settings = Config::from_env().and_then(|c| {
+        let vars = Vars::env();
+        Ok((c, emf::namespace(&vars)?, catalog::database(&vars)?))
+    });
+    let (config, namespace, database) = match settings {
         Ok(settings) => settings,
         Err(e) => env_config::init::fail(e).await,
     };
-    let ingestor = access_log_ingest::ingestor(&config, StorageConfig::from_env()).await;
+    let mut ingestor = access_log_ingest::ingestor(&config, StorageConfig::from_env()).await;
+    // Each table is registered for Athena the first time this instance opens it.
+    if let Some(database) = database {
+        ingestor = ingestor.with_catalog(catalog::Catalog::from_env(&database).await);
+    }
     let (ingestor, namespace) = (&ingestor, namespace.as_str());
     lambda_runtime::run(service_fn(move |event| handler::handle(event, ingestor, namespace))).await
 }

@@ -11,7 +11,11 @@ use lambda_runtime::{Error, service_fn};
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
     // A missing or bad setting ends the function at init, reported in words to the Runtime API.
-    let (config, namespace) = match Config::from_env().and_then(|c| Ok((c, emf::namespace(&Vars::env())?))) {
+    let settings = Config::from_env().and_then(|c| {
+        let vars = Vars::env();
+        Ok((c, emf::namespace(&vars)?, catalog::database(&vars)?))
+    });
+    let (config, namespace, database) = match settings {
         Ok(settings) => settings,
         Err(e) => env_config::init::fail(e).await,
     };
@@ -19,6 +23,13 @@ async fn main() -> Result<(), Error> {
         Ok(sink) => sink,
         Err(e) => env_config::init::fail(e).await,
     };
+    // Registered for Athena at every cold start (an update when they are there): a failure is a
+    // warning, and the next instance tries again.
+    if let Some(database) = database
+        && let Err(error) = sink.register(&catalog::Catalog::from_env(&database).await).await
+    {
+        tracing::warn!(%error, "the tables are not registered in the catalog");
+    }
     let metrics = Reporter::new(&namespace);
     let (sink, metrics) = (&sink, &metrics);
     lambda_runtime::run(service_fn(move |event| handler::handle(event, sink, metrics))).await

@@ -32,8 +32,18 @@ async fn writes_the_sample_batches_and_reports_no_failures() {
     let events = StandIn::s3_uri(&bucket, "game_events");
     let rejects = StandIn::s3_uri(&bucket, "game_events_rejects");
 
+    // A Glue database the function registers its tables in at init.
+    let glue = aws_sdk_glue::Client::new(&standin.sdk_config());
+    let database = bucket.replace('-', "_");
+    let input = aws_sdk_glue::types::DatabaseInput::builder()
+        .name(&database)
+        .build()
+        .unwrap();
+    glue.create_database().database_input(input).send().await.unwrap();
+
     let mut vars: Vec<(&str, String)> = Function::standin_vars(standin.endpoint());
     vars.push(("GAME_EVENTS_TABLE_URI", events.clone()));
+    vars.push(("GLUE_DATABASE", database.clone()));
     let vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
     let function = Function::start_with_timeout(Path::new(BINARY), &vars, TIMEOUT).unwrap();
 
@@ -78,6 +88,21 @@ async fn writes_the_sample_batches_and_reports_no_failures() {
     )
     .unwrap();
     assert_eq!(rejected, [[json!(2)]]);
+
+    // Both tables are in the catalog as Delta tables at their locations.
+    for (name, location) in [("game_events", &events), ("game_events_rejects", &rejects)] {
+        let table = glue
+            .get_table()
+            .database_name(&database)
+            .name(name)
+            .send()
+            .await
+            .unwrap();
+        let table = table.table().unwrap();
+        assert_eq!(table.parameters().unwrap()["table_type"], "DELTA", "{name}");
+        let registered = table.storage_descriptor().unwrap().location().unwrap();
+        assert_eq!(registered, format!("{location}/"), "{name}");
+    }
 }
 
 #[test]

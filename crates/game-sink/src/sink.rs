@@ -170,6 +170,26 @@ impl Sink {
         })
     }
 
+    /// Registers both tables in `catalog`, as `game_events` and `game_events_rejects` (their
+    /// locations' last segments).
+    pub async fn register(&self, catalog: &catalog::Catalog) -> Result<(), catalog::CatalogError> {
+        for table in [&self.events, &self.rejects] {
+            let handle = table.table.lock().await;
+            let lake_error = |e: LakeError| catalog::CatalogError::Glue {
+                table: table.uri.clone(),
+                database: catalog.database().to_owned(),
+                operation: "CreateTable",
+                message: format!("reading the table: {e}"),
+            };
+            let schema = handle.schema().map_err(lake_error)?;
+            let partitions = handle.partition_columns().map_err(lake_error)?;
+            let name = catalog::table_name(&table.uri, false);
+            let done = catalog.register(&name, &table.uri, &schema, &partitions).await?;
+            info!(table = %table.uri, name, database = catalog.database(), ?done, "registered in the catalog");
+        }
+        Ok(())
+    }
+
     /// The `game_events` table's location.
     pub fn events_uri(&self) -> &str {
         &self.events.uri

@@ -6,7 +6,7 @@ use crate::append::{AppendOutcome, SourceFiles, SourceWriter, commit_appends, co
 use crate::commit::Retry;
 use crate::error::LakeError;
 use crate::storage::StorageConfig;
-use crate::table::{TableSpec, open_or_create};
+use crate::table::{TableSpec, open_or_create, open_table};
 
 /// An open table at its location: the version loaded, brought up to date by [`Table::refresh`],
 /// and the writes of lakelog's pipelines (a writer per source, commits of sources or plain
@@ -24,6 +24,14 @@ impl Table {
         Ok(Self {
             uri: uri.to_owned(),
             delta: open_or_create(uri, spec, storage).await?,
+        })
+    }
+
+    /// Opens the table at `uri`, which must exist (see [`open_table`]).
+    pub async fn open(uri: &str, storage: &StorageConfig) -> Result<Self, LakeError> {
+        Ok(Self {
+            uri: uri.to_owned(),
+            delta: open_table(uri, storage).await?,
         })
     }
 
@@ -66,6 +74,27 @@ impl Table {
         retry: &Retry,
     ) -> Result<AppendOutcome, LakeError> {
         commit_appends(&self.uri, &mut self.delta, sources, retry).await
+    }
+
+    /// The schema of the version loaded, as Arrow has it.
+    pub fn schema(&self) -> Result<arrow::datatypes::SchemaRef, LakeError> {
+        Ok(self
+            .delta
+            .snapshot()
+            .map_err(|e| LakeError::delta(&self.uri, e))?
+            .snapshot()
+            .arrow_schema())
+    }
+
+    /// The partition columns of the version loaded.
+    pub fn partition_columns(&self) -> Result<Vec<String>, LakeError> {
+        Ok(self
+            .delta
+            .snapshot()
+            .map_err(|e| LakeError::delta(&self.uri, e))?
+            .metadata()
+            .partition_columns()
+            .to_vec())
     }
 
     /// The delta-rs table, for what this handle does not do (maintenance, queries).

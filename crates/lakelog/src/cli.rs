@@ -53,6 +53,8 @@ pub enum Command {
     Vacuum(crate::commands::vacuum::VacuumArgs),
     /// Checkpoint a table's current version and delete its expired log files.
     Checkpoint(crate::commands::checkpoint::CheckpointArgs),
+    /// Register tables in the AWS Glue Data Catalog for Athena.
+    Catalog(crate::commands::catalog::CatalogArgs),
     /// Run the game events API on 127.0.0.1: the game-api-lambda function's handler on each request.
     ///
     /// Requests to /events become API Gateway proxy events for the same handler as the Lambda:

@@ -35,6 +35,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Optimize(args) => commands::optimize::run(&args),
         Command::Vacuum(args) => commands::vacuum::run(&args),
         Command::Checkpoint(args) => commands::checkpoint::run(&args),
+        Command::Catalog(args) => commands::catalog::run(&args),
         Command::Serve(args) => commands::serve::run(&args),
         Command::SendEvents(args) => commands::send_events::run(&args),
     }

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod catalog;
 pub mod checkpoint;
 pub mod demo;
 pub mod generate;

@@ -1,0 +1,343 @@
+//! Registers lakelog's Delta tables in the AWS Glue Data Catalog, so that Athena (and any engine
+//! that reads Glue) can query them by name without a hand-written `CREATE TABLE`.
+//!
+//! A table is registered as Athena's Delta Lake support reads one: an `EXTERNAL_TABLE` whose
+//! parameters say `table_type=DELTA`, with its location; Athena reads the rows, the schema and the
+//! partitions from the table's Delta log. The columns (in Hive types) and partition keys are
+//! written too, so that the Glue console and other engines show the schema. Registering again
+//! updates the entry, so [`Catalog::register`] can be called whenever a table is opened.
+
+#![warn(missing_docs)]
+
+use arrow::datatypes::{DataType, Field, Schema};
+use aws_sdk_glue::error::{DisplayErrorContext, SdkError};
+use aws_sdk_glue::types::{Column, StorageDescriptor, TableInput};
+use env_config::{ConfigError, Vars};
+
+/// The variable that names the Glue database of a function's tables (unset: no registration).
+pub const DATABASE_VAR: &str = "GLUE_DATABASE";
+
+/// The Glue database of [`DATABASE_VAR`], if set: 1 to 255 lower-case letters, digits and `_`.
+pub fn database<F: Fn(&str) -> Option<String>>(vars: &Vars<F>) -> Result<Option<String>, ConfigError> {
+    let Some(value) = vars.optional(DATABASE_VAR) else {
+        return Ok(None);
+    };
+    let valid = (1..=255).contains(&value.len())
+        && value
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if valid {
+        Ok(Some(value))
+    } else {
+        Err(ConfigError::invalid(
+            DATABASE_VAR,
+            &value,
+            "a Glue database name: 1 to 255 lower-case letters, digits and _",
+        ))
+    }
+}
+
+/// Why a table could not be registered.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// A column's type has no Hive equivalent that Athena reads.
+    #[error("{table}: column {column} has type {data_type}, which the catalog cannot describe")]
+    UnsupportedType {
+        /// The table's catalog name.
+        table: String,
+        /// The column.
+        column: String,
+        /// Its Arrow type.
+        data_type: String,
+    },
+    /// Glue refused the table or could not be reached.
+    #[error("{table}: Glue {operation} in database {database} failed: {message}")]
+    Glue {
+        /// The table's catalog name.
+        table: String,
+        /// The database.
+        database: String,
+        /// `CreateTable` or `UpdateTable`.
+        operation: &'static str,
+        /// Glue's answer.
+        message: String,
+    },
+}
+
+/// The catalog name of the table at `location`: its last path segment, lower-cased, with every
+/// character other than a letter, digit or `_` made `_`. A segment that starts with `_` (a
+/// rejects table beside per-bucket tables, `access_logs/_rejects`) or a table of `per_bucket`
+/// (`access_logs/{bucket}`) is prefixed with its parent segment: `access_logs_rejects`,
+/// `access_logs_web_assets`.
+pub fn table_name(location: &str, per_bucket: bool) -> String {
+    let path = location.split_once("://").map_or(location, |(_, rest)| rest);
+    let mut segments = path.trim_end_matches('/').rsplit('/');
+    let last = segments.next().unwrap_or_default();
+    let parent = segments.next().filter(|_| per_bucket || last.starts_with('_'));
+    let name = match parent {
+        Some(parent) => format!("{parent}_{}", last.trim_start_matches('_')),
+        None => last.to_owned(),
+    };
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The Hive type of an Arrow type, as Glue and Athena name it; `None` when there is none.
+pub fn hive_type(data_type: &DataType) -> Option<String> {
+    Some(match data_type {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "string".into(),
+        DataType::Boolean => "boolean".into(),
+        DataType::Int8 => "tinyint".into(),
+        DataType::Int16 => "smallint".into(),
+        DataType::Int32 => "int".into(),
+        DataType::Int64 | DataType::UInt8 | DataType::UInt16 | DataType::UInt32 => "bigint".into(),
+        DataType::Float32 => "float".into(),
+        DataType::Float64 => "double".into(),
+        DataType::Date32 => "date".into(),
+        DataType::Timestamp(_, _) => "timestamp".into(),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "binary".into(),
+        DataType::Decimal128(precision, scale) => format!("decimal({precision},{scale})"),
+        DataType::List(item) | DataType::LargeList(item) => format!("array<{}>", hive_type(item.data_type())?),
+        DataType::Struct(fields) => {
+            let fields: Option<Vec<String>> = fields
+                .iter()
+                .map(|f| Some(format!("{}:{}", f.name(), hive_type(f.data_type())?)))
+                .collect();
+            format!("struct<{}>", fields?.join(","))
+        }
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => {
+                format!(
+                    "map<{},{}>",
+                    hive_type(kv[0].data_type())?,
+                    hive_type(kv[1].data_type())?
+                )
+            }
+            _ => return None,
+        },
+        _ => return None,
+    })
+}
+
+/// A Glue database that tables are registered in.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    client: aws_sdk_glue::Client,
+    database: String,
+}
+
+/// What [`Catalog::register`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registered {
+    /// The table was new to the database.
+    Created,
+    /// The table was there; its entry now matches the table.
+    Updated,
+}
+
+impl Catalog {
+    /// The database `database`, through `client`.
+    pub fn new(client: aws_sdk_glue::Client, database: &str) -> Self {
+        Self {
+            client,
+            database: database.to_owned(),
+        }
+    }
+
+    /// The database `database`, with a Glue client from the environment's AWS configuration.
+    pub async fn from_env(database: &str) -> Self {
+        let config = aws_config::load_from_env().await;
+        Self::new(aws_sdk_glue::Client::new(&config), database)
+    }
+
+    /// The database's name.
+    pub fn database(&self) -> &str {
+        &self.database
+    }
+
+    /// Registers the Delta table at `location` as `name`, with `schema` and its
+    /// `partition_columns`; an entry of that name is replaced.
+    pub async fn register(
+        &self,
+        name: &str,
+        location: &str,
+        schema: &Schema,
+        partition_columns: &[String],
+    ) -> Result<Registered, CatalogError> {
+        let input = table_input(name, location, schema, partition_columns)?;
+        let glue_error = |operation: &'static str, message: String| CatalogError::Glue {
+            table: name.to_owned(),
+            database: self.database.clone(),
+            operation,
+            message,
+        };
+        let created = self
+            .client
+            .create_table()
+            .database_name(&self.database)
+            .table_input(input.clone())
+            .send()
+            .await;
+        match created {
+            Ok(_) => Ok(Registered::Created),
+            Err(SdkError::ServiceError(e)) if e.err().is_already_exists_exception() => {
+                self.client
+                    .update_table()
+                    .database_name(&self.database)
+                    .table_input(input)
+                    .send()
+                    .await
+                    .map_err(|e| glue_error("UpdateTable", DisplayErrorContext(e).to_string()))?;
+                Ok(Registered::Updated)
+            }
+            Err(e) => Err(glue_error("CreateTable", DisplayErrorContext(e).to_string())),
+        }
+    }
+}
+
+fn column(table: &str, field: &Field) -> Result<Column, CatalogError> {
+    let data_type = hive_type(field.data_type()).ok_or_else(|| CatalogError::UnsupportedType {
+        table: table.to_owned(),
+        column: field.name().clone(),
+        data_type: field.data_type().to_string(),
+    })?;
+    // Only a missing name or type fails to build, and both are set.
+    Column::builder()
+        .name(field.name())
+        .r#type(data_type)
+        .build()
+        .map_err(|e| CatalogError::UnsupportedType {
+            table: table.to_owned(),
+            column: field.name().clone(),
+            data_type: e.to_string(),
+        })
+}
+
+/// The Glue entry of a Delta table: Athena's form (`table_type=DELTA`, the location), with the
+/// columns and partition keys in Hive types.
+fn table_input(
+    name: &str,
+    location: &str,
+    schema: &Schema,
+    partition_columns: &[String],
+) -> Result<TableInput, CatalogError> {
+    let mut columns = Vec::new();
+    let mut partition_keys = Vec::new();
+    for field in schema.fields() {
+        let column = column(name, field)?;
+        if partition_columns.contains(field.name()) {
+            partition_keys.push(column);
+        } else {
+            columns.push(column);
+        }
+    }
+    let location = format!("{}/", location.trim_end_matches('/'));
+    TableInput::builder()
+        .name(name)
+        .description("Delta Lake table written by lakelog")
+        .table_type("EXTERNAL_TABLE")
+        .parameters("table_type", "DELTA")
+        .parameters("EXTERNAL", "TRUE")
+        .storage_descriptor(
+            StorageDescriptor::builder()
+                .location(location)
+                .set_columns(Some(columns))
+                .build(),
+        )
+        .set_partition_keys(Some(partition_keys))
+        .build()
+        .map_err(|e| CatalogError::Glue {
+            table: name.to_owned(),
+            database: String::new(),
+            operation: "CreateTable",
+            message: e.to_string(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::datatypes::{Fields, TimeUnit};
+
+    use super::*;
+
+    #[test]
+    fn the_database_is_checked() {
+        let vars = |value: Option<&str>| {
+            let value = value.map(str::to_owned);
+            Vars::new(move |_| value.clone())
+        };
+        assert_eq!(database(&vars(None)).unwrap(), None);
+        assert_eq!(
+            database(&vars(Some("lakelog_lake"))).unwrap().as_deref(),
+            Some("lakelog_lake")
+        );
+        let err = database(&vars(Some("Lake-DB"))).unwrap_err().to_string();
+        assert!(err.contains(DATABASE_VAR), "{err}");
+    }
+
+    #[test]
+    fn names_of_tables() {
+        assert_eq!(table_name("s3://lake/game_events", false), "game_events");
+        assert_eq!(
+            table_name("s3://lake/game_events_rejects/", false),
+            "game_events_rejects"
+        );
+        assert_eq!(
+            table_name("s3://lake/access_logs/_rejects", false),
+            "access_logs_rejects"
+        );
+        assert_eq!(
+            table_name("s3://lake/access_logs/web-assets.example", true),
+            "access_logs_web_assets_example"
+        );
+        assert_eq!(table_name("./lake/Game-Events", false), "game_events");
+    }
+
+    #[test]
+    fn hive_types_of_the_tables_columns() {
+        let params = DataType::Struct(Fields::from(vec![
+            Field::new("amount", DataType::Float64, true),
+            Field::new(
+                "tags",
+                DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
+                true,
+            ),
+        ]));
+        assert_eq!(hive_type(&params).unwrap(), "struct<amount:double,tags:array<string>>");
+        assert_eq!(
+            hive_type(&DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))).unwrap(),
+            "timestamp"
+        );
+        assert_eq!(hive_type(&DataType::Date32).unwrap(), "date");
+        assert_eq!(hive_type(&DataType::Duration(TimeUnit::Second)), None);
+    }
+
+    #[test]
+    fn an_entry_in_athenas_form() {
+        let schema = Schema::new(vec![
+            Field::new("eventId", DataType::Utf8, false),
+            Field::new("eventDate", DataType::Date32, false),
+        ]);
+        let input = table_input("game_events", "s3://lake/game_events", &schema, &["eventDate".into()]).unwrap();
+        assert_eq!(input.table_type(), Some("EXTERNAL_TABLE"));
+        assert_eq!(input.parameters().unwrap()["table_type"], "DELTA");
+        let storage = input.storage_descriptor().unwrap();
+        assert_eq!(storage.location(), Some("s3://lake/game_events/"));
+        assert_eq!(storage.columns().len(), 1);
+        assert_eq!(input.partition_keys()[0].name(), "eventDate");
+        assert_eq!(input.partition_keys()[0].r#type(), Some("date"));
+
+        let bad = Schema::new(vec![Field::new("d", DataType::Duration(TimeUnit::Second), true)]);
+        let err = table_input("t", "s3://lake/t", &bad, &[]).unwrap_err().to_string();
+        assert!(err.contains("column d"), "{err}");
+    }
+}

@@ -1,0 +1,176 @@
+//! Tables registered in the Glue Data Catalog (moto's) as Athena reads Delta tables: the ingest
+//! registers each per-bucket table it opens, the sink its two tables, and `lakelog catalog sync`
+//! tables created before.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use access_log_ingest::{Ingestor, NoProgress, ObjectReader, TableTemplate};
+use aws_sdk_glue::types::DatabaseInput;
+use aws_sdk_s3::primitives::ByteStream;
+use catalog::Catalog;
+use lake::StorageConfig;
+use lakelog_tests::{StandIn, unique_name};
+use s3_access_log::synth::{SynthConfig, corpus};
+
+async fn database(glue: &aws_sdk_glue::Client) -> String {
+    let name = unique_name("lake").replace('-', "_").to_lowercase();
+    glue.create_database()
+        .database_input(DatabaseInput::builder().name(&name).build().unwrap())
+        .send()
+        .await
+        .unwrap();
+    name
+}
+
+/// Every table of `database`: name -> (table_type parameter, location, partition keys).
+async fn tables(glue: &aws_sdk_glue::Client, database: &str) -> BTreeMap<String, (String, String, Vec<String>)> {
+    let listed = glue.get_tables().database_name(database).send().await.unwrap();
+    listed
+        .table_list()
+        .iter()
+        .map(|t| {
+            let kind = t
+                .parameters()
+                .and_then(|p| p.get("table_type"))
+                .cloned()
+                .unwrap_or_default();
+            let location = t
+                .storage_descriptor()
+                .and_then(|s| s.location())
+                .unwrap_or_default()
+                .to_owned();
+            let partitions = t.partition_keys().iter().map(|c| c.name().to_owned()).collect();
+            (t.name().to_owned(), (kind, location, partitions))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writers_register_their_tables_and_sync_registers_older_ones() {
+    let standin = StandIn::connect().await.unwrap();
+    let glue = aws_sdk_glue::Client::new(&standin.sdk_config());
+    let raw = standin.create_bucket("catalog-raw").await.unwrap();
+    let lake = standin.create_bucket("catalog-lake").await.unwrap();
+    let storage = StorageConfig {
+        endpoint: Some(standin.endpoint().to_owned()),
+        extra: standin.storage_options(),
+    };
+
+    // Two observed buckets' logs, one object each, and a line that is no log line.
+    for (i, bucket) in ["web-assets", "backups.example"].iter().enumerate() {
+        let mut body = corpus(
+            SynthConfig {
+                seed: i as u64,
+                malformed_rate: 0.0,
+                buckets: vec![(*bucket).into()],
+                ..SynthConfig::default()
+            },
+            16 * 1024,
+        );
+        body.extend_from_slice(b"not a log line\n");
+        standin
+            .s3()
+            .put_object()
+            .bucket(&raw)
+            .key(format!("{bucket}/2024-06-01-00-00-0{i}-ABCDEF"))
+            .body(ByteStream::from(body))
+            .send()
+            .await
+            .unwrap();
+    }
+    let db = database(&glue).await;
+    let template = TableTemplate::parse("table", &format!("s3://{lake}/access_logs/{{bucket}}")).unwrap();
+    let rejects = template.default_rejects();
+    let reader = ObjectReader::s3(standin.s3());
+    let objects = reader.list(&format!("s3://{raw}/")).await.unwrap();
+    let ingestor =
+        Ingestor::new(template, rejects, storage.clone(), reader, 2).with_catalog(Catalog::new(glue.clone(), &db));
+    for (object, result) in ingestor.ingest(&objects, &lake::Retry::default(), &NoProgress).await {
+        result.unwrap_or_else(|e| panic!("{object}: {e}"));
+    }
+
+    let sink_config = game_sink::Config::new(&StandIn::s3_uri(&lake, "game_events"), None).unwrap();
+    let sink = game_sink::Sink::open(&sink_config, &storage).await.unwrap();
+    sink.register(&Catalog::new(glue.clone(), &db)).await.unwrap();
+
+    let registered = tables(&glue, &db).await;
+    let delta = |path: &str, partitions: &[&str]| {
+        (
+            "DELTA".to_owned(),
+            format!("s3://{lake}/{path}/"),
+            partitions.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>(),
+        )
+    };
+    let want = BTreeMap::from([
+        (
+            "access_logs_backups_example".to_owned(),
+            delta("access_logs/backups.example", &["request_date"]),
+        ),
+        ("access_logs_rejects".to_owned(), delta("access_logs/_rejects", &[])),
+        (
+            "access_logs_web_assets".to_owned(),
+            delta("access_logs/web-assets", &["request_date"]),
+        ),
+        ("game_events".to_owned(), delta("game_events", &["eventDate"])),
+        ("game_events_rejects".to_owned(), delta("game_events_rejects", &[])),
+    ]);
+    assert_eq!(registered, want);
+    let events = glue
+        .get_table()
+        .database_name(&db)
+        .name("game_events")
+        .send()
+        .await
+        .unwrap();
+    let columns = events.table().unwrap().storage_descriptor().unwrap().columns();
+    let event_params = columns.iter().find(|c| c.name() == "eventParams").unwrap();
+    assert!(
+        event_params.r#type().unwrap().starts_with("struct<"),
+        "{:?}",
+        event_params.r#type()
+    );
+
+    // The same tables, created before the catalog, registered by the command line.
+    let other = database(&glue).await;
+    let sync = || {
+        Command::new(env!("CARGO_BIN_EXE_lakelog"))
+            .args(["catalog", "sync", "--database", &other])
+            .arg(format!("s3://{lake}/access_logs/*"))
+            .arg(StandIn::s3_uri(&lake, "game_events"))
+            .arg(StandIn::s3_uri(&lake, "game_events_rejects"))
+            .env("AWS_ENDPOINT_URL", standin.endpoint())
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("AWS_ACCESS_KEY_ID", lakelog_tests::ACCESS_KEY_ID)
+            .env("AWS_SECRET_ACCESS_KEY", lakelog_tests::SECRET_ACCESS_KEY)
+            .env("AWS_REGION", lakelog_tests::REGION)
+            .output()
+            .unwrap()
+    };
+    let first = sync();
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        first.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert_eq!(stdout.matches("(created)").count(), 5, "{stdout}");
+    assert_eq!(tables(&glue, &other).await, want);
+    let again = sync();
+    assert!(again.status.success());
+    assert_eq!(String::from_utf8_lossy(&again.stdout).matches("(updated)").count(), 5);
+
+    // A table that is not there fails the command, naming it.
+    let missing = Command::new(env!("CARGO_BIN_EXE_lakelog"))
+        .args(["catalog", "sync", "--database", &other])
+        .arg(StandIn::s3_uri(&lake, "no_such_table"))
+        .env("AWS_ENDPOINT_URL", standin.endpoint())
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_ACCESS_KEY_ID", lakelog_tests::ACCESS_KEY_ID)
+        .env("AWS_SECRET_ACCESS_KEY", lakelog_tests::SECRET_ACCESS_KEY)
+        .env("AWS_REGION", lakelog_tests::REGION)
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no_such_table"));
+}
