@@ -202,5 +202,70 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
     let reported_events: i64 = report.all.events_per_hour.iter().map(|h| h.count).sum::<i64>() + report.all.late_events;
     assert_eq!(row[0].as_i64(), Some(reported_events));
     assert_eq!(row[1].as_i64(), want_dau.values().copied().max());
+
+    // The template's Athena queries, on the same table through DuckDB, give the report's figures.
+    let hours = duckdb(
+        standin.endpoint(),
+        &format!(
+            "SELECT strftime(hour, '%Y-%m-%dT%H:%M:%SZ'), events, bookings FROM ({})",
+            athena_query("GameEventsPerHourQuery", &table)?
+        ),
+    )?;
+    let reported_bookings: BTreeMap<DateTime<Utc>, f64> = report
+        .all
+        .bookings_per_hour
+        .iter()
+        .map(|h| (h.window_start, h.amount))
+        .collect();
+    ensure!(
+        hours.len() == got_events.len(),
+        "{} hours for {}",
+        hours.len(),
+        got_events.len()
+    );
+    for row in &hours {
+        let hour: DateTime<Utc> = row[0].as_str().unwrap_or_default().parse()?;
+        ensure!(
+            row[1].as_i64() == got_events.get(&hour).copied(),
+            "{hour}: {row:?} vs {got_events:?}"
+        );
+        let want = reported_bookings.get(&hour).copied().unwrap_or(0.0);
+        let bookings = row[2].as_f64().unwrap_or(f64::NAN);
+        ensure!((bookings - want).abs() < 1e-6, "{hour}: bookings {bookings} vs {want}");
+    }
+    let late = duckdb(standin.endpoint(), &athena_query("GameLateEventsQuery", &table)?)?;
+    ensure!(late[0][0].as_i64() == Some(report.all.late_events), "late: {late:?}");
+    let dau = duckdb(
+        standin.endpoint(),
+        &format!(
+            "SELECT CAST(day AS VARCHAR), users FROM ({})",
+            athena_query("GameDailyActiveUsersQuery", &table)?
+        ),
+    )?;
+    let dau: HashMap<String, i64> = dau
+        .iter()
+        .map(|r| {
+            (
+                r[0].as_str().unwrap_or_default().to_owned(),
+                r[1].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect();
+    assert_eq!(dau, got_dau);
     Ok(())
+}
+
+/// The SQL of the template's named query `id`, its table (`"${GlueDatabase}"."game_events"`,
+/// the only change) read by DuckDB's `delta_scan` at `table`.
+fn athena_query(id: &str, table: &str) -> Result<String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
+    let template: serde_norway::Value = serde_norway::from_str(&std::fs::read_to_string(path)?)?;
+    let query = &template["Resources"][id]["Properties"]["QueryString"];
+    let serde_norway::Value::Tagged(sub) = query else {
+        anyhow::bail!("{id}: no !Sub QueryString");
+    };
+    let sql = sub.value.as_str().unwrap_or_default();
+    let from = "\"${GlueDatabase}\".\"game_events\"";
+    ensure!(sql.contains(from), "{id} does not read {from}");
+    Ok(sql.replace(from, &format!("delta_scan('{table}')")))
 }
