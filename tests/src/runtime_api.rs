@@ -479,6 +479,29 @@ impl Function {
         self.api.wait_ready(timeout).map(|at| at.duration_since(self.started))
     }
 
+    /// Starts `binary` with `vars` as [`Function::start`] does, and expects it to fail at init:
+    /// a `Runtime.InitError` reported to the Runtime API within `timeout`, then exit status 1,
+    /// and no `Debug` dump of the error on stderr. Returns the error's message.
+    pub fn expect_init_error(binary: &Path, vars: &[(&str, &str)], timeout: Duration) -> Result<String> {
+        let function = Self::start(binary, vars)?;
+        let init = match function.init_time(timeout) {
+            Err(Some(init)) => init,
+            Ok(took) => bail!("{} started (init {took:?}) instead of failing", binary.display()),
+            Err(None) => bail!(
+                "{}: neither init nor an init error within {timeout:?}",
+                binary.display()
+            ),
+        };
+        let exited = function.exit(timeout);
+        if init.error_type != "Runtime.InitError" || init.body["errorType"] != "Runtime.InitError" {
+            bail!("not a Runtime.InitError: {init:?}");
+        }
+        if exited.code != Some(1) || exited.stderr.contains("Missing {") {
+            bail!("exit {:?}, stderr: {}", exited.code, exited.stderr);
+        }
+        Ok(init.body["errorMessage"].as_str().unwrap_or_default().to_owned())
+    }
+
     /// The process' peak resident memory so far, in KiB (Linux: `VmHWM`).
     pub fn peak_rss_kib(&self) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.0.id())).ok()?;

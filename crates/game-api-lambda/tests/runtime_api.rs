@@ -98,19 +98,9 @@ async fn answers_the_sample_requests_with_their_events_in_kinesis() {
     );
 }
 
-/// Starts the binary with `vars` and returns the message of the init error it reports.
+/// Starts the binary with `vars` and returns the message of the init error it must report.
 fn init_error(vars: &[(&str, &str)]) -> String {
-    let function = Function::start(Path::new(BINARY), vars).unwrap();
-    let init = match function.init_time(WAIT) {
-        Err(Some(init)) => init,
-        other => panic!("no init error: {other:?}"),
-    };
-    assert_eq!(init.error_type, "Runtime.InitError");
-    assert_eq!(init.body["errorType"], "Runtime.InitError");
-    let exited = function.exit(WAIT);
-    assert_eq!(exited.code, Some(1), "{}", exited.stderr);
-    assert!(!exited.stderr.contains("Missing {"), "no Debug dump: {}", exited.stderr);
-    init.body["errorMessage"].as_str().unwrap().to_owned()
+    Function::expect_init_error(Path::new(BINARY), vars, WAIT).unwrap()
 }
 
 #[test]

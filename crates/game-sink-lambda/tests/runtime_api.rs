@@ -107,15 +107,6 @@ async fn writes_the_sample_batches_and_reports_no_failures() {
 
 #[test]
 fn a_missing_setting_ends_init_in_words() {
-    let function = Function::start(Path::new(BINARY), &[]).unwrap();
-    let init = match function.init_time(WAIT) {
-        Err(Some(init)) => init,
-        other => panic!("no init error: {other:?}"),
-    };
-    assert_eq!(init.error_type, "Runtime.InitError");
-    assert_eq!(
-        init.body["errorMessage"],
-        "the function cannot start: GAME_EVENTS_TABLE_URI is not set"
-    );
-    assert_eq!(function.exit(WAIT).code, Some(1));
+    let message = Function::expect_init_error(Path::new(BINARY), &[], WAIT).unwrap();
+    assert_eq!(message, "the function cannot start: GAME_EVENTS_TABLE_URI is not set");
 }

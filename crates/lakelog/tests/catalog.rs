@@ -133,19 +133,22 @@ async fn the_writers_register_their_tables_and_sync_registers_older_ones() {
 
     // The same tables, created before the catalog, registered by the command line.
     let other = database(&glue).await;
-    let sync = || {
+    // `lakelog catalog sync --database OTHER TABLES...` against the stand-in.
+    let lakelog = |tables: &[String]| {
         Command::new(env!("CARGO_BIN_EXE_lakelog"))
             .args(["catalog", "sync", "--database", &other])
-            .arg(format!("s3://{lake}/access_logs/*"))
-            .arg(StandIn::s3_uri(&lake, "game_events"))
-            .arg(StandIn::s3_uri(&lake, "game_events_rejects"))
-            .env("AWS_ENDPOINT_URL", standin.endpoint())
-            .env("AWS_ALLOW_HTTP", "true")
-            .env("AWS_ACCESS_KEY_ID", lakelog_tests::ACCESS_KEY_ID)
-            .env("AWS_SECRET_ACCESS_KEY", lakelog_tests::SECRET_ACCESS_KEY)
+            .args(tables)
+            .envs(lakelog_tests::runtime_api::Function::standin_vars(standin.endpoint()))
             .env("AWS_REGION", lakelog_tests::REGION)
             .output()
             .unwrap()
+    };
+    let sync = || {
+        lakelog(&[
+            format!("s3://{lake}/access_logs/*"),
+            StandIn::s3_uri(&lake, "game_events"),
+            StandIn::s3_uri(&lake, "game_events_rejects"),
+        ])
     };
     let first = sync();
     let stdout = String::from_utf8_lossy(&first.stdout);
@@ -161,16 +164,7 @@ async fn the_writers_register_their_tables_and_sync_registers_older_ones() {
     assert_eq!(String::from_utf8_lossy(&again.stdout).matches("(updated)").count(), 5);
 
     // A table that is not there fails the command, naming it.
-    let missing = Command::new(env!("CARGO_BIN_EXE_lakelog"))
-        .args(["catalog", "sync", "--database", &other])
-        .arg(StandIn::s3_uri(&lake, "no_such_table"))
-        .env("AWS_ENDPOINT_URL", standin.endpoint())
-        .env("AWS_ALLOW_HTTP", "true")
-        .env("AWS_ACCESS_KEY_ID", lakelog_tests::ACCESS_KEY_ID)
-        .env("AWS_SECRET_ACCESS_KEY", lakelog_tests::SECRET_ACCESS_KEY)
-        .env("AWS_REGION", lakelog_tests::REGION)
-        .output()
-        .unwrap();
+    let missing = lakelog(&[StandIn::s3_uri(&lake, "no_such_table")]);
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no_such_table"));
 }

@@ -51,15 +51,6 @@ async fn a_scheduled_event_is_answered_with_the_report() {
 
 #[test]
 fn a_missing_setting_ends_init_in_words() {
-    let function = Function::start(Path::new(BINARY), &[]).unwrap();
-    let init = match function.init_time(WAIT) {
-        Err(Some(init)) => init,
-        other => panic!("no init error: {other:?}"),
-    };
-    assert_eq!(init.error_type, "Runtime.InitError");
-    assert_eq!(
-        init.body["errorMessage"],
-        "the function cannot start: LAKE_TABLES is not set"
-    );
-    assert_eq!(function.exit(WAIT).code, Some(1));
+    let message = Function::expect_init_error(Path::new(BINARY), &[], WAIT).unwrap();
+    assert_eq!(message, "the function cannot start: LAKE_TABLES is not set");
 }
