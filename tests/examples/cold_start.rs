@@ -127,7 +127,13 @@ async fn main() -> Result<()> {
     println!("| function | zip (deflate) | init p50 | init p95 | first invocation p50 | p95 | peak RSS p50 |");
     println!("|---|---|---|---|---|---|---|");
     for case in &cases {
-        let binary = find(&dir, case)?;
+        let binary = match find(&dir, case) {
+            Ok(binary) => binary,
+            Err(e) => {
+                eprintln!("skipped: {e}");
+                continue;
+            }
+        };
         let zip = deflated_size(&binary)?;
         let mut vars: Vec<(&str, String)> = Function::standin_vars(&endpoint);
         vars.extend(case.vars.iter().cloned());
