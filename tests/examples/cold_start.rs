@@ -119,7 +119,8 @@ async fn main() -> Result<()> {
         Case {
             binary: "maintenance-lambda",
             logical_id: "LakeMaintenanceFunction",
-            vars: vec![("LAKE_TABLES", StandIn::s3_uri(&lake, "game_events"))],
+            // The tables the ingest case created.
+            vars: vec![("LAKE_TABLES", StandIn::s3_uri(&lake, "access_logs/*"))],
             event: sample("scheduled-maintenance.json")?,
         },
     ];
