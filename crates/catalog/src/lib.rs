@@ -62,6 +62,14 @@ pub enum CatalogError {
         /// Glue's answer.
         message: String,
     },
+    /// The Delta table to register could not be opened or its schema read.
+    #[error("{location}: the table to register cannot be read: {message}")]
+    TableUnreadable {
+        /// The table's location.
+        location: String,
+        /// Why.
+        message: String,
+    },
 }
 
 /// The catalog name of the table at `location`: its last path segment, lower-cased, with every

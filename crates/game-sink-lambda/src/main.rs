@@ -1,5 +1,7 @@
 //! `game-sink-lambda`: Kinesis (game events) -> the `game_events` Delta table.
 
+use std::sync::Arc;
+
 use env_config::Vars;
 use game_sink::{Config, Sink};
 use game_sink_lambda::handler;
@@ -19,18 +21,25 @@ async fn main() -> Result<(), Error> {
         Ok(settings) => settings,
         Err(e) => env_config::init::fail(e).await,
     };
-    let sink = match Sink::open(&config, &StorageConfig::from_env()).await {
-        Ok(sink) => sink,
-        Err(e) => env_config::init::fail(e).await,
-    };
-    // Registered for Athena at every cold start (an update when they are there): a failure is a
-    // warning, and the next instance tries again.
-    if let Some(database) = database
-        && let Err(error) = sink.register(&catalog::Catalog::from_env(&database).await).await
-    {
-        tracing::warn!(%error, "the tables are not registered in the catalog");
-    }
+    // The tables are opened beside the first poll, not before it: init stays short whatever the
+    // length of their logs, and the first batch waits for the opening or does it again if it
+    // failed (then its records are retried, with the cause in the log).
+    let sink = Arc::new(Sink::new(&config, &StorageConfig::from_env()));
+    let opening = Arc::clone(&sink);
+    tokio::spawn(async move {
+        if let Err(error) = opening.ready().await {
+            tracing::error!(%error, "the tables cannot be opened; every batch will be retried");
+            return;
+        }
+        // Registered for Athena at every cold start (an update when they are there): a failure
+        // is a warning, and the next instance tries again.
+        if let Some(database) = database
+            && let Err(error) = opening.register(&catalog::Catalog::from_env(&database).await).await
+        {
+            tracing::warn!(%error, "the tables are not registered in the catalog");
+        }
+    });
     let metrics = Reporter::new(&namespace);
-    let (sink, metrics) = (&sink, &metrics);
+    let (sink, metrics) = (&*sink, &metrics);
     lambda_runtime::run(service_fn(move |event| handler::handle(event, sink, metrics))).await
 }

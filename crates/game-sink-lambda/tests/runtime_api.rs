@@ -51,6 +51,22 @@ async fn writes_the_sample_batches_and_reports_no_failures() {
         let answer = tokio::task::block_in_place(|| function.invoke(&sample(name), WAIT)).unwrap();
         assert_eq!(response(answer), json!({"batchItemFailures": []}), "{name}");
     }
+    // Both tables are in the catalog as Delta tables at their locations: the function registers
+    // them once it has opened them, beside its first batch.
+    for (name, location) in [("game_events", &events), ("game_events_rejects", &rejects)] {
+        let started = std::time::Instant::now();
+        let table = loop {
+            match glue.get_table().database_name(&database).name(name).send().await {
+                Ok(found) => break found,
+                Err(e) if started.elapsed() > WAIT => panic!("{name} never registered: {e:?}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        };
+        let table = table.table().unwrap();
+        assert_eq!(table.parameters().unwrap()["table_type"], "DELTA", "{name}");
+        let registered = table.storage_descriptor().unwrap().location().unwrap();
+        assert_eq!(registered, format!("{location}/"), "{name}");
+    }
     let exited = function.stop();
     assert!(!exited.stderr.contains("panicked"), "{}", exited.stderr);
 
@@ -88,25 +104,45 @@ async fn writes_the_sample_batches_and_reports_no_failures() {
     )
     .unwrap();
     assert_eq!(rejected, [[json!(2)]]);
-
-    // Both tables are in the catalog as Delta tables at their locations.
-    for (name, location) in [("game_events", &events), ("game_events_rejects", &rejects)] {
-        let table = glue
-            .get_table()
-            .database_name(&database)
-            .name(name)
-            .send()
-            .await
-            .unwrap();
-        let table = table.table().unwrap();
-        assert_eq!(table.parameters().unwrap()["table_type"], "DELTA", "{name}");
-        let registered = table.storage_descriptor().unwrap().location().unwrap();
-        assert_eq!(registered, format!("{location}/"), "{name}");
-    }
 }
 
 #[test]
 fn a_missing_setting_ends_init_in_words() {
     let message = Function::expect_init_error(Path::new(BINARY), &[], WAIT).unwrap();
     assert_eq!(message, "the function cannot start: GAME_EVENTS_TABLE_URI is not set");
+}
+
+/// Tables are opened beside the first poll, not before it: a table that cannot be opened (its
+/// bucket does not exist) does not stop the function, but every batch is answered with its first
+/// record as the one to retry from, and the log says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_that_cannot_be_opened_retries_every_batch() {
+    let standin = StandIn::connect().await.unwrap();
+    let mut vars: Vec<(&str, String)> = Function::standin_vars(standin.endpoint());
+    vars.push((
+        "GAME_EVENTS_TABLE_URI",
+        "s3://lakelog-no-such-bucket/game_events".into(),
+    ));
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let function = Function::start_with_timeout(Path::new(BINARY), &vars, TIMEOUT).unwrap();
+    function.init_time(WAIT).expect("init does not wait for the tables");
+
+    let batch = sample("kinesis-game-events.json");
+    let first: Value = serde_json::from_slice(&batch).unwrap();
+    let first = first["Records"][0]["kinesis"]["sequenceNumber"].clone();
+    for _ in 0..2 {
+        let answer = tokio::task::block_in_place(|| function.invoke(&batch, WAIT)).unwrap();
+        assert_eq!(
+            response(answer),
+            json!({"batchItemFailures": [{"itemIdentifier": first}]})
+        );
+    }
+    let exited = function.stop();
+    let log = format!("{}{}", exited.stdout, exited.stderr);
+    assert!(log.contains("s3://lakelog-no-such-bucket/game_events"), "{log}");
+    assert!(log.contains("the tables cannot be opened"), "{log}");
+    assert_eq!(
+        exited.metric_sum("lakelog", "BatchesFailed", "Count", &[("Function", "game-sink")]),
+        2.0
+    );
 }

@@ -9,7 +9,7 @@ use game_events::batch::{
 };
 use game_events::decode_record;
 use lake::{AppendOutcome, LakeError, Retry, StorageConfig, Table, TableSpec};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, OnceCell};
 use tracing::{info, warn};
 use uuid::Uuid;
 
@@ -36,19 +36,36 @@ enum WriteError {
     Lake(#[from] LakeError),
 }
 
-/// One table, open for appends by one batch at a time.
+/// One table, opened (or created) at its first use and then kept open for appends by one batch
+/// at a time.
 #[derive(Debug)]
 struct AppendTable {
     uri: String,
-    table: Mutex<Table>,
+    spec: TableSpec,
+    storage: StorageConfig,
+    table: OnceCell<Mutex<Table>>,
 }
 
 impl AppendTable {
-    async fn open(uri: &str, spec: &TableSpec, storage: &StorageConfig) -> Result<Self, LakeError> {
-        Ok(Self {
+    fn new(uri: &str, spec: TableSpec, storage: &StorageConfig) -> Self {
+        Self {
             uri: uri.to_owned(),
-            table: Mutex::new(Table::open_or_create(uri, spec, storage).await?),
-        })
+            spec,
+            storage: storage.clone(),
+            table: OnceCell::new(),
+        }
+    }
+
+    /// The open table: opened by the first caller (later callers wait for it); after a failure
+    /// the next call tries again.
+    async fn table(&self) -> Result<&Mutex<Table>, LakeError> {
+        self.table
+            .get_or_try_init(|| async {
+                Table::open_or_create(&self.uri, &self.spec, &self.storage)
+                    .await
+                    .map(Mutex::new)
+            })
+            .await
     }
 
     /// Appends `batch` as one commit.
@@ -59,7 +76,7 @@ impl AppendTable {
     ) -> Result<AppendOutcome, WriteError> {
         let batch = batch?;
         // The commit brings the table to the newest version before it tries.
-        let mut table = self.table.lock().await;
+        let mut table = self.table().await?.lock().await;
         let mut writer = table.writer("kinesis")?;
         if let Err(e) = writer.write(batch).await {
             writer.abort();
@@ -156,33 +173,44 @@ fn lineage(record: &KinesisEventRecord) -> Lineage<'_> {
 }
 
 impl Sink {
-    /// Opens the tables of `config`, creating them when they are missing. Both at once: this is
-    /// most of the Lambda's init time.
+    /// The sink of `config`'s tables, opened at their first use: [`Sink::ready`] opens them
+    /// ahead of it (the Lambda does so beside its first poll), [`Sink::process`] waits for that or
+    /// opens them itself.
+    pub fn new(config: &Config, storage: &StorageConfig) -> Self {
+        Self {
+            events: AppendTable::new(&config.events_table, events_table_spec(), storage),
+            rejects: AppendTable::new(&config.rejects_table, rejects_table_spec(), storage),
+        }
+    }
+
+    /// Opens the tables of `config`, creating them when they are missing: [`Sink::new`], then
+    /// [`Sink::ready`].
     pub async fn open(config: &Config, storage: &StorageConfig) -> Result<Self, LakeError> {
-        let (events_spec, rejects_spec) = (events_table_spec(), rejects_table_spec());
-        let (events, rejects) = tokio::join!(
-            AppendTable::open(&config.events_table, &events_spec, storage),
-            AppendTable::open(&config.rejects_table, &rejects_spec, storage),
-        );
-        Ok(Self {
-            events: events?,
-            rejects: rejects?,
-        })
+        let sink = Self::new(config, storage);
+        sink.ready().await?;
+        Ok(sink)
+    }
+
+    /// Opens both tables, at once, creating them when they are missing; a table already open is
+    /// not opened again, and one that failed is tried again.
+    pub async fn ready(&self) -> Result<(), LakeError> {
+        let (events, rejects) = tokio::join!(self.events.table(), self.rejects.table());
+        events?;
+        rejects?;
+        Ok(())
     }
 
     /// Registers both tables in `catalog`, as `game_events` and `game_events_rejects` (their
-    /// locations' last segments).
+    /// locations' last segments), opening them first if they are not open yet.
     pub async fn register(&self, catalog: &catalog::Catalog) -> Result<(), catalog::CatalogError> {
         for table in [&self.events, &self.rejects] {
-            let handle = table.table.lock().await;
-            let lake_error = |e: LakeError| catalog::CatalogError::Glue {
-                table: table.uri.clone(),
-                database: catalog.database().to_owned(),
-                operation: "CreateTable",
-                message: format!("reading the table: {e}"),
+            let unreadable = |e: LakeError| catalog::CatalogError::TableUnreadable {
+                location: table.uri.clone(),
+                message: e.to_string(),
             };
-            let schema = handle.schema().map_err(lake_error)?;
-            let partitions = handle.partition_columns().map_err(lake_error)?;
+            let handle = table.table().await.map_err(unreadable)?.lock().await;
+            let schema = handle.schema().map_err(unreadable)?;
+            let partitions = handle.partition_columns().map_err(unreadable)?;
             let name = catalog::table_name(&table.uri, false);
             let done = catalog.register(&name, &table.uri, &schema, &partitions).await?;
             info!(table = %table.uri, name, database = catalog.database(), ?done, "registered in the catalog");
