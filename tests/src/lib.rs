@@ -174,6 +174,23 @@ impl StandIn {
     }
 }
 
+/// The SQL of template.yaml's saved Athena query `id` (a `!Sub` string) with its table, `from`
+/// as the template writes it, replaced by `with` (DuckDB's `delta_scan('URI')`, or rows of a
+/// subquery): the only change.
+pub fn athena_query(id: &str, from: &str, with: &str) -> Result<String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
+    let template: serde_norway::Value = serde_norway::from_str(&fs::read_to_string(path)?)?;
+    let query = &template["Resources"][id]["Properties"]["QueryString"];
+    let serde_norway::Value::Tagged(sub) = query else {
+        bail!("{id}: no !Sub QueryString");
+    };
+    let sql = sub.value.as_str().unwrap_or_default();
+    if !sql.contains(from) {
+        bail!("{id} does not read {from}");
+    }
+    Ok(sql.replace(from, with))
+}
+
 /// A name that no other call (in this or another test process) gets: `prefix` reduced to what
 /// S3 bucket names allow, then the process id, the time and a counter. At most 63 characters.
 pub fn unique_name(prefix: &str) -> String {

@@ -10,13 +10,23 @@ use chrono::NaiveDate;
 use lake::StorageConfig;
 use lakelog_reports::TimeRange;
 use lakelog_reports::access::{AGE_BUCKETS, AccessOptions, AccessReport, AgeHistogram, PriceTable};
-use lakelog_tests::{StandIn, duckdb};
+use lakelog_tests::{StandIn, athena_query, duckdb};
 use s3_access_log::workload::{self, LAKE_BUCKET, WEB_BUCKET};
 use serde_json::Value;
+
+/// The table the template's access-pattern queries read.
+const ACCESS_LOG_TABLE: &str = "\"${GlueDatabase}\".\"${AccessLogQueryTable}\"";
 
 /// Operations DuckDB counts as reads and writes (written out here, not taken from lakelog).
 const READS: &str = "'REST.GET.OBJECT', 'REST.HEAD.OBJECT', 'REST.COPY.OBJECT_GET', 'REST.COPY.PART_GET'";
 const WRITES: &str = "'REST.PUT.OBJECT', 'REST.POST.OBJECT', 'REST.COPY.OBJECT', 'REST.POST.UPLOAD'";
+
+fn storage(standin: &StandIn) -> StorageConfig {
+    StorageConfig {
+        endpoint: Some(standin.endpoint().to_owned()),
+        extra: standin.storage_options(),
+    }
+}
 
 struct Lake {
     standin: StandIn,
@@ -43,10 +53,7 @@ impl Lake {
                 .await
                 .unwrap();
         }
-        let storage = StorageConfig {
-            endpoint: Some(standin.endpoint().to_owned()),
-            extra: standin.storage_options(),
-        };
+        let storage = storage(&standin);
         let template = TableTemplate::parse("table", &format!("s3://{lake}/access_logs/{{bucket}}")).unwrap();
         let rejects = template.default_rejects();
         let reader = ObjectReader::s3(standin.s3());
@@ -70,6 +77,11 @@ impl Lake {
             tables,
             report,
         }
+    }
+
+    /// How the report reaches the stand-in.
+    fn storage(&self) -> StorageConfig {
+        storage(&self.standin)
     }
 
     /// Runs `sql` in DuckDB, where `t` is both tables' rows in the range that did not fail and
@@ -214,4 +226,124 @@ async fn duckdb_agrees_with_every_section() {
         );
     }
     assert!(report.advice.iter().any(|a| !a.transitions.is_empty()));
+
+    // The template's saved Athena queries, run on each bucket's table with only the table
+    // reference changed, give the figures of the report of that table over all its days.
+    for table in &lake.tables {
+        let query = |id: &str| {
+            let sql = athena_query(id, ACCESS_LOG_TABLE, &format!("delta_scan('{table}')")).unwrap();
+            duckdb(lake.standin.endpoint(), &sql).unwrap_or_else(|e| panic!("{id}: {e:#}"))
+        };
+        let options = AccessOptions::new(PriceTable::default_table().unwrap());
+        let whole = TimeRange::parse(None, None).unwrap();
+        let report = lakelog_reports::access::run(std::slice::from_ref(table), &lake.storage(), &whole, &options)
+            .await
+            .unwrap();
+        let of_bucket = &report.datasets;
+        assert!(!of_bucket.is_empty(), "{table}");
+
+        let most_read: BTreeMap<String, [u64; 4]> = query("AccessDatasetsReadMostQuery")
+            .iter()
+            .map(|r| (text(&r[1]), [int(&r[2]), int(&r[3]), int(&r[4]), int(&r[5])]))
+            .collect();
+        let want: BTreeMap<String, [u64; 4]> = of_bucket
+            .iter()
+            .filter(|d| d.reads + d.writes > 0)
+            .map(|d| (d.dataset.clone(), [d.reads, d.read_bytes, d.writes, d.requesters]))
+            .collect();
+        assert_eq!(most_read, want, "{table}: datasets read most");
+
+        let ages: BTreeMap<String, ([u64; 6], u64)> = query("AccessReadAgesQuery")
+            .iter()
+            .map(|r| {
+                let counts = [int(&r[2]), int(&r[3]), int(&r[4]), int(&r[5]), int(&r[6]), int(&r[7])];
+                (text(&r[1]), (counts, int(&r[8])))
+            })
+            .collect();
+        let want: BTreeMap<String, ([u64; 6], u64)> = of_bucket
+            .iter()
+            .filter(|d| d.reads > 0)
+            .map(|d| (d.dataset.clone(), (d.age_days.counts(), d.reads_of_unknown_age)))
+            .collect();
+        assert_eq!(ages, want, "{table}: ages of the data read");
+
+        let unread: BTreeSet<String> = query("AccessUnreadDatasetsQuery").iter().map(|r| text(&r[1])).collect();
+        let want: BTreeSet<String> = report.unused.iter().map(|u| u.dataset.clone()).collect();
+        assert_eq!(unread, want, "{table}: datasets nobody reads");
+    }
+}
+
+/// The saved Athena queries group keys into datasets and date them as the report does, on keys of
+/// every form the report knows (its own unit tests' keys): each key is its own bucket, read once
+/// on the date the report finds in it and once a day later (or twice, when it names no date).
+#[test]
+fn the_saved_queries_group_and_date_keys_as_the_report_does() {
+    let keys = [
+        "models/v3/weights file+7.bin",
+        "raw/café/81234.json",
+        "readme.txt",
+        "a//b/c",
+        "/leading/slash/x",
+        "reports/q=1.csv",
+        "reports/2024-06-01.csv",
+        "raw%2Fencoded/a%ZZ/x",
+        "a/dt%3D2024/b/x",
+        "données/é=1/x",
+        "events/clicks/dt=2024-06-01/part-00001.snappy.parquet",
+        "t/year=2024/month=6/day=9/x.parquet",
+        "t/YEAR=2024/MONTH=06/DAY=30/x.parquet",
+        "snapshots/customers/2024/06/01/customers.csv.gz",
+        "logs/app-2024-02-29.log",
+        "backups/20240131/dump.sql",
+        "t/dt=20240131/x",
+        "spark/ts=2024-01-31 10%3A00%3A00/part-0",
+        "a/2024/06/01/b/2023-01-01/x",
+        "t/year=2024/month=06/x",
+        "ids/120240131/x",
+        "files/20240131.bin",
+        "a/1234-56-78/x",
+        "x/2024/13/y",
+        "x/2024/01",
+        "logs/2023-02-28T10:00:00/app.log",
+    ];
+    let rule = lakelog_reports::access::DatasetRule::default();
+    let mut rows = Vec::new();
+    let mut want_datasets = BTreeMap::new();
+    let mut want_ages = BTreeMap::new();
+    for (i, key) in keys.iter().enumerate() {
+        let bucket = format!("b{i:02}");
+        want_datasets.insert(bucket.clone(), rule.dataset(key).to_owned());
+        let date = lakelog_reports::access::key_date(key);
+        let read_on = date.unwrap_or(NaiveDate::from_ymd_opt(2024, 7, 1).unwrap());
+        for day in [read_on, read_on.succ_opt().unwrap()] {
+            rows.push(format!(
+                "('{bucket}', '{}', 'reader', 'REST.GET.OBJECT', 1, 1, 200, TIMESTAMP '{day} 12:00:00', DATE '{day}')",
+                key.replace('\'', "''")
+            ));
+        }
+        let histogram = if date.is_some() { [1, 1, 0, 0, 0, 0] } else { [0; 6] };
+        want_ages.insert(bucket, (histogram, if date.is_some() { 0 } else { 2 }));
+    }
+    let table = format!(
+        "(SELECT * FROM (VALUES {}) AS t(bucket, key, requester, operation, bytes_sent, object_size, \
+         http_status, request_time, request_date))",
+        rows.join(", ")
+    );
+    let query = |id: &str| {
+        let sql = athena_query(id, ACCESS_LOG_TABLE, &table).unwrap();
+        duckdb("http://127.0.0.1:9", &sql).unwrap_or_else(|e| panic!("{id}: {e:#}"))
+    };
+    let datasets: BTreeMap<String, String> = query("AccessDatasetsReadMostQuery")
+        .iter()
+        .map(|r| (text(&r[0]), text(&r[1])))
+        .collect();
+    assert_eq!(datasets, want_datasets);
+    let ages: BTreeMap<String, ([u64; 6], u64)> = query("AccessReadAgesQuery")
+        .iter()
+        .map(|r| {
+            let counts = [int(&r[2]), int(&r[3]), int(&r[4]), int(&r[5]), int(&r[6]), int(&r[7])];
+            (text(&r[0]), (counts, int(&r[8])))
+        })
+        .collect();
+    assert_eq!(ages, want_ages);
 }

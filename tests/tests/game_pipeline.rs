@@ -16,8 +16,11 @@ use game_sink::{Config, Sink};
 use lake::StorageConfig;
 use lakelog_reports::game::{GameReport, game_report};
 use lakelog_reports::{ReportSession, TimeRange};
-use lakelog_tests::{StandIn, StreamRecord, duckdb, read_stream, unique_name};
+use lakelog_tests::{StandIn, StreamRecord, athena_query, duckdb, read_stream, unique_name};
 use serde_json::{Value, json};
+
+/// The table the template's game queries read.
+const GAME_EVENTS: &str = "\"${GlueDatabase}\".\"game_events\"";
 
 /// A request of `events` that API Gateway received at `time`.
 fn request(events: &[GameEvent], time: DateTime<Utc>) -> ApiGatewayProxyRequest {
@@ -208,7 +211,7 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
         standin.endpoint(),
         &format!(
             "SELECT strftime(hour, '%Y-%m-%dT%H:%M:%SZ'), events, bookings FROM ({})",
-            athena_query("GameEventsPerHourQuery", &table)?
+            athena_query("GameEventsPerHourQuery", GAME_EVENTS, &scan)?
         ),
     )?;
     let reported_bookings: BTreeMap<DateTime<Utc>, f64> = report
@@ -233,13 +236,16 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
         let bookings = row[2].as_f64().unwrap_or(f64::NAN);
         ensure!((bookings - want).abs() < 1e-6, "{hour}: bookings {bookings} vs {want}");
     }
-    let late = duckdb(standin.endpoint(), &athena_query("GameLateEventsQuery", &table)?)?;
+    let late = duckdb(
+        standin.endpoint(),
+        &athena_query("GameLateEventsQuery", GAME_EVENTS, &scan)?,
+    )?;
     ensure!(late[0][0].as_i64() == Some(report.all.late_events), "late: {late:?}");
     let dau = duckdb(
         standin.endpoint(),
         &format!(
             "SELECT CAST(day AS VARCHAR), users FROM ({})",
-            athena_query("GameDailyActiveUsersQuery", &table)?
+            athena_query("GameDailyActiveUsersQuery", GAME_EVENTS, &scan)?
         ),
     )?;
     let dau: HashMap<String, i64> = dau
@@ -253,19 +259,4 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
         .collect();
     assert_eq!(dau, got_dau);
     Ok(())
-}
-
-/// The SQL of the template's named query `id`, its table (`"${GlueDatabase}"."game_events"`,
-/// the only change) read by DuckDB's `delta_scan` at `table`.
-fn athena_query(id: &str, table: &str) -> Result<String> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
-    let template: serde_norway::Value = serde_norway::from_str(&std::fs::read_to_string(path)?)?;
-    let query = &template["Resources"][id]["Properties"]["QueryString"];
-    let serde_norway::Value::Tagged(sub) = query else {
-        anyhow::bail!("{id}: no !Sub QueryString");
-    };
-    let sql = sub.value.as_str().unwrap_or_default();
-    let from = "\"${GlueDatabase}\".\"game_events\"";
-    ensure!(sql.contains(from), "{id} does not read {from}");
-    Ok(sql.replace(from, &format!("delta_scan('{table}')")))
 }
