@@ -3,7 +3,7 @@
 //! `PutRecords`. See BENCHMARKS.md; per-request latency percentiles come from
 //! `examples/latency.rs`.
 //!
-//! Run with `cargo bench -p game-api-lambda --bench api`.
+//! Run with `cargo bench -p game-api --bench api`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

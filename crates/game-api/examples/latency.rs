@@ -12,7 +12,7 @@
 //! than one side catching a short one.
 //!
 //! ```sh
-//! cargo run --profile bench -p game-api-lambda --example latency -- 200000 /tmp/api-requests.jsonl
+//! cargo run --profile bench -p game-api --example latency -- 200000 /tmp/api-requests.jsonl
 //! python3 crates/game-api/benches/seed_handler.py /tmp/api-requests.jsonl 10000
 //! ```
 

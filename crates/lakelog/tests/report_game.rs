@@ -176,6 +176,10 @@ async fn kpis_count_each_event_once_and_leave_late_events_out() {
     assert!(stdout.contains("not counted): 1"), "{stdout}");
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(html.contains("<svg"));
+    // Without --from and --to, the range covered is that of the events' hours.
+    let covered = "2024-06-01T10:00:00Z to 2024-06-01T15:00:00Z";
+    assert!(stdout.contains(covered), "{stdout}");
+    assert!(html.contains(covered) && !html.contains('…'), "{html}");
     let written: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(written["late_events"], json!(1));
     assert!(written["by_platform"].is_object());

@@ -55,7 +55,8 @@ pub fn bar_chart(title: &str, unit: &str, bars: &[(String, f64)]) -> Result<Svg,
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(label_width.min(WIDTH / 2))
-            .build_cartesian_2d(0.0..axis_max(max), (0u32..n).into_segmented())?;
+            // An integer range includes its end: `0..n - 1` is n segments, one per bar.
+            .build_cartesian_2d(0.0..axis_max(max), (0u32..n - 1).into_segmented())?;
         let label_of = |v: &SegmentValue<u32>| match v {
             SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => labels
                 .get((n - 1 - i.min(&(n - 1))) as usize)
@@ -91,7 +92,7 @@ pub fn histogram(title: &str, unit: &str, buckets: &[(String, f64)]) -> Result<S
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(64)
-            .build_cartesian_2d((0u32..n).into_segmented(), 0.0..axis_max(max))?;
+            .build_cartesian_2d((0u32..n - 1).into_segmented(), 0.0..axis_max(max))?;
         let label_of = |v: &SegmentValue<u32>| match v {
             SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
                 buckets.get(*i as usize).map(|(l, _)| shorten(l)).unwrap_or_default()
@@ -306,6 +307,10 @@ mod tests {
         assert!(svg.markup().contains("Top datasets"));
         // Two non-empty bars (the zero bar has no area).
         assert!(count(&svg, "<rect") >= 3, "{}", svg.markup());
+        // Each label once, on its own bar: no segment beyond the last bar repeats one.
+        for label in ["analytics/events/clicks/", "&lt;script&gt;", "snapshots/customers/"] {
+            assert_eq!(count(&svg, label), 1, "{label}: {}", svg.markup());
+        }
     }
 
     #[test]

@@ -132,8 +132,14 @@ pub async fn game_report(session: &ReportSession, table: &str, range: &TimeRange
             source,
         })?;
     let (all, by_platform) = result?;
+    // The range the figures cover: the bounds asked for, else the hours the events fall in.
+    let hours = || all.events_per_hour.iter().map(|h| h.window_start);
+    let covered = TimeRange {
+        from: range.from.or_else(|| hours().min()),
+        to: range.to.or_else(|| hours().max().map(|h| h + TimeDelta::hours(1))),
+    };
     Ok(GameReport {
-        range: range.describe(),
+        range: covered.describe(),
         all,
         by_platform,
     })
