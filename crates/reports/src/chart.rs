@@ -201,7 +201,7 @@ fn slot_line_chart(
                     *value += v;
                 }
             }
-            let color = Palette99::pick(k).to_rgba();
+            let color = line_color(k);
             chart
                 .draw_series(LineSeries::new(
                     values.into_iter().enumerate().map(|(i, v)| (i as i64, v)),
@@ -220,6 +220,23 @@ fn slot_line_chart(
         }
         Ok(())
     })
+}
+
+/// The colours of lines, in order: the Okabe-Ito palette, which colour-blind readers tell apart,
+/// without its yellow (too pale on white).
+const LINE_COLORS: [RGBColor; 7] = [
+    RGBColor(0x00, 0x72, 0xB2),
+    RGBColor(0xE6, 0x9F, 0x00),
+    RGBColor(0x00, 0x9E, 0x73),
+    RGBColor(0xD5, 0x5E, 0x00),
+    RGBColor(0xCC, 0x79, 0xA7),
+    RGBColor(0x56, 0xB4, 0xE9),
+    RGBColor(0x00, 0x00, 0x00),
+];
+
+/// The colour of the `k`-th line; after the seventh they repeat.
+fn line_color(k: usize) -> RGBColor {
+    LINE_COLORS[k % LINE_COLORS.len()]
 }
 
 /// Runs `body` on an SVG drawing area of `size` and returns the document.
@@ -346,6 +363,10 @@ mod tests {
             "3, 0 and 5 reads"
         );
         assert!(svg.markup().contains("06-01") && svg.markup().contains("snapshots/"));
+        // Lines in colours apart: the palette's first two, no pale yellow.
+        let markup = svg.markup().to_ascii_uppercase();
+        assert!(markup.contains("#0072B2") && markup.contains("#E69F00"), "{markup}");
+        assert!(!markup.contains("#FFFF00") && !markup.contains("#F0E442"));
         // Nothing to draw is still a chart.
         assert!(line_chart("Empty", "reads", &[]).unwrap().markup().starts_with("<svg"));
         assert!(bar_chart("Empty", "reads", &[]).unwrap().markup().starts_with("<svg"));
