@@ -21,6 +21,17 @@ const ACCESS_LOG_TABLE: &str = "\"${GlueDatabase}\".\"${AccessLogQueryTable}\"";
 const READS: &str = "'REST.GET.OBJECT', 'REST.HEAD.OBJECT', 'REST.COPY.OBJECT_GET', 'REST.COPY.PART_GET'";
 const WRITES: &str = "'REST.PUT.OBJECT', 'REST.POST.OBJECT', 'REST.COPY.OBJECT', 'REST.POST.UPLOAD'";
 
+/// The rows of the saved ages query, by the text in column `by`: the six age buckets' reads and
+/// the reads of unknown age.
+fn read_ages(rows: &[Vec<Value>], by: usize) -> BTreeMap<String, ([u64; 6], u64)> {
+    rows.iter()
+        .map(|r| {
+            let counts = [int(&r[2]), int(&r[3]), int(&r[4]), int(&r[5]), int(&r[6]), int(&r[7])];
+            (text(&r[by]), (counts, int(&r[8])))
+        })
+        .collect()
+}
+
 fn storage(standin: &StandIn) -> StorageConfig {
     StorageConfig {
         endpoint: Some(standin.endpoint().to_owned()),
@@ -253,13 +264,7 @@ async fn duckdb_agrees_with_every_section() {
             .collect();
         assert_eq!(most_read, want, "{table}: datasets read most");
 
-        let ages: BTreeMap<String, ([u64; 6], u64)> = query("AccessReadAgesQuery")
-            .iter()
-            .map(|r| {
-                let counts = [int(&r[2]), int(&r[3]), int(&r[4]), int(&r[5]), int(&r[6]), int(&r[7])];
-                (text(&r[1]), (counts, int(&r[8])))
-            })
-            .collect();
+        let ages = read_ages(&query("AccessReadAgesQuery"), 1);
         let want: BTreeMap<String, ([u64; 6], u64)> = of_bucket
             .iter()
             .filter(|d| d.reads > 0)
@@ -338,12 +343,6 @@ fn the_saved_queries_group_and_date_keys_as_the_report_does() {
         .map(|r| (text(&r[0]), text(&r[1])))
         .collect();
     assert_eq!(datasets, want_datasets);
-    let ages: BTreeMap<String, ([u64; 6], u64)> = query("AccessReadAgesQuery")
-        .iter()
-        .map(|r| {
-            let counts = [int(&r[2]), int(&r[3]), int(&r[4]), int(&r[5]), int(&r[6]), int(&r[7])];
-            (text(&r[0]), (counts, int(&r[8])))
-        })
-        .collect();
+    let ages = read_ages(&query("AccessReadAgesQuery"), 0);
     assert_eq!(ages, want_ages);
 }
