@@ -82,16 +82,34 @@ pub fn bar_chart(title: &str, unit: &str, bars: &[(String, f64)]) -> Result<Svg,
     })
 }
 
-/// A histogram of counts in labelled buckets, in the order given.
+/// A histogram of counts in labelled buckets, in the order given, every bucket labelled.
 pub fn histogram(title: &str, unit: &str, buckets: &[(String, f64)]) -> Result<Svg, ReportError> {
+    column_chart(title, unit, buckets, buckets.len(), (640, 360))
+}
+
+/// A series along the x axis (hours, days) as vertical bars in the order given, as wide as the
+/// page: at most `labels` of the bars' labels are shown, evenly spaced.
+pub fn series_chart(title: &str, unit: &str, bars: &[(String, f64)], labels: usize) -> Result<Svg, ReportError> {
+    column_chart(title, unit, bars, labels, (WIDTH, 360))
+}
+
+/// Vertical bars in the order given, at most `labels` of their labels shown, `size` pixels.
+fn column_chart(
+    title: &str,
+    unit: &str,
+    buckets: &[(String, f64)],
+    labels: usize,
+    size: (u32, u32),
+) -> Result<Svg, ReportError> {
     let n = buckets.len().max(1) as u32;
     let max = buckets.iter().map(|(_, v)| *v).fold(0.0, f64::max);
-    draw(title, (640, 360), |root| {
+    draw(title, size, |root| {
         let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(64)
+            // An integer range includes its end: `0..n - 1` is n segments, one per bar.
             .build_cartesian_2d((0u32..n - 1).into_segmented(), 0.0..axis_max(max))?;
         let label_of = |v: &SegmentValue<u32>| match v {
             SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
@@ -102,7 +120,7 @@ pub fn histogram(title: &str, unit: &str, buckets: &[(String, f64)]) -> Result<S
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_labels(n as usize)
+            .x_labels(labels.clamp(1, n as usize))
             .x_label_formatter(&label_of)
             .y_label_formatter(&|v| human(*v))
             .y_desc(unit)
@@ -110,7 +128,7 @@ pub fn histogram(title: &str, unit: &str, buckets: &[(String, f64)]) -> Result<S
         chart.draw_series(
             Histogram::vertical(&chart)
                 .style(BLUE.mix(0.7).filled())
-                .margin(6)
+                .margin(if n > 48 { 1 } else { 6 })
                 .data(buckets.iter().enumerate().map(|(i, (_, v))| (i as u32, *v))),
         )?;
         Ok(())
@@ -341,6 +359,20 @@ mod tests {
         for label in ["1-6", "7-29", "Age of data read"] {
             assert!(svg.markup().contains(label), "{label}");
         }
+        // A series of 96 hours: vertical bars across a page wider than tall, a few labels.
+        let hours: Vec<(String, f64)> = (0..96).map(|h| (format!("h{h:02}"), f64::from(h % 24))).collect();
+        let svg = series_chart("Events per hour", "events", &hours, 12).unwrap();
+        assert!(
+            svg.markup().starts_with("<svg width=\"960\" height=\"360\""),
+            "{}",
+            &svg.markup()[..80]
+        );
+        let shown = hours
+            .iter()
+            .filter(|(l, _)| svg.markup().contains(l.as_str()))
+            .count();
+        assert!((2..=13).contains(&shown), "{shown} labels: {}", svg.markup());
+        assert!(count(&svg, "<rect") >= 95, "a bar per hour with events");
         let day = |d| NaiveDate::from_ymd_opt(2024, 6, d).unwrap();
         let series = vec![
             Series {

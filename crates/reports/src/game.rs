@@ -449,7 +449,7 @@ impl GameReport {
         Ok(vec![
             (
                 "events_per_hour.svg",
-                chart::bar_chart("Events per hour", "events", &hourly_bars)?,
+                chart::series_chart("Events per hour", "events", &hourly_bars, 12)?,
             ),
             (
                 "bookings_per_hour.svg",
@@ -462,7 +462,10 @@ impl GameReport {
                     }],
                 )?,
             ),
-            ("dau.svg", chart::bar_chart("Daily active users", "devices", &dau_bars)?),
+            (
+                "dau.svg",
+                chart::series_chart("Daily active users", "devices", &dau_bars, 14)?,
+            ),
             (
                 "bookings_per_hour_by_platform.svg",
                 chart::hourly_line_chart("Bookings per hour by platform", "amount", &by_platform)?,
