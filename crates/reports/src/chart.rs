@@ -367,10 +367,7 @@ mod tests {
             "{}",
             &svg.markup()[..80]
         );
-        let shown = hours
-            .iter()
-            .filter(|(l, _)| svg.markup().contains(l.as_str()))
-            .count();
+        let shown = hours.iter().filter(|(l, _)| svg.markup().contains(l.as_str())).count();
         assert!((2..=13).contains(&shown), "{shown} labels: {}", svg.markup());
         assert!(count(&svg, "<rect") >= 95, "a bar per hour with events");
         let day = |d| NaiveDate::from_ymd_opt(2024, 6, d).unwrap();
