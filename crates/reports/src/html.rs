@@ -66,7 +66,7 @@ impl HtmlPage {
         self
     }
 
-    /// A chart, inline, with its title as caption.
+    /// A chart, inline; its title is drawn in the chart.
     pub fn chart(&mut self, svg: &Svg) -> &mut Self {
         // The chart draws its title itself (its SVG file stands on its own too); the figure only
         // names it for screen readers.
