@@ -240,6 +240,7 @@ async fn duckdb_agrees_with_every_section() {
 
     // The template's saved Athena queries, run on each bucket's table with only the table
     // reference changed, give the figures of the report of that table over all its days.
+    let mut advised_datasets = 0;
     for table in &lake.tables {
         let query = |id: &str| {
             let sql = athena_query(id, ACCESS_LOG_TABLE, &format!("delta_scan('{table}')")).unwrap();
@@ -275,7 +276,58 @@ async fn duckdb_agrees_with_every_section() {
         let unread: BTreeSet<String> = query("AccessUnreadDatasetsQuery").iter().map(|r| text(&r[1])).collect();
         let want: BTreeSet<String> = report.unused.iter().map(|u| u.dataset.clone()).collect();
         assert_eq!(unread, want, "{table}: datasets nobody reads");
+
+        // The advisor's plan search in SQL: the same transitions, and the same amounts (compared
+        // unrounded, since the test lake's savings are a few cents).
+        let sql = athena_query(
+            "AccessStorageClassAdviceQuery",
+            ACCESS_LOG_TABLE,
+            &format!("delta_scan('{table}')"),
+        )
+        .unwrap()
+        .replace("round(b.monthly_saving, 2)", "b.monthly_saving")
+        .replace("round(b.one_time_transition_cost, 2)", "b.one_time_transition_cost");
+        let amount = |v: &Value| v.as_f64().unwrap_or_else(|| panic!("{v} is not an amount"));
+        let days = |v: &Value| v.as_u64().map(|d| d as u32);
+        let advised: BTreeMap<String, ([Option<u32>; 3], f64, f64)> = duckdb(lake.standin.endpoint(), &sql)
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    text(&r[1]),
+                    ([days(&r[2]), days(&r[3]), days(&r[4])], amount(&r[5]), amount(&r[6])),
+                )
+            })
+            .collect();
+        let want: BTreeMap<String, ([Option<u32>; 3], f64, f64)> = report
+            .advice
+            .iter()
+            .filter(|a| !a.transitions.is_empty())
+            .map(|a| {
+                let after = |class: &str| a.transitions.iter().find(|t| t.storage_class == class).map(|t| t.days);
+                let plan = [after("STANDARD_IA"), after("GLACIER_IR"), after("GLACIER")];
+                (a.dataset.clone(), (plan, a.monthly_saving, a.one_time_transition_cost))
+            })
+            .collect();
+        assert_eq!(
+            advised.iter().map(|(k, v)| (k, v.0)).collect::<Vec<_>>(),
+            want.iter().map(|(k, v)| (k, v.0)).collect::<Vec<_>>(),
+            "{table}: storage classes to move to"
+        );
+        for (dataset, (_, saving, once)) in &advised {
+            let (_, want_saving, want_once) = want[dataset];
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+            assert!(
+                close(*saving, want_saving) && close(*once, want_once),
+                "{table} {dataset}: SQL saves {saving} (once {once}), the report {want_saving} (once {want_once})"
+            );
+        }
+        advised_datasets += advised.len();
     }
+    assert!(
+        advised_datasets > 0,
+        "no table's advice has a transition: the query is not tried"
+    );
 }
 
 /// The saved Athena queries group keys into datasets and date them as the report does, on keys of
