@@ -6,8 +6,45 @@
 use chrono::{Datelike, NaiveDate};
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::ReportError;
+use super::figures::{BYTE_UNITS, byte_unit, bytes, count};
+
+/// What a chart's values are: it names the value axis, with the unit, and formats the labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit<'a> {
+    /// A count of things, named in the plural (`"reads"`, `"events"`).
+    Count(&'a str),
+    /// Bytes of what is named (`"bytes read"`): the axis is in the binary unit the largest value
+    /// reaches (`GiB`, `TiB`).
+    Bytes(&'a str),
+    /// An amount of what is named (`"bookings"`) in a currency (`"USD"`).
+    Money(&'a str, &'a str),
+}
+
+impl Unit<'_> {
+    /// The divisor of values on an axis whose largest value is `max`, and the axis's description.
+    fn axis(&self, max: f64) -> (f64, String) {
+        match *self {
+            Unit::Count(what) => (1.0, what.to_owned()),
+            Unit::Bytes(what) => {
+                let unit = byte_unit(max);
+                (1024f64.powi(unit as i32), format!("{what} ({})", BYTE_UNITS[unit]))
+            }
+            Unit::Money(what, currency) => (1.0, format!("{what} ({currency})")),
+        }
+    }
+
+    /// A value as its label on a bar says it: `1,234`, `5.91 GiB`, `12.34 USD`.
+    pub fn label(&self, value: f64) -> String {
+        match *self {
+            Unit::Count(_) => count(value.max(0.0).round() as u64),
+            Unit::Bytes(_) => bytes(value.max(0.0).round() as u64),
+            Unit::Money(_, currency) => format!("{value:.2} {currency}"),
+        }
+    }
+}
 
 /// An SVG chart and its title.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,28 +75,36 @@ pub struct Series {
 }
 
 const WIDTH: u32 = 960;
+/// Pixel size of tick labels and axis descriptions.
+const LABEL_SIZE: u32 = 15;
+/// Pixel size of titles.
+const TITLE_SIZE: u32 = 20;
+/// The colour of bars: the Okabe-Ito blue, the first line colour.
+const BAR_COLOR: RGBColor = LINE_COLORS[0];
 /// Longest label drawn in full; longer ones are shortened in the middle.
 const LABEL_CHARS: usize = 48;
 
-/// A horizontal bar chart, one bar per `(label, value)`, first bar on top. `unit` is the values'
-/// axis description.
-pub fn bar_chart(title: &str, unit: &str, bars: &[(String, f64)]) -> Result<Svg, ReportError> {
+/// A horizontal bar chart, one bar per `(label, value)`, first bar on top, each bar with its value
+/// written at its end ([`Unit::label`]).
+pub fn bar_chart(title: &str, unit: Unit<'_>, bars: &[(String, f64)]) -> Result<Svg, ReportError> {
     let labels: Vec<String> = bars.iter().map(|(l, _)| shorten(l)).collect();
     let n = bars.len().max(1) as u32;
     let max = bars.iter().map(|(_, v)| *v).fold(0.0, f64::max);
-    let label_width = labels.iter().map(|l| l.chars().count()).max().unwrap_or(4) as u32 * 7 + 16;
-    let height = 90 + 26 * n;
+    let (scale, desc) = unit.axis(max);
+    let label_width = labels.iter().map(|l| l.chars().count()).max().unwrap_or(4) as u32 * 8 + 16;
+    let height = 100 + 30 * n;
     draw(title, (WIDTH, height), |root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 20))
+            .caption(title, ("sans-serif", TITLE_SIZE))
             .margin(12)
-            .x_label_area_size(36)
+            .x_label_area_size(48)
             .y_label_area_size(label_width.min(WIDTH / 2))
+            // Room at the right for the longest value label.
             // An integer range includes its end: `0..n - 1` is n segments, one per bar.
-            .build_cartesian_2d(0.0..axis_max(max), (0u32..n - 1).into_segmented())?;
+            .build_cartesian_2d(0.0..axis_max(max / scale) * 1.2, (0u32..n - 1).into_segmented())?;
         let label_of = |v: &SegmentValue<u32>| match v {
             SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => labels
-                .get((n - 1 - i.min(&(n - 1))) as usize)
+                .get(n.saturating_sub(1 + i) as usize)
                 .cloned()
                 .unwrap_or_default(),
             SegmentValue::Last => String::new(),
@@ -70,47 +115,60 @@ pub fn bar_chart(title: &str, unit: &str, bars: &[(String, f64)]) -> Result<Svg,
             .y_labels(n as usize)
             .y_label_formatter(&label_of)
             .x_label_formatter(&|v| human(*v))
-            .x_desc(unit)
+            .x_desc(desc)
+            .label_style(("sans-serif", LABEL_SIZE))
+            .axis_desc_style(("sans-serif", LABEL_SIZE))
             .draw()?;
         chart.draw_series(
-            Histogram::horizontal(&chart)
-                .style(BLUE.mix(0.7).filled())
-                .margin(3)
-                .data(bars.iter().enumerate().map(|(i, (_, v))| (n - 1 - i as u32, *v))),
+            Histogram::horizontal(&chart).style(BAR_COLOR.filled()).margin(4).data(
+                bars.iter()
+                    .enumerate()
+                    .map(|(i, (_, v))| (n - 1 - i as u32, *v / scale)),
+            ),
         )?;
+        let value_style =
+            TextStyle::from(("sans-serif", LABEL_SIZE).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+        chart.draw_series(bars.iter().enumerate().map(|(i, (_, v))| {
+            Text::new(
+                format!(" {}", unit.label(*v)),
+                (*v / scale, SegmentValue::CenterOf(n - 1 - i as u32)),
+                value_style.clone(),
+            )
+        }))?;
         Ok(())
     })
 }
 
 /// A histogram of counts in labelled buckets, in the order given, every bucket labelled.
-pub fn histogram(title: &str, unit: &str, buckets: &[(String, f64)]) -> Result<Svg, ReportError> {
+pub fn histogram(title: &str, unit: Unit<'_>, buckets: &[(String, f64)]) -> Result<Svg, ReportError> {
     column_chart(title, unit, buckets, buckets.len(), (640, 360))
 }
 
 /// A series along the x axis (hours, days) as vertical bars in the order given, as wide as the
 /// page: at most `labels` of the bars' labels are shown, evenly spaced.
-pub fn series_chart(title: &str, unit: &str, bars: &[(String, f64)], labels: usize) -> Result<Svg, ReportError> {
+pub fn series_chart(title: &str, unit: Unit<'_>, bars: &[(String, f64)], labels: usize) -> Result<Svg, ReportError> {
     column_chart(title, unit, bars, labels, (WIDTH, 360))
 }
 
 /// Vertical bars in the order given, at most `labels` of their labels shown, `size` pixels.
 fn column_chart(
     title: &str,
-    unit: &str,
+    unit: Unit<'_>,
     buckets: &[(String, f64)],
     labels: usize,
     size: (u32, u32),
 ) -> Result<Svg, ReportError> {
     let n = buckets.len().max(1) as u32;
     let max = buckets.iter().map(|(_, v)| *v).fold(0.0, f64::max);
+    let (scale, desc) = unit.axis(max);
     draw(title, size, |root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 18))
+            .caption(title, ("sans-serif", TITLE_SIZE))
             .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(64)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
             // An integer range includes its end: `0..n - 1` is n segments, one per bar.
-            .build_cartesian_2d((0u32..n - 1).into_segmented(), 0.0..axis_max(max))?;
+            .build_cartesian_2d((0u32..n - 1).into_segmented(), 0.0..axis_max(max / scale))?;
         let label_of = |v: &SegmentValue<u32>| match v {
             SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
                 buckets.get(*i as usize).map(|(l, _)| shorten(l)).unwrap_or_default()
@@ -123,20 +181,22 @@ fn column_chart(
             .x_labels(labels.clamp(1, n as usize))
             .x_label_formatter(&label_of)
             .y_label_formatter(&|v| human(*v))
-            .y_desc(unit)
+            .y_desc(desc)
+            .label_style(("sans-serif", LABEL_SIZE))
+            .axis_desc_style(("sans-serif", LABEL_SIZE))
             .draw()?;
         chart.draw_series(
             Histogram::vertical(&chart)
-                .style(BLUE.mix(0.7).filled())
+                .style(BAR_COLOR.filled())
                 .margin(if n > 48 { 1 } else { 6 })
-                .data(buckets.iter().enumerate().map(|(i, (_, v))| (i as u32, *v))),
+                .data(buckets.iter().enumerate().map(|(i, (_, v))| (i as u32, *v / scale))),
         )?;
         Ok(())
     })
 }
 
 /// A line chart of values per day, one line per series, with a legend.
-pub fn line_chart(title: &str, unit: &str, series: &[Series]) -> Result<Svg, ReportError> {
+pub fn line_chart(title: &str, unit: Unit<'_>, series: &[Series]) -> Result<Svg, ReportError> {
     let day = |d: &NaiveDate| i64::from(d.num_days_from_ce());
     let lines: Vec<(&str, Vec<(i64, f64)>)> = series
         .iter()
@@ -160,7 +220,7 @@ pub struct HourlySeries {
 }
 
 /// A line chart of values per hour (windows starting on whole hours), one line per series.
-pub fn hourly_line_chart(title: &str, unit: &str, series: &[HourlySeries]) -> Result<Svg, ReportError> {
+pub fn hourly_line_chart(title: &str, unit: Unit<'_>, series: &[HourlySeries]) -> Result<Svg, ReportError> {
     let hour = |t: &chrono::DateTime<chrono::Utc>| t.timestamp().div_euclid(3600);
     let lines: Vec<(&str, Vec<(i64, f64)>)> = series
         .iter()
@@ -179,7 +239,7 @@ pub fn hourly_line_chart(title: &str, unit: &str, series: &[HourlySeries]) -> Re
 /// `empty` is the slot shown when there is no point at all.
 fn slot_line_chart(
     title: &str,
-    unit: &str,
+    unit: Unit<'_>,
     lines: &[(&str, Vec<(i64, f64)>)],
     empty: i64,
     labels: usize,
@@ -197,26 +257,29 @@ fn slot_line_chart(
         .iter()
         .flat_map(|(_, points)| points.iter().map(|(_, v)| *v))
         .fold(0.0, f64::max);
+    let (scale, desc) = unit.axis(max);
     draw(title, (WIDTH, 420), |root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 20))
+            .caption(title, ("sans-serif", TITLE_SIZE))
             .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0..span, 0.0..axis_max(max))?;
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            .build_cartesian_2d(0..span, 0.0..axis_max(max / scale))?;
         let label_of = |i: &i64| label(first + (*i).max(0));
         chart
             .configure_mesh()
             .x_labels(labels.min(span as usize + 1))
             .x_label_formatter(&label_of)
             .y_label_formatter(&|v| human(*v))
-            .y_desc(unit)
+            .y_desc(desc)
+            .label_style(("sans-serif", LABEL_SIZE))
+            .axis_desc_style(("sans-serif", LABEL_SIZE))
             .draw()?;
         for (k, (name, points)) in lines.iter().enumerate() {
             let mut values = vec![0.0; span as usize + 1];
             for (slot, v) in points {
                 if let Some(value) = values.get_mut((slot - first) as usize) {
-                    *value += v;
+                    *value += v / scale;
                 }
             }
             let color = line_color(k);
@@ -319,12 +382,62 @@ pub fn human(v: f64) -> String {
     format!("{text}{suffix}")
 }
 
+/// What people read on a chart, for tests: the text of every `<text>` element, unescaped.
+#[cfg(test)]
+pub(crate) fn texts(svg: &Svg) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = svg.markup();
+    while let Some(start) = rest.find("<text") {
+        rest = &rest[start..];
+        let (Some(open), Some(close)) = (rest.find('>'), rest.find("</text>")) else {
+            break;
+        };
+        out.push(
+            rest[open + 1..close]
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&quot;", "\"")
+                .replace("&#39;", "'")
+                .replace("&amp;", "&")
+                .trim()
+                .to_owned(),
+        );
+        rest = &rest[close..];
+    }
+    out
+}
+
+/// The bars of a chart, for tests: `(x, y, width, height)` of every rectangle in the bar colour,
+/// in the order drawn.
+#[cfg(test)]
+pub(crate) fn bars_of(svg: &Svg) -> Vec<(f64, f64, f64, f64)> {
+    let fill = format!("fill=\"#{:02X}{:02X}{:02X}\"", BAR_COLOR.0, BAR_COLOR.1, BAR_COLOR.2);
+    let attr = |rect: &str, name: &str| -> f64 {
+        rect.split(&format!(" {name}=\""))
+            .nth(1)
+            .and_then(|v| v.split('"').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    svg.markup()
+        .split("<rect")
+        .skip(1)
+        .map(|r| &r[..r.find("/>").unwrap_or(r.len())])
+        .filter(|r| r.to_ascii_uppercase().contains(&fill.to_ascii_uppercase()))
+        .map(|r| (attr(r, "x"), attr(r, "y"), attr(r, "width"), attr(r, "height")))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn count(svg: &Svg, needle: &str) -> usize {
         svg.markup().matches(needle).count()
+    }
+
+    fn texts_of(svg: &Svg, text: &str) -> bool {
+        texts(svg).iter().any(|t| t == text)
     }
 
     #[test]
@@ -334,7 +447,7 @@ mod tests {
             ("<script>alert(1)</script>".to_owned(), 30.0),
             ("snapshots/customers/".to_owned(), 0.0),
         ];
-        let svg = bar_chart("Top datasets", "reads", &bars).unwrap();
+        let svg = bar_chart("Top datasets", Unit::Count("reads"), &bars).unwrap();
         assert!(svg.markup().starts_with("<svg"), "{}", svg.markup());
         assert!(svg.markup().contains("analytics/events/clicks/"));
         assert!(svg.markup().contains("&lt;script&gt;"));
@@ -346,6 +459,37 @@ mod tests {
         for label in ["analytics/events/clicks/", "&lt;script&gt;", "snapshots/customers/"] {
             assert_eq!(count(&svg, label), 1, "{label}: {}", svg.markup());
         }
+        // Each bar says its value; the axis names what is counted.
+        let texts = texts(&svg);
+        for value in ["120", "30", "0"] {
+            assert!(texts.iter().any(|t| t == value), "{value}: {texts:?}");
+        }
+        assert!(texts.iter().any(|t| t == "reads"), "{texts:?}");
+        // Bars are as long as their values say (the zero bar too, with no length).
+        let mut bars = bars_of(&svg);
+        bars.sort_by(|a, b| a.1.total_cmp(&b.1));
+        assert_eq!(bars.len(), 3, "{bars:?}");
+        assert!((bars[0].2 / bars[1].2 - 4.0).abs() < 0.1, "{bars:?}");
+    }
+
+    #[test]
+    fn units_name_the_axis_and_format_the_values() {
+        let gib = (1u64 << 30) as f64;
+        let svg = bar_chart(
+            "Bytes",
+            Unit::Bytes("bytes read"),
+            &[("a".into(), 5.91 * gib), ("b".into(), gib)],
+        )
+        .unwrap();
+        let texts = texts(&svg);
+        assert!(texts.iter().any(|t| t == "bytes read (GiB)"), "{texts:?}");
+        assert!(texts.iter().any(|t| t == "5.91 GiB"), "{texts:?}");
+        // Ticks count GiB: 0, 1, 2, ... not raw bytes.
+        assert!(texts.iter().any(|t| t == "5"), "{texts:?}");
+        let svg = series_chart("Bookings", Unit::Money("bookings", "USD"), &[("h".into(), 12.5)], 1).unwrap();
+        assert!(texts_of(&svg, "bookings (USD)"));
+        assert_eq!(Unit::Money("bookings", "USD").label(12.345), "12.35 USD");
+        assert_eq!(Unit::Count("reads").label(1234.0), "1,234");
     }
 
     #[test]
@@ -355,13 +499,13 @@ mod tests {
             .zip([5.0, 3.0, 1.0])
             .map(|(l, v)| ((*l).to_owned(), v))
             .collect();
-        let svg = histogram("Age of data read", "reads", &buckets).unwrap();
+        let svg = histogram("Age of data read", Unit::Count("reads"), &buckets).unwrap();
         for label in ["1-6", "7-29", "Age of data read"] {
             assert!(svg.markup().contains(label), "{label}");
         }
         // A series of 96 hours: vertical bars across a page wider than tall, a few labels.
         let hours: Vec<(String, f64)> = (0..96).map(|h| (format!("h{h:02}"), f64::from(h % 24))).collect();
-        let svg = series_chart("Events per hour", "events", &hours, 12).unwrap();
+        let svg = series_chart("Events per hour", Unit::Count("events"), &hours, 12).unwrap();
         assert!(
             svg.markup().starts_with("<svg width=\"960\" height=\"360\""),
             "{}",
@@ -381,14 +525,14 @@ mod tests {
                 points: vec![(day(2), 1.0)],
             },
         ];
-        let svg = line_chart("Reads per day", "reads", &series).unwrap();
+        let svg = line_chart("Reads per day", Unit::Count("reads"), &series).unwrap();
         assert_eq!(
             count(&svg, "stroke-width=\"2\" points="),
             2 + 2,
             "two lines and two legend marks"
         );
         assert!(
-            svg.markup().contains("points=\"76,186 511,371 947,63 \""),
+            svg.markup().contains("points=\"92,185 519,367 947,63 \""),
             "3, 0 and 5 reads"
         );
         assert!(svg.markup().contains("06-01") && svg.markup().contains("snapshots/"));
@@ -397,8 +541,18 @@ mod tests {
         assert!(markup.contains("#0072B2") && markup.contains("#E69F00"), "{markup}");
         assert!(!markup.contains("#FFFF00") && !markup.contains("#F0E442"));
         // Nothing to draw is still a chart.
-        assert!(line_chart("Empty", "reads", &[]).unwrap().markup().starts_with("<svg"));
-        assert!(bar_chart("Empty", "reads", &[]).unwrap().markup().starts_with("<svg"));
+        assert!(
+            line_chart("Empty", Unit::Count("reads"), &[])
+                .unwrap()
+                .markup()
+                .starts_with("<svg")
+        );
+        assert!(
+            bar_chart("Empty", Unit::Count("reads"), &[])
+                .unwrap()
+                .markup()
+                .starts_with("<svg")
+        );
     }
 
     #[test]

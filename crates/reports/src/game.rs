@@ -33,11 +33,15 @@ use serde_json::{Value, json};
 use tracing::debug;
 
 use super::arrival::{self, ArrivalColumns};
-use super::chart::{self, Svg};
+use super::chart::{self, Svg, Unit};
+use super::figures;
 use super::{HtmlPage, ReportDir, ReportError, ReportSession, Rows, TextTable, TimeRange, quote_ident};
 
 /// How much older than the latest `eventTime` seen an event may be and still count.
 pub const WATERMARK_MINUTES: i64 = 180;
+
+/// The currency of `amount`: the game's store prices, in US dollars as the seed's purchases are.
+pub const BOOKINGS_CURRENCY: &str = "USD";
 
 /// The name of the in-memory table of first copies with their lateness.
 const EVENTS: &str = "__game_kpi_events";
@@ -88,12 +92,26 @@ pub struct Kpis {
 /// The game report: the KPIs of all events, and of each platform.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GameReport {
-    /// The range reported, for people.
-    pub range: String,
+    /// The range reported: its bounds: those asked for, else the first hour with events and the end of the
+    /// last one.
+    pub covered: TimeRange,
     /// All platforms together.
     pub all: Kpis,
     /// Per `eventParams.platform` (`unknown` where it is missing), by name.
     pub by_platform: BTreeMap<String, Kpis>,
+}
+
+/// The figures a game report opens with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Headline {
+    /// Events counted (each `eventId` once, late ones left out).
+    pub events: i64,
+    /// Bookings: the sum of `amount` of the counted `purchaseEvent`s, in [`BOOKINGS_CURRENCY`].
+    pub bookings: f64,
+    /// The day with the most active devices, if any.
+    pub peak_dau: Option<DayUsers>,
+    /// Late events, not counted.
+    pub late_events: i64,
 }
 
 /// Computes the report over the `game_events` table(s) registered in `session` as `table`.
@@ -139,7 +157,7 @@ pub async fn game_report(session: &ReportSession, table: &str, range: &TimeRange
         to: range.to.or_else(|| hours().max().map(|h| h + TimeDelta::hours(1))),
     };
     Ok(GameReport {
-        range: covered.describe(),
+        covered,
         all,
         by_platform,
     })
@@ -373,11 +391,46 @@ impl Kpis {
     }
 }
 
+impl Kpis {
+    /// The headline figures of these KPIs.
+    pub fn headline(&self) -> Headline {
+        Headline {
+            events: self.events_per_hour.iter().map(|h| h.count).sum(),
+            bookings: self.bookings_per_hour.iter().map(|h| h.amount).sum(),
+            peak_dau: self
+                .dau
+                .iter()
+                .max_by(|a, b| a.users.cmp(&b.users).then(b.date.cmp(&a.date)))
+                .cloned(),
+            late_events: self.late_events,
+        }
+    }
+}
+
 impl GameReport {
-    /// `{"events_per_hour": [...], "bookings_per_hour": [...], "dau": [...], "late_events": N,
-    /// "by_platform": {"ios": {the same four}, ...}}`: timestamps RFC 3339 UTC, dates YYYY-MM-DD.
+    /// The range for people: `2024-06-01 00:00 to 2024-06-05 13:00 UTC`.
+    pub fn range_label(&self) -> String {
+        let show =
+            |t: Option<DateTime<Utc>>| t.map_or_else(|| "…".to_owned(), |t| t.format("%Y-%m-%d %H:%M").to_string());
+        format!("{} to {} UTC", show(self.covered.from), show(self.covered.to))
+    }
+
+    /// `{"headline": {...}, "events_per_hour": [...], "bookings_per_hour": [...], "dau": [...],
+    /// "late_events": N, "by_platform": {"ios": {the same four}, ...}}`: timestamps RFC 3339 UTC,
+    /// dates YYYY-MM-DD. The headline has the range (`from`, `to`), `events`, `bookings` (with
+    /// its `currency`), `peak_dau` (`date`, `users`) and `late_events`.
     pub fn to_json(&self) -> Value {
         let mut out = self.all.to_json();
+        let headline = self.all.headline();
+        let headline = json!({
+            "from": self.covered.from.map(rfc3339),
+            "to": self.covered.to.map(rfc3339),
+            "events": headline.events,
+            "bookings": headline.bookings,
+            "currency": BOOKINGS_CURRENCY,
+            "peak_dau": headline.peak_dau.map(|d| json!({"date": d.date.to_string(), "users": d.users})),
+            "late_events": headline.late_events,
+        });
         let platforms: serde_json::Map<String, Value> = self
             .by_platform
             .iter()
@@ -385,13 +438,26 @@ impl GameReport {
             .collect();
         if let Value::Object(map) = &mut out {
             map.insert("by_platform".to_owned(), Value::Object(platforms));
+            map.insert("headline".to_owned(), headline);
         }
         out
     }
 
     /// The report as plain-text tables.
     pub fn render_text(&self) -> String {
-        let mut out = format!("Game KPIs, {}\n\nEvents and bookings per hour\n", self.range);
+        let headline = self.all.headline();
+        let mut out = format!(
+            "Game KPIs, {}\n\nEvents: {}. Bookings: {}. Peak daily active users: {}. Late events: {}.\n\nEvents and \
+             bookings per hour\n",
+            self.range_label(),
+            figures::count(headline.events.max(0) as u64),
+            figures::money(headline.bookings, BOOKINGS_CURRENCY),
+            headline.peak_dau.map_or_else(
+                || "-".to_owned(),
+                |d| format!("{} on {}", figures::count(d.users.max(0) as u64), d.date)
+            ),
+            figures::count(headline.late_events.max(0) as u64),
+        );
         out.push_str(&self.all.hourly_table().render());
         out.push_str("\nDaily active users\n");
         out.push_str(&self.all.dau_table().render());
@@ -449,13 +515,13 @@ impl GameReport {
         Ok(vec![
             (
                 "events_per_hour.svg",
-                chart::series_chart("Events per hour", "events", &hourly_bars, 12)?,
+                chart::series_chart("Events per hour", Unit::Count("events"), &hourly_bars, 12)?,
             ),
             (
                 "bookings_per_hour.svg",
                 chart::hourly_line_chart(
                     "Bookings per hour",
-                    "amount",
+                    Unit::Money("bookings", BOOKINGS_CURRENCY),
                     &[chart::HourlySeries {
                         name: "all platforms".to_owned(),
                         points: bookings(&self.all),
@@ -464,11 +530,15 @@ impl GameReport {
             ),
             (
                 "dau.svg",
-                chart::series_chart("Daily active users", "devices", &dau_bars, 14)?,
+                chart::series_chart("Daily active users", Unit::Count("devices"), &dau_bars, 14)?,
             ),
             (
                 "bookings_per_hour_by_platform.svg",
-                chart::hourly_line_chart("Bookings per hour by platform", "amount", &by_platform)?,
+                chart::hourly_line_chart(
+                    "Bookings per hour by platform",
+                    Unit::Money("bookings", BOOKINGS_CURRENCY),
+                    &by_platform,
+                )?,
             ),
         ])
     }
@@ -478,10 +548,24 @@ impl GameReport {
     pub fn write_html(&self, dir: &ReportDir) -> Result<PathBuf, ReportError> {
         let charts = self.charts()?;
         let mut page = HtmlPage::new("Game KPIs");
+        let headline = self.all.headline();
+        page.headline(&[
+            ("Range", self.range_label()),
+            ("Events", figures::count(headline.events.max(0) as u64)),
+            ("Bookings", figures::money(headline.bookings, BOOKINGS_CURRENCY)),
+            (
+                "Peak daily active users",
+                headline.peak_dau.map_or_else(
+                    || "-".to_owned(),
+                    |d| format!("{} on {}", figures::count(d.users.max(0) as u64), d.date),
+                ),
+            ),
+            ("Late events", figures::count(headline.late_events.max(0) as u64)),
+        ]);
         page.paragraph(&format!(
-            "Range: {}. Every figure counts each eventId once. Events more than {WATERMARK_MINUTES} minutes \
-             behind the latest eventTime that arrived before them are late and not counted in their window: {}.",
-            self.range, self.all.late_events
+            "Every figure counts each eventId once. Events more than {WATERMARK_MINUTES} minutes behind the latest \
+             eventTime that arrived before them are late and not counted in their window. Bookings are the sum of \
+             amount of purchaseEvent, in {BOOKINGS_CURRENCY}."
         ));
         for (name, svg) in &charts {
             dir.write_chart(name, svg)?;
@@ -499,5 +583,193 @@ impl GameReport {
         // A `Value` always serialises.
         dir.write("report.json", &format!("{:#}", self.to_json()))?;
         dir.write("index.html", &page.finish())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chart::{bars_of, texts};
+
+    /// Four days of hours with a rhythm, two platforms, a peak day.
+    fn report() -> GameReport {
+        let start = DateTime::parse_from_rfc3339("2024-06-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let kpis = |scale: i64| Kpis {
+            events_per_hour: (0..96)
+                .map(|h| HourCount {
+                    window_start: start + TimeDelta::hours(h),
+                    count: scale * (10 + (h % 24 - 12).abs()),
+                })
+                .collect(),
+            bookings_per_hour: (0..96)
+                .map(|h| HourAmount {
+                    window_start: start + TimeDelta::hours(h),
+                    amount: scale as f64 * 1.99 * (h % 5) as f64,
+                })
+                .collect(),
+            dau: (0..4)
+                .map(|d| DayUsers {
+                    date: NaiveDate::from_ymd_opt(2024, 6, 1 + d).unwrap(),
+                    users: scale * [120, 180, 150, 90][d as usize],
+                })
+                .collect(),
+            late_events: scale,
+        };
+        GameReport {
+            covered: TimeRange {
+                from: Some(start),
+                to: Some(start + TimeDelta::hours(96)),
+            },
+            all: kpis(3),
+            by_platform: BTreeMap::from([("android".to_owned(), kpis(2)), ("ios".to_owned(), kpis(1))]),
+        }
+    }
+
+    /// The `(width, height)` an SVG document declares.
+    fn size(svg: &Svg) -> (u32, u32) {
+        let attr = |name: &str| -> u32 {
+            let head = &svg.markup()[..svg.markup().find('>').unwrap()];
+            head.split(&format!("{name}=\""))
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        (attr("width"), attr("height"))
+    }
+
+    #[test]
+    fn the_page_opens_with_the_range_and_the_headline() {
+        let report = report();
+        let json = report.to_json();
+        let headline = &json["headline"];
+        assert_eq!(headline["from"], "2024-06-01T00:00:00Z");
+        assert_eq!(headline["to"], "2024-06-05T00:00:00Z");
+        let events: i64 = json["events_per_hour"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["count"].as_i64().unwrap())
+            .sum();
+        assert_eq!(headline["events"], events);
+        assert_eq!(headline["peak_dau"], json!({"date": "2024-06-02", "users": 540}));
+        assert_eq!(headline["late_events"], 3);
+        assert_eq!(headline["currency"], "USD");
+
+        let dir = tempfile::tempdir().unwrap();
+        let out = ReportDir::create(dir.path()).unwrap();
+        let html = std::fs::read_to_string(report.write_html(&out).unwrap()).unwrap();
+        let first_chart = html.find("<svg").unwrap();
+        for shown in [
+            "2024-06-01 00:00 to 2024-06-05 00:00 UTC".to_owned(),
+            figures::count(events as u64),
+            figures::money(headline["bookings"].as_f64().unwrap(), "USD"),
+            "540 on 2024-06-02".to_owned(),
+        ] {
+            let at = html
+                .find(&format!("<dd>{shown}</dd>"))
+                .unwrap_or_else(|| panic!("{shown}: {html}"));
+            assert!(at < first_chart, "{shown} comes after the charts");
+        }
+        assert!(!html.contains("Range: "), "{html}");
+        assert!(
+            report
+                .render_text()
+                .starts_with("Game KPIs, 2024-06-01 00:00 to 2024-06-05 00:00 UTC")
+        );
+        // The 96-row hourly tables are folded; the DAU ones are open.
+        assert_eq!(html.matches("<summary>96 rows (show)</summary>").count(), 3, "{html}");
+    }
+
+    #[test]
+    fn every_chart_shows_what_the_json_says() {
+        let report = report();
+        let json = report.to_json();
+        let charts: BTreeMap<&str, Svg> = report.charts().unwrap().into_iter().collect();
+
+        // Events per hour: a bar per hour along a time axis, each as tall as its count, labels
+        // only of hours the JSON has, none twice.
+        let svg = &charts["events_per_hour.svg"];
+        let (width, height) = size(svg);
+        assert!(width > height, "{width}x{height}");
+        let counts: Vec<f64> = json["events_per_hour"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["count"].as_f64().unwrap())
+            .collect();
+        let hours: Vec<String> = json["events_per_hour"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                h["window_start"]
+                    .as_str()
+                    .unwrap()
+                    .replacen('T', " ", 1)
+                    .replace(":00:00Z", ":00")
+            })
+            .collect();
+        assert_bars_match(svg, &counts, &hours);
+        assert!(texts(svg).contains(&"events".to_owned()));
+
+        // Daily active users: a bar per day.
+        let svg = &charts["dau.svg"];
+        let (width, height) = size(svg);
+        assert!(width > height, "{width}x{height}");
+        let users: Vec<f64> = json["dau"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["users"].as_f64().unwrap())
+            .collect();
+        let days: Vec<String> = json["dau"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["date"].as_str().unwrap().to_owned())
+            .collect();
+        assert_bars_match(svg, &users, &days);
+        assert!(texts(svg).contains(&"devices".to_owned()));
+
+        // Bookings: lines along the time axis, in the currency.
+        for name in ["bookings_per_hour.svg", "bookings_per_hour_by_platform.svg"] {
+            let svg = &charts[name];
+            let (width, height) = size(svg);
+            assert!(width > height, "{name}: {width}x{height}");
+            assert!(texts(svg).contains(&"bookings (USD)".to_owned()), "{name}");
+        }
+        let legend = texts(&charts["bookings_per_hour_by_platform.svg"]);
+        for platform in json["by_platform"].as_object().unwrap().keys() {
+            assert_eq!(
+                legend.iter().filter(|t| *t == platform).count(),
+                1,
+                "{platform}: {legend:?}"
+            );
+        }
+    }
+
+    /// The chart's bars, left to right, are as tall as `values` say (one scale for all), and its
+    /// axis labels are `labels` (some of them), each once.
+    fn assert_bars_match(svg: &Svg, values: &[f64], labels: &[String]) {
+        let mut bars = bars_of(svg);
+        bars.sort_by(|a, b| a.0.total_cmp(&b.0));
+        assert_eq!(bars.len(), values.len(), "a bar per value");
+        let max = values.iter().copied().fold(0.0, f64::max);
+        let tallest = bars.iter().map(|b| b.3).fold(0.0, f64::max);
+        for (bar, value) in bars.iter().zip(values) {
+            // Pixels are whole: within one of the value's share of the tallest bar.
+            assert!((bar.3 - value / max * tallest).abs() <= 1.0, "{bar:?} for {value}");
+        }
+        let shown: Vec<String> = texts(svg).into_iter().filter(|t| labels.contains(t)).collect();
+        assert!(shown.len() >= 2, "{shown:?}");
+        let mut unique = shown.clone();
+        unique.dedup();
+        assert_eq!(shown, unique, "a label repeats");
     }
 }

@@ -40,8 +40,40 @@ impl HtmlPage {
         self
     }
 
-    /// A table; numeric columns are right-aligned.
+    /// The figures a report opens with, side by side: `(what, value)` each.
+    pub fn headline(&mut self, figures: &[(&str, String)]) -> &mut Self {
+        self.body.push_str("<dl class=\"headline\">\n");
+        for (what, value) in figures {
+            let _ = writeln!(
+                self.body,
+                "<div><dt>{}</dt><dd>{}</dd></div>",
+                escape_html(what),
+                escape_html(value)
+            );
+        }
+        self.body.push_str("</dl>\n");
+        self
+    }
+
+    /// A table; numeric columns are right-aligned. A table of more than [`OPEN_ROWS`] rows is
+    /// folded: a summary line with its size opens it.
     pub fn table(&mut self, table: &TextTable) -> &mut Self {
+        let folded = table.rows().len() > OPEN_ROWS;
+        if folded {
+            let _ = writeln!(
+                self.body,
+                "<details>\n<summary>{} rows (show)</summary>",
+                table.rows().len()
+            );
+        }
+        self.open_table(table);
+        if folded {
+            self.body.push_str("</details>\n");
+        }
+        self
+    }
+
+    fn open_table(&mut self, table: &TextTable) {
         let numeric: Vec<bool> = (0..table.headers().len()).map(|i| table.is_numeric(i)).collect();
         let class = |i: usize| if numeric[i] { " class=\"num\"" } else { "" };
         self.body.push_str("<table>\n<thead><tr>");
@@ -57,7 +89,6 @@ impl HtmlPage {
             self.body.push_str("</tr>\n");
         }
         self.body.push_str("</tbody>\n</table>\n");
-        self
     }
 
     /// A block of preformatted text (JSON, commands).
@@ -91,10 +122,17 @@ impl HtmlPage {
     }
 }
 
+/// Tables up to this many rows are shown open; longer ones are folded.
+pub const OPEN_ROWS: usize = 15;
+
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;padding:0 1em;color:#222}\
 table{border-collapse:collapse;margin:1em 0;font-size:.9em}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left}\
 th{background:#f3f3f3}.num{text-align:right;font-variant-numeric:tabular-nums}\
-pre{background:#f6f6f6;padding:1em;overflow:auto}figure{margin:1em 0}svg{max-width:100%;height:auto}";
+pre{background:#f6f6f6;padding:1em;overflow:auto}figure{margin:1em 0}svg{max-width:100%;height:auto}\
+.headline{display:flex;flex-wrap:wrap;gap:.75em;margin:1em 0 2em}.headline div{border:1px solid #ddd;border-radius:6px;\
+padding:.6em 1em;min-width:10em;background:#fafafa}.headline dt{font-size:.85em;color:#555}\
+.headline dd{margin:.2em 0 0;font-size:1.5em;font-weight:600;font-variant-numeric:tabular-nums}\
+details{margin:1em 0}summary{cursor:pointer;color:#0072b2}";
 
 /// `text` with `&`, `<`, `>`, `"` and `'` escaped, for HTML text and attribute values.
 pub fn escape_html(text: &str) -> String {
@@ -168,20 +206,41 @@ mod tests {
         let mut table = TextTable::new([evil, "n"]);
         table.push([evil, "12"]);
         page.heading(evil).paragraph(evil).table(&table).preformatted(evil);
+        page.headline(&[(evil, evil.to_owned())]);
         let html = page.finish();
         assert!(!html.contains("<img"), "{html}");
         assert_eq!(
             html.matches("&lt;img src=x onerror=alert(&#39;x&#39;)&gt; &amp; &quot;q&quot;")
                 .count(),
-            7
+            9
         );
         assert!(html.contains("<td class=\"num\">12</td>"));
         assert!(html.starts_with("<!DOCTYPE html>"));
     }
 
     #[test]
+    fn long_tables_are_folded_and_short_ones_open() {
+        let mut short = TextTable::new(["n"]);
+        let mut long = TextTable::new(["n"]);
+        for i in 0..OPEN_ROWS {
+            short.push([i.to_string()]);
+            long.push([i.to_string()]);
+        }
+        long.push(["last".to_owned()]);
+        let html = HtmlPage::new("r").table(&short).finish();
+        assert!(!html.contains("<details"), "{html}");
+        let html = HtmlPage::new("r").table(&long).finish();
+        let summary = format!("<details>\n<summary>{} rows (show)</summary>\n<table>", OPEN_ROWS + 1);
+        assert!(html.contains(&summary), "{html}");
+        assert!(
+            html.contains("<td>last</td>") && html.contains("</table>\n</details>"),
+            "{html}"
+        );
+    }
+
+    #[test]
     fn charts_are_inlined_and_files_written() {
-        let svg = chart::histogram("Ages <0>", "reads", &[("0".into(), 1.0)]).unwrap();
+        let svg = chart::histogram("Ages <0>", chart::Unit::Count("reads"), &[("0".into(), 1.0)]).unwrap();
         let mut page = HtmlPage::new("Report");
         page.chart(&svg);
         let html = page.finish();

@@ -46,6 +46,7 @@
 pub mod access;
 mod arrival;
 pub mod chart;
+pub mod figures;
 pub mod game;
 mod html;
 mod range;

@@ -284,10 +284,65 @@ pub struct Summary {
     pub top: usize,
 }
 
+/// The figures an access report opens with.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Headline {
+    /// The first day of the range (`YYYY-MM-DD`), if it has a request.
+    pub first_day: Option<String>,
+    /// The last day of the range.
+    pub last_day: Option<String>,
+    /// Days from the first to the last, both included.
+    pub days: u32,
+    /// Datasets read, written or acted on by S3 Lifecycle in the range.
+    pub datasets: u64,
+    /// Reads of them.
+    pub reads: u64,
+    /// The share of the reads of known age that read data of the day they were read on (new
+    /// data; the rest read older data).
+    pub current_day_read_share: Option<f64>,
+    /// Datasets written and not read for the unused-days threshold.
+    pub unused_datasets: u64,
+    /// The bytes stored in them, as far as the logs show (objects written or read in them).
+    pub unused_bytes: u64,
+    /// What the advisor's transitions save per month, all datasets together.
+    pub monthly_saving: f64,
+    /// The currency of `monthly_saving`.
+    pub currency: String,
+}
+
+impl Headline {
+    fn of(datasets: &[DatasetUsage], unused: &[UnusedDataset], advice: &[Advice], summary: &Summary) -> Self {
+        let (mut current, mut known) = (0u64, 0u64);
+        for d in datasets {
+            current += d.age_days.current_day;
+            known += d.age_days.total();
+        }
+        let unused_bytes = unused
+            .iter()
+            .filter_map(|u| advice.iter().find(|a| a.bucket == u.bucket && a.dataset == u.dataset))
+            .map(|a| a.stored_bytes)
+            .sum();
+        Self {
+            first_day: summary.start_day.map(|d| d.to_string()),
+            last_day: summary.end_day.map(|d| d.to_string()),
+            days: summary.range_days,
+            datasets: datasets.len() as u64,
+            reads: datasets.iter().map(|d| d.reads).sum(),
+            current_day_read_share: (known > 0).then(|| current as f64 / known as f64),
+            unused_datasets: unused.len() as u64,
+            unused_bytes,
+            monthly_saving: advice.iter().map(|a| a.monthly_saving).sum(),
+            currency: summary.prices.1.clone(),
+        }
+    }
+}
+
 /// The access-pattern report. Its JSON ([`AccessReport::to_json`]) is
-/// `{"datasets": [...], "unused": [...], "advice": [...]}`.
+/// `{"headline": {...}, "datasets": [...], "unused": [...], "advice": [...]}`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AccessReport {
+    /// The figures that matter most.
+    pub headline: Headline,
     /// Datasets, most read first.
     pub datasets: Vec<DatasetUsage>,
     /// Datasets written but not read for the unused-days threshold.
@@ -388,6 +443,7 @@ pub async fn access_report(
     };
     let (Some(end), Some(end_day)) = (end, end_day) else {
         return Ok(AccessReport {
+            headline: Headline::of(&[], &[], &[], &summary),
             datasets: Vec::new(),
             unused: Vec::new(),
             advice: Vec::new(),
@@ -435,7 +491,7 @@ pub async fn access_report(
     });
 
     let unused = unused_datasets(&datasets, writers, end_day, range_days, options.unused_days);
-    let advice = datasets
+    let advice: Vec<Advice> = datasets
         .iter()
         .map(|usage| {
             let key = (usage.bucket.clone(), usage.dataset.clone());
@@ -455,6 +511,7 @@ pub async fn access_report(
         })
         .collect();
     Ok(AccessReport {
+        headline: Headline::of(&datasets, &unused, &advice, &summary),
         datasets,
         unused,
         advice,

@@ -8,7 +8,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::{Value, json};
 
 use super::{AGE_BUCKETS, AccessReport, Advice, DatasetUsage, UnusedDataset, advisor, day_span};
-use crate::chart::{self, Series};
+use crate::chart::{self, Series, Unit};
+use crate::figures::{bytes, count, money, percent as share};
 use crate::{HtmlPage, ReportDir, ReportError, TextTable};
 
 /// Datasets the per-day table and chart show at most.
@@ -27,6 +28,10 @@ impl AccessReport {
     /// The report as plain-text sections.
     pub fn render_text(&self) -> String {
         let mut out = String::from("ACCESS PATTERNS\n\n");
+        for (what, value) in self.headline_figures() {
+            let _ = writeln!(out, "{what}: {value}");
+        }
+        out.push('\n');
         for (title, body) in self.sections() {
             let _ = writeln!(out, "{title}\n");
             match body {
@@ -54,6 +59,7 @@ impl AccessReport {
     /// report and one lifecycle configuration per bucket into `dir`; returns the page's path.
     pub fn write_html(&self, dir: &ReportDir) -> Result<PathBuf, ReportError> {
         let mut page = HtmlPage::new("Access patterns");
+        page.headline(&self.headline_figures());
         let charts = self.charts()?;
         let mut charts_written = false;
         for (title, body) in self.sections() {
@@ -121,6 +127,26 @@ impl AccessReport {
             page.table(&files);
         }
         dir.write("index.html", &page.finish())
+    }
+
+    /// The headline as `(what, value)` for people.
+    fn headline_figures(&self) -> Vec<(&'static str, String)> {
+        let h = &self.headline;
+        let range = match (&h.first_day, &h.last_day) {
+            (Some(first), Some(last)) => format!("{first} to {last} ({})", plural(u64::from(h.days), "day")),
+            _ => "no request".to_owned(),
+        };
+        vec![
+            ("Range", range),
+            ("Datasets", count(h.datasets)),
+            ("Reads", count(h.reads)),
+            ("Reads of the current day's data", share(h.current_day_read_share)),
+            (
+                "Stored in unused datasets",
+                format!("{} in {}", bytes(h.unused_bytes), plural(h.unused_datasets, "dataset")),
+            ),
+            ("Storage-class savings a month", money(h.monthly_saving, &h.currency)),
+        ]
     }
 
     /// One lifecycle configuration per bucket with the rules of every dataset advised to move.
@@ -315,12 +341,12 @@ impl AccessReport {
         let bars: Vec<(String, f64)> = top.iter().map(|d| (label(d), d.reads as f64)).collect();
         charts.push((
             "top-datasets.svg".to_owned(),
-            chart::bar_chart("Most read datasets", "reads", &bars)?,
+            chart::bar_chart("Most read datasets", Unit::Count("reads"), &bars)?,
         ));
         let bars: Vec<(String, f64)> = top.iter().map(|d| (label(d), d.read_bytes as f64)).collect();
         charts.push((
             "top-datasets-bytes.svg".to_owned(),
-            chart::bar_chart("Bytes read per dataset", "bytes sent", &bars)?,
+            chart::bar_chart("Bytes read per dataset", Unit::Bytes("bytes read"), &bars)?,
         ));
         let series: Vec<Series> = self
             .daily_top()
@@ -338,7 +364,7 @@ impl AccessReport {
             .collect();
         charts.push((
             "reads-per-day.svg".to_owned(),
-            chart::line_chart("Reads per day", "reads", &series)?,
+            chart::line_chart("Reads per day", Unit::Count("reads"), &series)?,
         ));
         let histogram = |h: &super::AgeHistogram, unknown: u64| -> Vec<(String, f64)> {
             AGE_BUCKETS
@@ -358,14 +384,18 @@ impl AccessReport {
         }
         charts.push((
             "ages.svg".to_owned(),
-            chart::histogram("Age of the data read, all datasets", "reads", &histogram(&all, unknown))?,
+            chart::histogram(
+                "Age of the data read, all datasets",
+                Unit::Count("reads"),
+                &histogram(&all, unknown),
+            )?,
         ));
         for (i, d) in top.iter().filter(|d| d.reads > 0).enumerate() {
             charts.push((
                 format!("ages-{}.svg", i + 1),
                 chart::histogram(
                     &format!("Age of the data read: {}", label(d)),
-                    "reads",
+                    Unit::Count("reads"),
                     &histogram(&d.age_days, d.reads_of_unknown_age),
                 )?,
             ));
@@ -468,45 +498,6 @@ fn label_of(bucket: &str, dataset: &str) -> String {
     format!("s3://{bucket}/{dataset}")
 }
 
-/// `1,234,567`.
-pub fn count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Bytes in binary units: `512 B`, `1.5 KiB`, `20.0 MiB`, `3.25 GiB`.
-pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut value = n as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else if value < 10.0 {
-        format!("{value:.2} {}", UNITS[unit])
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
-fn money(amount: f64, currency: &str) -> String {
-    if amount.abs() < 10.0 {
-        format!("{amount:.4} {currency}")
-    } else {
-        format!("{amount:.2} {currency}")
-    }
-}
-
 /// `1 day`, `2 days`.
 fn plural(n: u64, unit: &str) -> String {
     if n == 1 {
@@ -514,10 +505,6 @@ fn plural(n: u64, unit: &str) -> String {
     } else {
         format!("{} {unit}s", count(n))
     }
-}
-
-fn share(share: Option<f64>) -> String {
-    share.map_or_else(|| "-".to_owned(), |s| format!("{:.1}%", s * 100.0))
 }
 
 fn day(t: Option<DateTime<Utc>>) -> String {
@@ -547,15 +534,6 @@ mod tests {
 
     #[test]
     fn figures_for_people() {
-        assert_eq!(count(0), "0");
-        assert_eq!(count(999), "999");
-        assert_eq!(count(1_234_567), "1,234,567");
-        assert_eq!(bytes(512), "512 B");
-        assert_eq!(bytes(1536), "1.50 KiB");
-        assert_eq!(bytes(20 << 20), "20.0 MiB");
-        assert_eq!(money(0.01234, "USD"), "0.0123 USD");
-        assert_eq!(money(1234.5, "USD"), "1234.50 USD");
-        assert_eq!(share(Some(0.5)), "50.0%");
         assert_eq!(plural(1, "day"), "1 day");
         assert_eq!(plural(1500, "day"), "1,500 days");
         assert_eq!(file_safe("my.bucket/../x"), "my.bucket_.._x");
