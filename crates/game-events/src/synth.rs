@@ -132,11 +132,25 @@ impl Synth {
 
     /// The next event, which happened on the client at `client_time`.
     pub fn event(&mut self, client_time: DateTime<Utc>) -> GameEvent {
+        self.event_weighted(client_time, |_, _| 1.0)
+    }
+
+    /// The next event, from a device drawn as [`Synth::event`] draws them and then kept with the
+    /// probability `weight(index, device)` (0 to 1), else drawn again (at most 64 draws, then the
+    /// last one is kept): who plays when, as a rhythm per platform or a player base that grows.
+    pub fn event_weighted(&mut self, client_time: DateTime<Utc>, weight: impl Fn(usize, &Device) -> f64) -> GameEvent {
         self.generated += 1;
         let rng = &mut self.rng;
         // Some players play far more than others: device i is picked with a density falling with i.
-        let u: f64 = rng.random();
-        let device = &self.devices[((u * u) * self.devices.len() as f64) as usize % self.devices.len()];
+        let mut index = 0;
+        for _ in 0..64 {
+            let u: f64 = rng.random();
+            index = ((u * u) * self.devices.len() as f64) as usize % self.devices.len();
+            if rng.random::<f64>() < weight(index, &self.devices[index]) {
+                break;
+            }
+        }
+        let device = &self.devices[index];
         let event_name = pick(rng, &EVENT_MIX);
         let mut params = EventParams {
             game_keyword: Some(GAME_KEYWORDS[rng.random_range(0..GAME_KEYWORDS.len())].to_owned()),
@@ -254,6 +268,25 @@ mod tests {
         assert_eq!(versions.len(), APP_VERSIONS.len());
         assert_eq!(synth.generated(), 5000);
         assert_eq!(synth.devices().len(), 300);
+    }
+
+    #[test]
+    fn weights_choose_who_plays() {
+        let mut synth = Synth::new(SynthConfig {
+            devices: 300,
+            ..SynthConfig::default()
+        });
+        let ios = |_: usize, d: &Device| if d.platform == "ios" { 1.0 } else { 0.0 };
+        for _ in 0..500 {
+            let event = synth.event_weighted(time(), ios);
+            assert_eq!(event.event_params.unwrap().platform.as_deref(), Some("ios"));
+        }
+        // Only the first 10 devices: a player base before the others joined.
+        let first: Vec<String> = synth.devices()[..10].iter().map(|d| d.id.clone()).collect();
+        for _ in 0..500 {
+            let event = synth.event_weighted(time(), |i, _| if i < 10 { 1.0 } else { 0.0 });
+            assert!(first.contains(event.event_params.unwrap().device_id.as_ref().unwrap()));
+        }
     }
 
     #[test]

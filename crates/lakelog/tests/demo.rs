@@ -1,12 +1,13 @@
 //! `lakelog demo` end to end: the reports it writes hold the figures its generated workload is
-//! known to have (game KPIs recomputed here from the same planned traffic; access-log reads from the
-//! workload's documented requests), and compaction removes the one resent request's rows.
+//! known to have (game KPIs recomputed here from the same planned traffic; access-log reads and
+//! writes from the generated lake's truth), and compaction removes the one resent request's rows.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use lakelog::commands::demo::{game_traffic, resent};
+use s3_access_log::workload;
 use serde_json::Value;
 
 const NOW: &str = "2024-06-05T12:30:00Z";
@@ -120,25 +121,53 @@ fn the_demo_reports_what_its_workload_holds() {
     );
     assert!(stdout.contains("a malformed request got 400"), "{stdout}");
 
-    // Access logs: the clicks dataset's reads as the workload documents them (dashboards 4 a day,
-    // analyst from day 3, ml-training on days 40 and 50, two reads just outside the days), and the
-    // exports nobody reads.
+    // Access logs: every dataset's reads, bytes read and writes as the generated lake counted
+    // them, the datasets nobody reads listed, and advice worth real money on a lake this size.
     let access = read_json(&dir.join("reports/access/report.json"));
-    let clicks = access["datasets"]
+    let start = (now - TimeDelta::days(LOG_DAYS)).date_naive();
+    let lake = workload::lake::generate(start, LOG_DAYS as u32, SEED);
+    let reported: BTreeMap<(String, String), [u64; 3]> = access["datasets"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|d| d["dataset"] == "events/clicks/")
-        .unwrap();
-    assert_eq!(clicks["reads"].as_i64().unwrap(), 4 * LOG_DAYS + (LOG_DAYS - 3) + 2 + 2);
+        .map(|d| {
+            let n = |field: &str| d[field].as_u64().unwrap();
+            (
+                (
+                    d["bucket"].as_str().unwrap().to_owned(),
+                    d["dataset"].as_str().unwrap().to_owned(),
+                ),
+                [n("reads"), n("read_bytes"), n("writes")],
+            )
+        })
+        .collect();
+    let truth: BTreeMap<(String, String), [u64; 3]> = lake
+        .truth
+        .iter()
+        .map(|(k, t)| (k.clone(), [t.reads, t.read_bytes, t.writes]))
+        .collect();
+    assert_eq!(reported, truth);
+    let unused: BTreeSet<&str> = access["unused"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["dataset"].as_str().unwrap())
+        .collect();
+    assert_eq!(unused, BTreeSet::from(["exports/legacy/", "tmp/notebooks/"]));
+    let headline = &access["headline"];
+    assert_eq!(headline["reads"], truth.values().map(|t| t[0]).sum::<u64>());
+    let saving = headline["monthly_saving"].as_f64().unwrap();
     assert!(
-        access["unused"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|u| u["dataset"] == "exports/legacy/"),
-        "{access}"
+        saving > 500.0,
+        "{saving} USD a month on {} TB",
+        lake.written_bytes() / 1_000_000_000_000
     );
+    // The charts say what the JSON says: each bar of the top datasets carries its reads.
+    let top = std::fs::read_to_string(dir.join("reports/access/top-datasets.svg")).unwrap();
+    for d in access["datasets"].as_array().unwrap().iter().take(10) {
+        let reads = lakelog_reports::figures::count(d["reads"].as_u64().unwrap());
+        assert!(top.contains(&format!(">\n {reads}\n</text>")), "{reads}: {top}");
+    }
     for page in ["reports/access/index.html", "reports/game/index.html"] {
         assert!(stdout.contains(dir.join(page).to_str().unwrap()), "{stdout}");
         let html = std::fs::read_to_string(dir.join(page)).unwrap();

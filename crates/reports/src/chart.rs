@@ -75,10 +75,10 @@ pub struct Series {
 }
 
 const WIDTH: u32 = 960;
-/// Pixel size of tick labels and axis descriptions.
-const LABEL_SIZE: u32 = 15;
-/// Pixel size of titles.
-const TITLE_SIZE: u32 = 20;
+/// Font size of tick labels and axis descriptions (plotters writes 0.8 of it as the SVG's pixels).
+const LABEL_SIZE: u32 = 18;
+/// Font size of titles.
+const TITLE_SIZE: u32 = 24;
 /// The colour of bars: the Okabe-Ito blue, the first line colour.
 const BAR_COLOR: RGBColor = LINE_COLORS[0];
 /// Longest label drawn in full; longer ones are shortened in the middle.
@@ -294,6 +294,7 @@ fn slot_line_chart(
         if !lines.is_empty() {
             chart
                 .configure_series_labels()
+                .label_font(("sans-serif", LABEL_SIZE))
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK.mix(0.3))
                 .position(SeriesLabelPosition::UpperRight)
@@ -532,7 +533,7 @@ mod tests {
             "two lines and two legend marks"
         );
         assert!(
-            svg.markup().contains("points=\"92,185 519,367 947,63 \""),
+            svg.markup().contains("points=\"92,187 519,367 947,67 \""),
             "3, 0 and 5 reads"
         );
         assert!(svg.markup().contains("06-01") && svg.markup().contains("snapshots/"));

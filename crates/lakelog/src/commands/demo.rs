@@ -21,15 +21,17 @@ use access_log_ingest::{Ingestor, NoProgress as NoIngestProgress, ObjectReader, 
 use anyhow::{Context, bail};
 use aws_lambda_events::apigw::ApiGatewayProxyRequest;
 use aws_lambda_events::encodings::Body;
-use chrono::{DateTime, Days, NaiveDate, TimeDelta, Timelike, Utc};
+use chrono::{DateTime, Datelike, Days, NaiveDate, TimeDelta, Timelike, Utc, Weekday};
 use clap::Args;
 use game_api::{ApiConfig, LocalStream, respond};
 use game_events::GameEvent;
-use game_events::synth::{Synth, SynthConfig};
+use game_events::synth::{Device, Synth, SynthConfig};
 use lake::StorageConfig;
 use lake::maintenance::{
     CompactOptions, MaintenanceOptions, NoProgress, TableReport, VacuumOptions, discover_tables, maintain,
 };
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
 use lakelog_reports::access::{AccessOptions, PriceTable};
@@ -65,7 +67,7 @@ pub struct DemoArgs {
     /// Players (devices) the game events come from.
     #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub devices: u64,
-    /// Seed of the game event generator.
+    /// Seed of the generators of game events and access logs.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Pretend it is this time (RFC 3339): with the same seed, the demo makes the same tables.
@@ -89,22 +91,43 @@ pub struct PlannedRequest {
 }
 
 /// The simulated game traffic: `events` events in requests of up to [`EVENTS_PER_REQUEST`], spread
-/// over the `hours` hours before `end` with a daily rhythm (quietest at 04:00 UTC, busiest at 16:00),
-/// in time order. The same arguments give the same requests.
+/// over the `hours` hours before `end`, in time order, with the texture of a live game:
+///
+/// * a daily rhythm, quietest at 04:00 UTC and busiest at 16:00, whose height changes from day to
+///   day (weekends a third busier, every day within 12% of its norm) and from hour to hour (8%);
+/// * players on phones (`android`, `ios`) play most around 18:00 UTC, players on computers
+///   (`windows`, `macos`) around 01:00 UTC, so each platform has its own rhythm;
+/// * a growing player base: 55% of the devices play from the start, the others join one after the
+///   other until the last hour, so every day has new players beside returning ones.
+///
+/// The same arguments give the same requests.
 pub fn game_traffic(seed: u64, devices: usize, events: u64, end: DateTime<Utc>, hours: u32) -> Vec<PlannedRequest> {
     let start = end - TimeDelta::hours(i64::from(hours));
-    let weight = |hour: u32| {
-        let at = start + TimeDelta::hours(i64::from(hour));
-        let phase = (f64::from(at.hour()) - 4.0) / 24.0 * std::f64::consts::TAU;
-        0.25 + 0.75 * (0.5 - 0.5 * phase.cos())
-    };
-    let weights: Vec<f64> = (0..hours).map(weight).collect();
+    let mut noise = StdRng::seed_from_u64(seed ^ 0x6761_6d65_5f74_7261);
+    let first_day = start.date_naive();
+    let days = (end.date_naive() - first_day).num_days().max(0) as usize + 1;
+    let day_factor: Vec<f64> = (0..days)
+        .map(|d| {
+            let date = first_day + Days::new(d as u64);
+            let weekend = matches!(date.weekday(), Weekday::Sat | Weekday::Sun);
+            (if weekend { 1.35 } else { 1.0 }) * noise.random_range(0.88..1.12)
+        })
+        .collect();
+    let weights: Vec<f64> = (0..hours)
+        .map(|hour| {
+            let at = start + TimeDelta::hours(i64::from(hour));
+            let day = (at.date_naive() - first_day).num_days() as usize;
+            rhythm(at.hour(), 16) * day_factor[day] * noise.random_range(0.92..1.08)
+        })
+        .collect();
     let total: f64 = weights.iter().sum();
     let mut synth = Synth::new(SynthConfig {
         seed,
         devices,
         ..SynthConfig::default()
     });
+    let devices = synth.devices().len();
+    let founders = devices * 55 / 100;
     let mut requests = Vec::new();
     let (mut planned, mut cumulative) = (0u64, 0.0);
     for (hour, w) in (0u32..).zip(&weights) {
@@ -120,19 +143,38 @@ pub fn game_traffic(seed: u64, devices: usize, events: u64, end: DateTime<Utc>, 
         planned += in_hour;
         let count = in_hour.div_ceil(EVENTS_PER_REQUEST as u64);
         let hour_start = start + TimeDelta::hours(i64::from(hour));
+        // Devices that have joined by this hour, and who plays at this time of day.
+        let joined = founders + (devices - founders) * (hour as usize + 1) / hours.max(1) as usize;
+        let of_day = hour_start.hour();
+        let weight = |index: usize, device: &Device| {
+            if index >= joined {
+                0.0
+            } else if matches!(device.platform, "windows" | "macos") {
+                rhythm(of_day, 1)
+            } else {
+                rhythm(of_day, 18)
+            }
+        };
         let mut left = in_hour;
         for i in 0..count {
             let at = hour_start + TimeDelta::milliseconds((3_600_000 * (2 * i + 1) / (2 * count)) as i64);
             let n = left.div_ceil(count - i) as usize;
             left -= n as u64;
             // Clients send what happened in the last seconds.
+            let client_time = at - TimeDelta::seconds(2);
             requests.push(PlannedRequest {
                 at,
-                events: synth.events(n, at - TimeDelta::seconds(2)),
+                events: (0..n).map(|_| synth.event_weighted(client_time, weight)).collect(),
             });
         }
     }
     requests
+}
+
+/// A daily rhythm: 1 at the hour `peak` (UTC), a quarter of that twelve hours away.
+fn rhythm(hour: u32, peak: u32) -> f64 {
+    let phase = (f64::from(hour) - f64::from(peak) + 12.0) / 24.0 * std::f64::consts::TAU;
+    0.25 + 0.75 * (0.5 - 0.5 * phase.cos())
 }
 
 /// The index of the request that the demo sends twice: a fifth into the traffic, so that with the
@@ -177,7 +219,7 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let now = args.now.unwrap_or_else(Utc::now);
 
     println!("lakelog demo in {}", dir.display());
-    let access_tables = access_logs(&dir, args.log_days, now.date_naive(), &storage).await?;
+    let access_tables = access_logs(&dir, args.log_days, args.seed, now.date_naive(), &storage).await?;
     let game_table = uri(&lake_dir.join("game_events"))?;
     game_events(args, &game_table, now, &storage).await?;
 
@@ -254,19 +296,27 @@ fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
 
 /// Writes the access-log workload of the `days` days before `today` as raw log objects and ingests
 /// them; returns the URIs of the access-log tables (one per bucket).
-async fn access_logs(dir: &Path, days: u32, today: NaiveDate, storage: &StorageConfig) -> anyhow::Result<Vec<String>> {
+async fn access_logs(
+    dir: &Path,
+    days: u32,
+    seed: u64,
+    today: NaiveDate,
+    storage: &StorageConfig,
+) -> anyhow::Result<Vec<String>> {
     step("S3 server access logs -> Delta (the access-log-lambda's code)");
     let start = today
         .checked_sub_days(Days::new(u64::from(days)))
         .context("--log-days reaches before the calendar")?;
-    let generated = workload::generate(start, days);
+    let lake = workload::lake::generate(start, days, seed);
+    let generated = &lake.workload;
     let raw = dir.join("raw-logs");
     let files = generated
         .write_to(&raw)
         .with_context(|| format!("cannot write the raw logs under {}", raw.display()))?;
     let bytes: usize = generated.objects.iter().map(|o| o.data.len()).sum();
     println!(
-        "  wrote {} log objects ({:.1} MB, {} malformed lines) of buckets {} and {} for {} .. {} under {}",
+        "  wrote {} log objects ({:.1} MB, {} malformed lines) of buckets {} and {} for {} .. {} under {}; \
+         the requests in them wrote {:.0} TB",
         files.len(),
         bytes as f64 / 1e6,
         generated.malformed,
@@ -274,7 +324,8 @@ async fn access_logs(dir: &Path, days: u32, today: NaiveDate, storage: &StorageC
         workload::WEB_BUCKET,
         start,
         generated.last_day(),
-        raw.display()
+        raw.display(),
+        lake.written_bytes() as f64 / 1e12
     );
     let template = uri(&dir.join("lake").join("access_logs").join("{bucket}"))?;
     let table = TableTemplate::parse("the access-log table", &template)?;

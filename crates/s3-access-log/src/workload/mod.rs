@@ -40,6 +40,11 @@
 //!
 //! The logs come as one object per bucket and day, lines in time order, named like S3 names them
 //! (`YYYY-MM-DD-HH-MM-SS-UNIQUE`) under a folder per bucket.
+//!
+//! [`lake`] generates a larger lake of the same buckets with the texture of a real one (what
+//! `lakelog demo` shows): its truth is counted as it is generated rather than written out here.
+
+pub mod lake;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
