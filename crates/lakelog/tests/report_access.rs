@@ -95,7 +95,26 @@ fn the_report_prints_the_known_figures() {
     );
     let mut keys: Vec<&String> = r.as_object().unwrap().keys().collect();
     keys.sort();
-    assert_eq!(keys, ["advice", "datasets", "unused"]);
+    assert_eq!(keys, ["advice", "datasets", "headline", "unused"]);
+    // The headline sums the sections.
+    let h = &r["headline"];
+    let sum = |section: &str, field: &str| -> f64 {
+        r[section]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x[field].as_f64().unwrap())
+            .sum()
+    };
+    assert_eq!(
+        (h["first_day"].clone(), h["last_day"].clone(), h["days"].clone()),
+        (json!("2024-03-01"), json!("2024-04-29"), json!(60))
+    );
+    assert_eq!(h["datasets"], r["datasets"].as_array().unwrap().len());
+    assert_eq!(h["reads"].as_f64().unwrap(), sum("datasets", "reads"));
+    assert_eq!(h["unused_datasets"], r["unused"].as_array().unwrap().len());
+    assert!((h["monthly_saving"].as_f64().unwrap() - sum("advice", "monthly_saving")).abs() < 1e-9);
+    assert!(h["unused_bytes"].as_u64().unwrap() > 0 && h["current_day_read_share"].as_f64().unwrap() > 0.0);
 
     // Most used datasets, and the age of the data read.
     let (mib2, mib5) = (CLICKS_PART_BYTES as u64, SNAPSHOT_BYTES as u64);
@@ -354,5 +373,16 @@ fn ranges_rules_prices_text_and_errors() {
     }
     // A range without requests.
     let empty = report(&tables, &["--from", "2030-01-01"]);
-    assert_eq!(empty, json!({"datasets": [], "unused": [], "advice": []}));
+    assert_eq!(empty["datasets"], json!([]));
+    assert_eq!(
+        (empty["unused"].clone(), empty["advice"].clone()),
+        (json!([]), json!([]))
+    );
+    assert_eq!(
+        (
+            empty["headline"]["reads"].clone(),
+            empty["headline"]["monthly_saving"].clone()
+        ),
+        (json!(0), json!(0.0))
+    );
 }

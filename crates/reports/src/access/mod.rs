@@ -331,7 +331,8 @@ impl Headline {
             current_day_read_share: (known > 0).then(|| current as f64 / known as f64),
             unused_datasets: unused.len() as u64,
             unused_bytes,
-            monthly_saving: advice.iter().map(|a| a.monthly_saving).sum(),
+            // A fold from 0, since an empty sum of floats is -0.
+            monthly_saving: advice.iter().fold(0.0, |sum, a| sum + a.monthly_saving),
             currency: summary.prices.1.clone(),
         }
     }
