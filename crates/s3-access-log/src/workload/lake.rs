@@ -29,6 +29,12 @@
 //! Bucket [`WEB_BUCKET`]: `web/assets/` files read by anonymous clients on a daily rhythm
 //! (peaking at 15:00 UTC, busier on weekends) and by `cdn` once a day; each of its log objects
 //! ends with one malformed line.
+//!
+//! And what a bucket owner should hear of ([`HygieneTruth`]): `legacy-export` signs with
+//! Signature Version 2 and writes with an ACL, `crm-sync` calls over TLS 1.0, `ml-training` runs
+//! in us-west-2, `scanner` probes the backups and is refused (403) 5-20 times a day. S3 delivers
+//! logs best-effort: the records of the lake bucket's 13:00 hour on day `days / 3` are lost, and 20
+//! records of each bucket are delivered twice.
 
 use std::collections::BTreeMap;
 
@@ -36,7 +42,7 @@ use chrono::{Datelike, Days, NaiveDate, NaiveDateTime, NaiveTime, Weekday};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::{LAKE_BUCKET, Request, WEB_BUCKET, Workload, render};
+use super::{Client, LAKE_BUCKET, Request, WEB_BUCKET, Workload, render};
 
 const GIB: f64 = (1u64 << 30) as f64;
 const MIB: f64 = (1u64 << 20) as f64;
@@ -57,6 +63,24 @@ pub struct DatasetTruth {
     pub failed: u64,
 }
 
+/// Requests of the lake that a bucket owner would want to know of, counted as generated (each
+/// logged copy of a request counts).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HygieneTruth {
+    /// Signed with Signature Version 2 (`legacy-export`).
+    pub sigv2: u64,
+    /// Over TLS below 1.2 (`crm-sync`'s old client).
+    pub old_tls: u64,
+    /// Without credentials (the website's visitors).
+    pub anonymous: u64,
+    /// Authorised by an ACL (`legacy-export` writes with a canned ACL).
+    pub acl_required: u64,
+    /// From another region than the bucket's (`ml-training` runs in us-west-2).
+    pub cross_region: u64,
+    /// Refused with 403 (`scanner` probing the backups), by `(bucket, dataset, requester)`.
+    pub forbidden: BTreeMap<(String, String, String), u64>,
+}
+
 /// The generated lake: its logs and its truth.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lake {
@@ -64,6 +88,13 @@ pub struct Lake {
     pub workload: Workload,
     /// By `(bucket, dataset)`.
     pub truth: BTreeMap<(String, String), DatasetTruth>,
+    /// The requests of note.
+    pub hygiene: HygieneTruth,
+    /// The hour whose records S3 never delivered (bucket and the hour's start): none of its
+    /// requests is in the logs, and none is counted.
+    pub lost_hour: (String, NaiveDateTime),
+    /// Records S3 delivered twice (the same request id in two lines), by bucket.
+    pub duplicates: BTreeMap<String, u64>,
 }
 
 impl Lake {
@@ -77,7 +108,14 @@ impl Lake {
 struct Builder {
     rng: StdRng,
     requests: Vec<Request>,
+    /// The dataset of each request, for counting its copies.
+    datasets: Vec<&'static str>,
     truth: BTreeMap<(String, String), DatasetTruth>,
+    hygiene: HygieneTruth,
+    /// How the next requests are made.
+    client: Client,
+    /// Requests in this hour of the lake bucket are not logged.
+    lost_hour: NaiveDateTime,
 }
 
 impl Builder {
@@ -97,7 +135,7 @@ impl Builder {
         &mut self,
         at: NaiveDateTime,
         bucket: &'static str,
-        dataset: &str,
+        dataset: &'static str,
         who: Option<&str>,
         operation: &'static str,
         key: String,
@@ -105,17 +143,10 @@ impl Builder {
         bytes_sent: Option<i64>,
         object_size: Option<i64>,
     ) {
-        let truth = self.truth.entry((bucket.to_owned(), dataset.to_owned())).or_default();
-        if status >= 400 {
-            truth.failed += 1;
-        } else if operation.starts_with("REST.GET") || operation.starts_with("REST.HEAD") {
-            truth.reads += 1;
-            truth.read_bytes += bytes_sent.unwrap_or(0).max(0) as u64;
-        } else if operation == "REST.PUT.OBJECT" || operation == "REST.POST.UPLOAD" {
-            truth.writes += 1;
-            truth.written_bytes += object_size.unwrap_or(0).max(0) as u64;
+        if bucket == LAKE_BUCKET && at >= self.lost_hour && at < self.lost_hour + chrono::TimeDelta::hours(1) {
+            return;
         }
-        self.requests.push(Request {
+        let request = Request {
             at,
             bucket,
             requester: who.map(super::requester),
@@ -129,10 +160,79 @@ impl Builder {
             },
             bytes_sent,
             object_size,
-        });
+            client: self.client,
+            request_id: None,
+        };
+        self.count(&request, dataset);
+        self.requests.push(request);
+        self.datasets.push(dataset);
     }
 
-    fn put(&mut self, at: NaiveDateTime, dataset: &str, who: &str, key: String, size: i64) {
+    /// Counts one logged copy of `r` in the truth.
+    fn count(&mut self, r: &Request, dataset: &str) {
+        let truth = self.truth.entry((r.bucket.to_owned(), dataset.to_owned())).or_default();
+        let status = r.status.unwrap_or(200);
+        if status >= 400 {
+            truth.failed += 1;
+        } else if r.operation.starts_with("REST.GET") || r.operation.starts_with("REST.HEAD") {
+            truth.reads += 1;
+            truth.read_bytes += r.bytes_sent.unwrap_or(0).max(0) as u64;
+        } else if r.operation == "REST.PUT.OBJECT" || r.operation == "REST.POST.UPLOAD" {
+            truth.writes += 1;
+            truth.written_bytes += r.object_size.unwrap_or(0).max(0) as u64;
+        }
+        let h = &mut self.hygiene;
+        h.sigv2 += u64::from(r.client.sigv2);
+        h.old_tls += u64::from(r.client.old_tls);
+        h.acl_required += u64::from(r.client.acl_required);
+        h.cross_region += u64::from(r.client.source_region.is_some());
+        h.anonymous += u64::from(r.requester.is_none());
+        if status == 403 {
+            let who = r.requester.clone().unwrap_or_else(|| "-".to_owned());
+            *h.forbidden
+                .entry((r.bucket.to_owned(), dataset.to_owned(), who))
+                .or_default() += 1;
+        }
+    }
+
+    /// Makes the requests of `body` as `client`.
+    fn as_client(&mut self, client: Client, body: impl FnOnce(&mut Self)) {
+        self.client = client;
+        body(self);
+        self.client = Client::default();
+    }
+
+    /// S3 delivers `n` records of each bucket a second time (the same line, the same request id).
+    fn duplicate(&mut self, n: usize) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for bucket in [LAKE_BUCKET, WEB_BUCKET] {
+            let of_bucket: Vec<usize> = (0..self.requests.len())
+                .filter(|&i| self.requests[i].bucket == bucket)
+                .collect();
+            for _ in 0..n {
+                let i = of_bucket[self.rng.random_range(0..of_bucket.len())];
+                let id = format!("DUP{i:013X}");
+                if self.requests[i].request_id.is_some() {
+                    continue;
+                }
+                self.requests[i].request_id = Some(id.clone());
+                let copy = Request {
+                    requester: self.requests[i].requester.clone(),
+                    key: self.requests[i].key.clone(),
+                    request_id: Some(id),
+                    ..self.requests[i]
+                };
+                let dataset = self.datasets[i];
+                self.count(&copy, dataset);
+                self.requests.push(copy);
+                self.datasets.push(dataset);
+                *out.entry(bucket.to_owned()).or_default() += 1;
+            }
+        }
+        out
+    }
+
+    fn put(&mut self, at: NaiveDateTime, dataset: &'static str, who: &str, key: String, size: i64) {
         self.push(
             at,
             LAKE_BUCKET,
@@ -147,7 +247,7 @@ impl Builder {
     }
 
     /// A multipart upload's completion (its parts are not logged here).
-    fn upload(&mut self, at: NaiveDateTime, dataset: &str, who: &str, key: String, size: i64) {
+    fn upload(&mut self, at: NaiveDateTime, dataset: &'static str, who: &str, key: String, size: i64) {
         self.push(
             at,
             LAKE_BUCKET,
@@ -167,7 +267,7 @@ impl Builder {
         &mut self,
         at: NaiveDateTime,
         bucket: &'static str,
-        dataset: &str,
+        dataset: &'static str,
         who: Option<&str>,
         key: String,
         size: i64,
@@ -227,12 +327,21 @@ const WEB_FILES: [(&str, f64); 6] = [
 /// The lake of `days` days from `start`, from `seed`.
 pub fn generate(start: NaiveDate, days: u32, seed: u64) -> Lake {
     let days = days.max(1);
+    let date = |d: u32| start.checked_add_days(Days::new(u64::from(d))).unwrap_or(start);
+    let lost_hour = date(days / 3).and_time(NaiveTime::from_hms_opt(13, 0, 0).unwrap_or(NaiveTime::MIN));
     let mut b = Builder {
         rng: StdRng::seed_from_u64(seed),
         requests: Vec::new(),
+        datasets: Vec::new(),
         truth: BTreeMap::new(),
+        hygiene: HygieneTruth::default(),
+        client: Client::default(),
+        lost_hour,
     };
-    let date = |d: u32| start.checked_add_days(Days::new(u64::from(d))).unwrap_or(start);
+    let in_us_west_2 = Client {
+        source_region: Some("us-west-2"),
+        ..Client::default()
+    };
     // What each day wrote, for the readers of older data: (key, size) per day.
     let mut clicks: Vec<Vec<(String, i64)>> = Vec::new();
     let mut app_logs: Vec<Vec<(String, i64)>> = Vec::new();
@@ -312,7 +421,9 @@ pub fn generate(start: NaiveDate, days: u32, seed: u64) -> Lake {
                 let list = &clicks[(d - age) as usize];
                 let (key, size) = list[b.rng.random_range(0..list.len())].clone();
                 let at = b.at(today, 3);
-                b.get(at, LAKE_BUCKET, CLICKS, Some("ml-training"), key, size, 1.0);
+                b.as_client(in_us_west_2, |b| {
+                    b.get(at, LAKE_BUCKET, CLICKS, Some("ml-training"), key, size, 1.0)
+                });
             }
         }
 
@@ -397,6 +508,24 @@ pub fn generate(start: NaiveDate, days: u32, seed: u64) -> Lake {
             }
         }
 
+        // A scanner probing the backups, refused.
+        for _ in 0..b.rng.random_range(5..=20) {
+            let hour = b.rng.random_range(0..24);
+            let at = b.at(today, hour);
+            let key = format!("{BACKUPS}{today}/full-{:03}.tar.zst", b.rng.random_range(0..200));
+            b.push(
+                at,
+                LAKE_BUCKET,
+                BACKUPS,
+                Some("scanner"),
+                "REST.GET.OBJECT",
+                key,
+                403,
+                Some(243),
+                None,
+            );
+        }
+
         // Customer snapshots.
         let mut written = Vec::new();
         for i in 0..8 {
@@ -409,7 +538,13 @@ pub fn generate(start: NaiveDate, days: u32, seed: u64) -> Lake {
         for hour in [6, 14] {
             for (key, size) in written.clone() {
                 let at = b.at(today, hour);
-                b.get(at, LAKE_BUCKET, SNAPSHOTS, Some("crm-sync"), key, size, 1.0);
+                let old_tls = Client {
+                    old_tls: true,
+                    ..Client::default()
+                };
+                b.as_client(old_tls, |b| {
+                    b.get(at, LAKE_BUCKET, SNAPSHOTS, Some("crm-sync"), key, size, 1.0)
+                });
             }
         }
         snapshots.push(written);
@@ -426,7 +561,9 @@ pub fn generate(start: NaiveDate, days: u32, seed: u64) -> Lake {
         if today.weekday() == Weekday::Mon {
             model = b.size(6.0 * GIB);
             let at = b.at(today, 0);
-            b.upload(at, MODELS, "ml-training", model_key.clone(), model);
+            b.as_client(in_us_west_2, |b| {
+                b.upload(at, MODELS, "ml-training", model_key.clone(), model)
+            });
         }
         for hour in 1..24 {
             if b.rng.random_bool(0.9) {
@@ -446,7 +583,14 @@ pub fn generate(start: NaiveDate, days: u32, seed: u64) -> Lake {
         // Written, never read: the legacy export and notebook scratch.
         let at = b.at(today, 3);
         let size = b.size(2.0 * GIB);
-        b.put(at, EXPORTS, "legacy-export", format!("{EXPORTS}{today}.csv"), size);
+        let legacy = Client {
+            sigv2: true,
+            acl_required: true,
+            ..Client::default()
+        };
+        b.as_client(legacy, |b| {
+            b.put(at, EXPORTS, "legacy-export", format!("{EXPORTS}{today}.csv"), size)
+        });
         if !off && b.rng.random_bool(0.5) {
             let user = ["ana", "ben", "chen"][b.rng.random_range(0..3)];
             let hour = b.rng.random_range(9..=17);
@@ -484,9 +628,13 @@ pub fn generate(start: NaiveDate, days: u32, seed: u64) -> Lake {
             b.get(at, WEB_BUCKET, ASSETS, Some("cdn"), key, size, 1.0);
         }
     }
+    let duplicates = b.duplicate(20);
     Lake {
         workload: render(start, days, b.requests),
         truth: b.truth,
+        hygiene: b.hygiene,
+        lost_hour: (LAKE_BUCKET.to_owned(), lost_hour),
+        duplicates,
     }
 }
 
@@ -511,6 +659,9 @@ mod tests {
         let mut counted: BTreeMap<(String, String), DatasetTruth> = BTreeMap::new();
         let mut days_read: BTreeMap<String, BTreeSet<NaiveDate>> = BTreeMap::new();
         let mut bad = 0;
+        let mut hygiene = HygieneTruth::default();
+        let mut ids: BTreeMap<(String, String), u64> = BTreeMap::new();
+        let mut in_lost_hour = 0;
         for object in &lake.workload.objects {
             for (_, _, parsed) in crate::parse_lines(&object.data) {
                 let Ok(record) = parsed else {
@@ -526,6 +677,32 @@ mod tests {
                 .unwrap_or_else(|| panic!("{key} is in no dataset"));
                 let t = counted.entry((object.bucket.clone(), dataset.to_owned())).or_default();
                 let status = record.http_status.unwrap_or(0);
+                hygiene.sigv2 += u64::from(record.signature_version.as_deref() == Some("SigV2"));
+                hygiene.old_tls += u64::from(record.tls_version.as_deref() == Some("TLSv1"));
+                hygiene.acl_required += u64::from(record.acl_required == Some(true));
+                hygiene.cross_region += u64::from(record.source_region.is_some());
+                hygiene.anonymous += u64::from(record.requester.is_none());
+                if status == 403 {
+                    let who = record.requester.as_deref().unwrap_or("-").to_owned();
+                    *hygiene
+                        .forbidden
+                        .entry((object.bucket.clone(), dataset.to_owned(), who))
+                        .or_default() += 1;
+                }
+                *ids.entry((
+                    object.bucket.clone(),
+                    record.request_id.as_deref().unwrap_or_default().to_owned(),
+                ))
+                .or_default() += 1;
+                let at = chrono::DateTime::from_timestamp_micros(record.request_time)
+                    .unwrap()
+                    .naive_utc();
+                if object.bucket == lake.lost_hour.0
+                    && at >= lake.lost_hour.1
+                    && at < lake.lost_hour.1 + chrono::TimeDelta::hours(1)
+                {
+                    in_lost_hour += 1;
+                }
                 let op = record.operation.as_deref().unwrap_or_default();
                 if status >= 400 {
                     t.failed += 1;
@@ -544,6 +721,17 @@ mod tests {
         }
         assert_eq!(bad, lake.workload.malformed);
         assert_eq!(counted, lake.truth);
+        assert_eq!(hygiene, lake.hygiene);
+        assert!(hygiene.sigv2 == 60 && hygiene.old_tls > 0 && hygiene.cross_region > 0 && hygiene.anonymous > 0);
+        let mut twice: BTreeMap<String, u64> = BTreeMap::new();
+        for ((bucket, _), n) in ids {
+            assert!(n <= 2);
+            if n == 2 {
+                *twice.entry(bucket).or_default() += 1;
+            }
+        }
+        assert_eq!(twice, lake.duplicates);
+        assert_eq!(in_lost_hour, 0);
         // Read on most days, but not evenly: weekends are quieter for the lake, busier for the web.
         let clicks = &lake.truth[&(LAKE_BUCKET.to_owned(), CLICKS.to_owned())];
         assert!(clicks.reads > 60 * 50 && clicks.failed > 0, "{clicks:?}");

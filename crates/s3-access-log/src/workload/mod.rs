@@ -116,6 +116,25 @@ struct Request {
     error: Option<&'static str>,
     bytes_sent: Option<i64>,
     object_size: Option<i64>,
+    /// How the client called, where it differs from a current SDK in the bucket's region.
+    client: Client,
+    /// The request id, where it must be a given one (a record S3 delivered twice); else one is
+    /// numbered.
+    request_id: Option<String>,
+}
+
+/// How a request was made: by default a current SDK (Signature Version 4 over TLS 1.2, in the
+/// bucket's region, no ACL needed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Client {
+    /// Signed with Signature Version 2.
+    sigv2: bool,
+    /// Over TLS 1.0 rather than 1.2.
+    old_tls: bool,
+    /// An ACL was needed to authorise it.
+    acl_required: bool,
+    /// The region it came from, when not the bucket's.
+    source_region: Option<&'static str>,
 }
 
 /// Builds requests of one day.
@@ -153,6 +172,8 @@ impl Day<'_> {
             error,
             bytes_sent,
             object_size,
+            client: Client::default(),
+            request_id: None,
         });
     }
 
@@ -436,11 +457,14 @@ pub fn generate(start: NaiveDate, days: u32) -> Workload {
     render(start, days, requests)
 }
 
-/// Renders the requests as log objects, one per bucket and day.
+/// Renders the requests as log objects, one per bucket and day, named by when S3 delivered it:
+/// five minutes after its last request (at the latest 23:59:59).
 fn render(start: NaiveDate, days: u32, mut requests: Vec<Request>) -> Workload {
     requests.sort_by(|a, b| (a.bucket, a.at).cmp(&(b.bucket, b.at)));
     let mut files: BTreeMap<(&str, NaiveDate), Vec<u8>> = BTreeMap::new();
+    let mut last: BTreeMap<(&str, NaiveDate), NaiveDateTime> = BTreeMap::new();
     for (n, r) in requests.iter().enumerate() {
+        last.insert((r.bucket, r.at.date()), r.at);
         let out = files.entry((r.bucket, r.at.date())).or_default();
         write_line(&record(r, n), 27, out);
     }
@@ -452,9 +476,12 @@ fn render(start: NaiveDate, days: u32, mut requests: Vec<Request>) -> Workload {
                 data.extend_from_slice(b"<html><body>503 Service Unavailable</body></html>\n");
                 malformed += 1;
             }
+            // Delivered a few minutes after its last request, within its day.
+            let delivered = (last[&(bucket, day)] + chrono::TimeDelta::minutes(5))
+                .min(day.and_hms_opt(23, 59, 59).unwrap_or(day.and_time(NaiveTime::MIN)));
             LogObject {
                 bucket: bucket.to_owned(),
-                name: format!("{}-00-00-00-{:016X}", day.format("%Y-%m-%d"), unique(bucket, day)),
+                name: format!("{}-{:016X}", delivered.format("%Y-%m-%d-%H-%M-%S"), unique(bucket, day)),
                 data,
             }
         })
@@ -501,7 +528,7 @@ fn record(r: &Request, n: usize) -> AccessLogRecord<'static> {
         } else {
             r.requester.clone().map(Cow::Owned)
         },
-        request_id: Some(Cow::Owned(format!("{n:016X}"))),
+        request_id: Some(Cow::Owned(r.request_id.clone().unwrap_or_else(|| format!("{n:016X}")))),
         operation: Some(Cow::Borrowed(r.operation)),
         key: r.key.clone().map(Cow::Owned),
         request_uri: (!is_lifecycle).then_some(Cow::Owned(uri)),
@@ -517,14 +544,14 @@ fn record(r: &Request, n: usize) -> AccessLogRecord<'static> {
         host_id: Some(Cow::Borrowed(
             "s9lzHYrFp76ZVxRcpX9+5cjAnEH2ROuNkd2BHfIa6UkFVdtjf5mKR3/eTPFvsiP/XV/VLi31234=",
         )),
-        signature_version: (!is_lifecycle).then_some(Cow::Borrowed("SigV4")),
+        signature_version: (!is_lifecycle).then_some(Cow::Borrowed(if r.client.sigv2 { "SigV2" } else { "SigV4" })),
         cipher_suite: (!is_lifecycle).then_some(Cow::Borrowed("ECDHE-RSA-AES128-GCM-SHA256")),
         authentication_type: (!is_lifecycle).then_some(Cow::Borrowed("AuthHeader")),
         host_header: Some(Cow::Owned(format!("{}.s3.us-east-1.amazonaws.com", r.bucket))),
-        tls_version: (!is_lifecycle).then_some(Cow::Borrowed("TLSv1.2")),
+        tls_version: (!is_lifecycle).then_some(Cow::Borrowed(if r.client.old_tls { "TLSv1" } else { "TLSv1.2" })),
         access_point_arn: None,
-        acl_required: Some(false),
-        source_region: None,
+        acl_required: Some(r.client.acl_required),
+        source_region: r.client.source_region.map(Cow::Borrowed),
         extra_fields: None,
     }
 }
