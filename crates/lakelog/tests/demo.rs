@@ -162,6 +162,64 @@ fn the_demo_reports_what_its_workload_holds() {
         "{saving} USD a month on {} TB",
         lake.written_bytes() / 1_000_000_000_000
     );
+    // Hygiene: each check counts what the lake made, and the scanner is the 403 hot spot.
+    let checks: BTreeMap<&str, u64> = access["hygiene"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["check"].as_str().unwrap(), c["requests"].as_u64().unwrap()))
+        .collect();
+    let h = &lake.hygiene;
+    assert_eq!(
+        checks,
+        BTreeMap::from([
+            ("sigv2", h.sigv2),
+            ("old_tls", h.old_tls),
+            ("anonymous", h.anonymous),
+            ("acl_required", h.acl_required),
+            ("cross_region", h.cross_region),
+        ])
+    );
+    for c in access["hygiene"]["checks"].as_array().unwrap() {
+        assert_eq!(c["sample_request_ids"].as_array().unwrap().len(), 5, "{c}");
+    }
+    let spot = &access["hygiene"]["forbidden"][0];
+    let ((bucket, dataset, requester), refused) = h.forbidden.iter().max_by_key(|(_, n)| **n).unwrap();
+    assert_eq!(
+        (
+            spot["bucket"].as_str().unwrap(),
+            spot["dataset"].as_str().unwrap(),
+            spot["requester"].as_str().unwrap()
+        ),
+        (bucket.as_str(), dataset.as_str(), requester.as_str())
+    );
+    assert_eq!(spot["requests"].as_u64().unwrap(), *refused);
+    // Completeness: the lost hour is an empty hour of its bucket, the records delivered twice are
+    // found, and delivery takes minutes to hours.
+    for c in access["completeness"].as_array().unwrap() {
+        let bucket = c["bucket"].as_str().unwrap();
+        assert_eq!(
+            c["duplicate_request_ids"].as_u64().unwrap(),
+            lake.duplicates[bucket],
+            "{c}"
+        );
+        let max = c["delivery"]["max_minutes"].as_f64().unwrap();
+        assert!(
+            c["delivery"]["median_minutes"].as_f64().unwrap() > 0.0 && max <= 24.0 * 60.0,
+            "{c}"
+        );
+        assert!(c["ingestion"]["median_minutes"].as_f64().is_some(), "{c}");
+        if bucket == lake.lost_hour.0 {
+            let lost = lake
+                .lost_hour
+                .1
+                .and_utc()
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            assert_eq!(c["hours_without_records"], 1, "{c}");
+            assert_eq!(c["first_empty_hours"], serde_json::json!([lost]), "{c}");
+        }
+    }
+
     // The charts say what the JSON says: each bar of the top datasets carries its reads.
     let top = std::fs::read_to_string(dir.join("reports/access/top-datasets.svg")).unwrap();
     for d in access["datasets"].as_array().unwrap().iter().take(10) {

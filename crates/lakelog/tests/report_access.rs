@@ -95,7 +95,10 @@ fn the_report_prints_the_known_figures() {
     );
     let mut keys: Vec<&String> = r.as_object().unwrap().keys().collect();
     keys.sort();
-    assert_eq!(keys, ["advice", "datasets", "headline", "unused"]);
+    assert_eq!(
+        keys,
+        ["advice", "completeness", "datasets", "headline", "hygiene", "unused"]
+    );
     // The headline sums the sections.
     let h = &r["headline"];
     let sum = |section: &str, field: &str| -> f64 {
@@ -290,16 +293,19 @@ fn ranges_rules_prices_text_and_errors() {
     // Without a range: every request, including the reads the day before and after.
     let all = report(&tables, &[]);
     assert_eq!(dataset(&all, LAKE_BUCKET, "events/clicks/")["reads"], 299 + 2);
-    // A range of the last 20 days: never-read exports cannot be called unused yet.
+    // A range of the last 20 days, shorter than --unused-days: the never-read exports are listed
+    // as not read in its 20 days, as with --unused-days 20.
     let recent = report(&tables, &["--from", "2024-04-10", "--to", "2024-04-29"]);
-    assert_eq!(recent["unused"], json!([]));
+    assert_eq!(recent["unused"][0]["dataset"], "exports/legacy/");
+    assert_eq!(recent["unused"][0]["days_without_reads"], 20);
+    assert_eq!(recent["headline"]["unused_days"], 20);
     assert_eq!(dataset(&recent, LAKE_BUCKET, "events/clicks/")["writes"], 40);
     assert_eq!(
         report(
             &tables,
             &["--from", "2024-04-10", "--to", "2024-04-29", "--unused-days", "20"]
-        )["unused"][0]["dataset"],
-        "exports/legacy/"
+        )["unused"],
+        recent["unused"]
     );
 
     // Other dataset rules.
@@ -371,6 +377,17 @@ fn ranges_rules_prices_text_and_errors() {
     for a in r["advice"].as_array().unwrap() {
         assert_eq!(a["transitions"], json!([]), "{a:#}");
     }
+    // A range shorter than --unused-days: the datasets written and never read in it are listed,
+    // with the threshold it applied.
+    let short = report(&tables, &["--from", "2024-04-26", "--to", "2024-04-29"]);
+    assert_eq!(short["headline"]["unused_days"], 4);
+    let unused: Vec<&str> = short["unused"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["dataset"].as_str().unwrap())
+        .collect();
+    assert_eq!(unused, ["exports/legacy/"], "{short:#}");
     // A range without requests.
     let empty = report(&tables, &["--from", "2030-01-01"]);
     assert_eq!(empty["datasets"], json!([]));

@@ -19,8 +19,9 @@
 //!   reads of unknown age are `reads` less the histogram's sum.
 //! * **Unused datasets** ([`UnusedDataset`]): written in the range, and not read for at least
 //!   `unused_days` days before its end (days since the last read, or the whole range when never
-//!   read in it, so a range shorter than `unused_days` cannot show a never-read dataset), with the
-//!   requesters that write them.
+//!   read in it), with the requesters that write them. A range shorter than `unused_days` could
+//!   never show one: there the threshold is the range's length, so the datasets written and never
+//!   read in it are listed, and the report says the rule as asked needs `unused_days` days.
 //! * **Storage-class advice** ([`Advice`], see [`advisor`]): the stored data is estimated from the
 //!   logs alone: every key seen in them up to the end of the range, not deleted or expired since
 //!   its last write, with the largest `object_size` logged for it. Objects no request touched in
@@ -31,6 +32,7 @@
 
 pub mod advisor;
 pub mod dataset;
+pub mod hygiene;
 pub mod operation;
 pub mod prices;
 mod render;
@@ -43,6 +45,7 @@ use serde::{Serialize, Serializer};
 
 pub use advisor::{Advice, DatasetFacts, ReadsAt, StoredAt, Transition};
 pub use dataset::{DEFAULT_DEPTH, DatasetRule, key_date};
+pub use hygiene::{Completeness, Hygiene};
 pub use prices::PriceTable;
 
 use super::{ReportError, ReportSession, TimeRange, quote_ident};
@@ -55,7 +58,7 @@ pub const TABLE: &str = "access_logs";
 const OPS: &str = "__lakelog_access_ops";
 
 /// Columns of `access_logs` the report reads.
-const COLUMNS: [&str; 9] = [
+const COLUMNS: [&str; 17] = [
     "bucket",
     "key",
     "requester",
@@ -65,6 +68,14 @@ const COLUMNS: [&str; 9] = [
     "object_size",
     "request_time",
     "request_date",
+    "request_id",
+    "signature_version",
+    "tls_version",
+    "acl_required",
+    "source_region",
+    "host_header",
+    "log_object",
+    "ingested_at",
 ];
 
 /// The age buckets of [`AgeHistogram`]: label, first day, last day.
@@ -274,6 +285,8 @@ pub struct Summary {
     pub requests: u64,
     /// The unused-days threshold.
     pub unused_days: u32,
+    /// The threshold applied: `unused_days`, or the range's days when it is shorter.
+    pub unused_days_applied: u32,
     /// The reads' rare share.
     pub rare_share: f64,
     /// The dataset rule.
@@ -302,6 +315,8 @@ pub struct Headline {
     pub current_day_read_share: Option<f64>,
     /// Datasets written and not read for the unused-days threshold.
     pub unused_datasets: u64,
+    /// That threshold, in days: `--unused-days`, or the range's length when it is shorter.
+    pub unused_days: u32,
     /// The bytes stored in them, as far as the logs show (objects written or read in them).
     pub unused_bytes: u64,
     /// What the advisor's transitions save per month, all datasets together.
@@ -330,6 +345,7 @@ impl Headline {
             reads: datasets.iter().map(|d| d.reads).sum(),
             current_day_read_share: (known > 0).then(|| current as f64 / known as f64),
             unused_datasets: unused.len() as u64,
+            unused_days: summary.unused_days_applied,
             unused_bytes,
             // A fold from 0, since an empty sum of floats is -0.
             monthly_saving: advice.iter().fold(0.0, |sum, a| sum + a.monthly_saving),
@@ -350,6 +366,10 @@ pub struct AccessReport {
     pub unused: Vec<UnusedDataset>,
     /// Storage-class advice per dataset, in the order of `datasets`.
     pub advice: Vec<Advice>,
+    /// How the buckets are called.
+    pub hygiene: Hygiene,
+    /// How completely each bucket's logs arrived.
+    pub completeness: Vec<Completeness>,
     /// Reads per dataset and day.
     #[serde(skip)]
     pub days: Vec<DayUsage>,
@@ -360,6 +380,10 @@ pub struct AccessReport {
 
 fn rfc3339<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+}
+
+fn rfc3339_list<S: Serializer>(ts: &[DateTime<Utc>], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(ts.iter().map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)))
 }
 
 fn rfc3339_opt<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
@@ -405,6 +429,7 @@ pub async fn access_report(
         )
         .await?;
     let window = range.filter("request_date", "request_time");
+    hygiene::register(session, table, &window).await?;
     let bounds = session
         .query(
             "range",
@@ -433,6 +458,7 @@ pub async fn access_report(
         range_days,
         requests,
         unused_days: options.unused_days,
+        unused_days_applied: options.unused_days.min(range_days),
         rare_share: options.rare_share,
         rule: options.rule.clone(),
         prices: (
@@ -448,6 +474,8 @@ pub async fn access_report(
             datasets: Vec::new(),
             unused: Vec::new(),
             advice: Vec::new(),
+            hygiene: Hygiene::default(),
+            completeness: Vec::new(),
             days: Vec::new(),
             summary,
         });
@@ -491,7 +519,7 @@ pub async fn access_report(
             .then_with(|| (&a.bucket, &a.dataset).cmp(&(&b.bucket, &b.dataset)))
     });
 
-    let unused = unused_datasets(&datasets, writers, end_day, range_days, options.unused_days);
+    let unused = unused_datasets(&datasets, writers, end_day, range_days, summary.unused_days_applied);
     let advice: Vec<Advice> = datasets
         .iter()
         .map(|usage| {
@@ -511,11 +539,15 @@ pub async fn access_report(
             )
         })
         .collect();
+    let hygiene = hygiene::hygiene(session).await?;
+    let completeness = hygiene::completeness(session).await?;
     Ok(AccessReport {
         headline: Headline::of(&datasets, &unused, &advice, &summary),
         datasets,
         unused,
         advice,
+        hygiene,
+        completeness,
         days,
         summary,
     })

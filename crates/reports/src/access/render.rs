@@ -281,7 +281,16 @@ impl AccessReport {
         ));
 
         sections.push((
-            format!("Unused datasets (written, not read for {} days or more)", s.unused_days),
+            if s.unused_days_applied < s.unused_days {
+                format!(
+                    "Unused datasets (written, not read in the range's {}: the range is shorter than the {} of \
+                     --unused-days, which need that many days of logs)",
+                    plural(u64::from(s.unused_days_applied), "day"),
+                    plural(u64::from(s.unused_days), "day")
+                )
+            } else {
+                format!("Unused datasets (written, not read for {} days or more)", s.unused_days)
+            },
             Body::Table(unused_table(&self.unused)),
         ));
 
@@ -322,6 +331,84 @@ impl AccessReport {
                 Body::Blocks(blocks),
             ));
         }
+
+        let mut checks = TextTable::new(["check", "requests", "requesters", "first request ids"]);
+        for c in &self.hygiene.checks {
+            let who: Vec<String> = c
+                .requesters
+                .iter()
+                .map(|r| format!("{} ({})", r.requester, count(r.requests)))
+                .collect();
+            checks.push([
+                c.finds.clone(),
+                count(c.requests),
+                who.join("; "),
+                c.sample_request_ids.join(" "),
+            ]);
+        }
+        sections.push((
+            "Access hygiene (every logged request of the range, failed ones too)".to_owned(),
+            Body::Table(checks),
+        ));
+        let mut forbidden = TextTable::new(["bucket", "dataset", "requester", "refused (403)", "first request ids"]);
+        for f in &self.hygiene.forbidden {
+            forbidden.push([
+                f.bucket.clone(),
+                f.dataset.clone(),
+                f.requester.clone(),
+                count(f.requests),
+                f.sample_request_ids.join(" "),
+            ]);
+        }
+        sections.push(("403 hot spots".to_owned(), Body::Table(forbidden)));
+
+        let minutes = |m: Option<f64>| m.map_or_else(|| "-".to_owned(), duration);
+        let mut complete = TextTable::new([
+            "bucket",
+            "records",
+            "log objects",
+            "delivery (median / max)",
+            "to ingestion (median / max)",
+            "hours without records",
+            "first empty hours",
+            "duplicate request ids",
+        ]);
+        for c in &self.completeness {
+            complete.push([
+                c.bucket.clone(),
+                count(c.records),
+                count(c.log_objects),
+                format!(
+                    "{} / {}",
+                    minutes(c.delivery.median_minutes),
+                    minutes(c.delivery.max_minutes)
+                ),
+                format!(
+                    "{} / {}",
+                    minutes(c.ingestion.median_minutes),
+                    minutes(c.ingestion.max_minutes)
+                ),
+                format!("{} of {}", count(c.hours_without_records), count(c.hours)),
+                c.first_empty_hours
+                    .iter()
+                    .map(|h| h.format("%Y-%m-%d %H:00").to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if c.sample_duplicates.is_empty() {
+                    "0".to_owned()
+                } else {
+                    format!(
+                        "{} (e.g. {})",
+                        count(c.duplicate_request_ids),
+                        c.sample_duplicates.join(" ")
+                    )
+                },
+            ]);
+        }
+        sections.push((
+            "Log completeness (S3 delivers server access logs best-effort)".to_owned(),
+            Body::Table(complete),
+        ));
         sections
     }
 
@@ -498,6 +585,17 @@ fn label_of(bucket: &str, dataset: &str) -> String {
     format!("s3://{bucket}/{dataset}")
 }
 
+/// A delay of `minutes` in the unit that reads best: `42 min`, `17.8 h`, `29.8 days`.
+fn duration(minutes: f64) -> String {
+    if minutes < 120.0 {
+        format!("{minutes:.0} min")
+    } else if minutes < 48.0 * 60.0 {
+        format!("{:.1} h", minutes / 60.0)
+    } else {
+        format!("{:.1} days", minutes / 1440.0)
+    }
+}
+
 /// `1 day`, `2 days`.
 fn plural(n: u64, unit: &str) -> String {
     if n == 1 {
@@ -534,6 +632,9 @@ mod tests {
 
     #[test]
     fn figures_for_people() {
+        assert_eq!(duration(42.4), "42 min");
+        assert_eq!(duration(1065.0), "17.8 h");
+        assert_eq!(duration(42875.0), "29.8 days");
         assert_eq!(plural(1, "day"), "1 day");
         assert_eq!(plural(1500, "day"), "1,500 days");
         assert_eq!(file_safe("my.bucket/../x"), "my.bucket_.._x");
