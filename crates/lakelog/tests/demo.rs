@@ -113,6 +113,37 @@ fn the_demo_reports_what_its_workload_holds() {
     assert_eq!(dau, expected);
     assert_eq!(game["late_events"], 0);
 
+    // Revenue: per day the paying devices and their purchases, and by app version, as sent.
+    let mut paying: BTreeMap<String, (BTreeSet<String>, f64)> = BTreeMap::new();
+    let mut by_version: BTreeMap<String, (f64, i64)> = BTreeMap::new();
+    for request in &traffic {
+        let at = request.at.duration_trunc(TimeDelta::seconds(1)).unwrap();
+        for event in request.events.iter().filter(|e| e.event_name == "purchaseEvent") {
+            let params = event.event_params.as_ref().unwrap();
+            let day = paying.entry(at.date_naive().to_string()).or_default();
+            day.0.insert(params.device_id.clone().unwrap());
+            day.1 += params.amount.unwrap();
+            let version = by_version.entry(params.app_version.clone().unwrap()).or_default();
+            version.0 += params.amount.unwrap();
+            version.1 += 1;
+        }
+    }
+    for d in game["revenue"]["days"].as_array().unwrap() {
+        let date = d["date"].as_str().unwrap();
+        let (devices, revenue) = &paying[date];
+        assert_eq!(d["paying_users"].as_u64().unwrap() as usize, devices.len(), "{d}");
+        assert_eq!(d["active_users"].as_u64().unwrap() as usize, expected[date], "{d}");
+        assert!((d["revenue"].as_f64().unwrap() - revenue).abs() < 1e-6, "{d}");
+        let arppu = d["arppu"].as_f64().unwrap();
+        assert!((arppu - revenue / devices.len() as f64).abs() < 1e-9, "{d}");
+    }
+    assert_eq!(game["revenue"]["days"].as_array().unwrap().len(), paying.len());
+    for v in game["revenue"]["by_app_version"].as_array().unwrap() {
+        let (revenue, purchases) = by_version[v["name"].as_str().unwrap()];
+        assert!((v["revenue"].as_f64().unwrap() - revenue).abs() < 1e-6, "{v}");
+        assert_eq!(v["purchases"].as_i64().unwrap(), purchases, "{v}");
+    }
+
     // The resent request's partition is closed by NOW: compaction dropped its second copy.
     let resent_events = traffic[resent(&traffic)].events.len();
     assert!(

@@ -147,6 +147,26 @@ async fn kpis_count_each_event_once_and_leave_late_events_out() {
         json!(1.25)
     );
 
+    // Revenue: D1's 2.50 (once) and D2's 1.25 count; D4's 100.00 came late. No app version sent.
+    assert_eq!(
+        report["revenue"]["days"],
+        json!([{
+            "date": "2024-06-01", "active_users": 5, "paying_users": 2, "revenue": 3.75,
+            "conversion": 0.4, "arpdau": 0.75, "arppu": 1.875
+        }])
+    );
+    assert_eq!(
+        report["revenue"]["by_platform"],
+        json!([
+            {"name": "ios", "revenue": 2.5, "purchases": 1, "paying_users": 1},
+            {"name": "android", "revenue": 1.25, "purchases": 1, "paying_users": 1},
+        ])
+    );
+    assert_eq!(
+        report["revenue"]["by_app_version"],
+        json!([{"name": "unknown", "revenue": 3.75, "purchases": 2, "paying_users": 2}])
+    );
+
     // A range selects windows; lateness is still judged against everything before.
     let (ok, stdout, stderr) = lakelog(&[
         "report",
@@ -177,17 +197,22 @@ async fn kpis_count_each_event_once_and_leave_late_events_out() {
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(html.contains("<svg"));
     // Without --from and --to, the range covered is that of the events' hours.
-    let covered = "2024-06-01T10:00:00Z to 2024-06-01T15:00:00Z";
+    let covered = "2024-06-01 10:00 to 2024-06-01 15:00 UTC";
     assert!(stdout.contains(covered), "{stdout}");
-    assert!(html.contains(covered) && !html.contains('…'), "{html}");
+    assert!(
+        html.contains(&format!("<dd>{covered}</dd>")) && !html.contains('…'),
+        "{html}"
+    );
     let written: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(written["late_events"], json!(1));
+    assert_eq!(written["headline"]["events"], json!(6));
     assert!(written["by_platform"].is_object());
     for chart in [
         "events_per_hour.svg",
         "bookings_per_hour.svg",
         "dau.svg",
         "bookings_per_hour_by_platform.svg",
+        "revenue_by_app_version.svg",
     ] {
         let svg = std::fs::read_to_string(out.join(chart)).unwrap();
         assert!(svg.starts_with("<svg"), "{chart}");

@@ -1,5 +1,5 @@
 //! `lakelog serve` as one machine's game pipeline: API handler -> embedded stream -> sink -> a
-//! local Delta table, fed by `lakelog send-events`.
+//! local Delta table, fed by `lakelog send-events`; and its live page, looked at in Chromium.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -58,5 +58,100 @@ fn events_sent_to_serve_land_in_the_local_table_within_seconds() {
         std::thread::sleep(Duration::from_millis(250));
     }
     assert_eq!(rows(table), written, "rows after {:?}", started.elapsed());
+    drop(server);
+}
+
+/// The page at `url` after its scripts ran, as headless Chromium (the system package) renders it.
+fn rendered(url: &str) -> String {
+    let browser = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .expect("no Chromium: install the system package (apt-get install chromium)");
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=4000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(url)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The text of the headline figure `what` on a rendered page.
+fn figure(page: &str, what: &str) -> String {
+    let at = page
+        .find(&format!("<dt>{what}</dt>"))
+        .unwrap_or_else(|| panic!("no {what} in {page}"));
+    let rest = &page[at..];
+    let start = rest.find("<dd>").unwrap() + 4;
+    rest[start..start + rest[start..].find("</dd>").unwrap()].to_owned()
+}
+
+#[test]
+fn the_live_page_shows_the_events_as_they_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake_dir = dir.path().join("lake");
+    let (server, url) = common::serve(&lake_dir);
+    let page_url = url.trim_end_matches("events").to_owned();
+
+    // Before any event: the page's script filled in the headline and the (empty) charts.
+    let before = rendered(&page_url);
+    assert!(before.contains("Updated at"), "{before}");
+    assert_eq!(figure(&before, "Events"), "0");
+    assert!(before.contains("<svg"), "{before}");
+
+    let sent = Command::new(env!("CARGO_BIN_EXE_lakelog"))
+        .args([
+            "send-events",
+            "--url",
+            &url,
+            "--rate",
+            "300",
+            "--duration",
+            "1",
+            "--seed",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
+    // Wait until the sink has committed them all (the row count holds for a second).
+    let table = lake_dir.join("game_events");
+    let started = Instant::now();
+    let mut landed = 0;
+    loop {
+        std::thread::sleep(Duration::from_millis(1000));
+        let now = rows(table.to_str().unwrap());
+        if (now > 0 && now == landed) || started.elapsed() > Duration::from_secs(30) {
+            break;
+        }
+        landed = now;
+    }
+    assert!(landed > 0);
+
+    // The same page now counts them, with a bar for their hour.
+    let after = rendered(&page_url);
+    let events: u64 = figure(&after, "Events").replace(',', "").parse().unwrap();
+    assert_eq!(events, landed, "each committed event counted once");
+    assert!(
+        after.matches("<rect").count() > before.matches("<rect").count(),
+        "no new bars"
+    );
+    assert!(
+        after.contains("Events per hour") && after.contains("Daily active users"),
+        "{after}"
+    );
     drop(server);
 }

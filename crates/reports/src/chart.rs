@@ -252,7 +252,10 @@ fn slot_line_chart(
         (Some(first), Some(last)) => (first, last),
         _ => (empty, empty),
     };
-    let span = (last - first).max(1);
+    // The slots drawn, and the axis (at least one slot wide, so that one slot is not a point on
+    // an empty axis).
+    let slots = (last - first).max(0);
+    let span = slots.max(1);
     let max = lines
         .iter()
         .flat_map(|(_, points)| points.iter().map(|(_, v)| *v))
@@ -276,13 +279,17 @@ fn slot_line_chart(
             .axis_desc_style(("sans-serif", LABEL_SIZE))
             .draw()?;
         for (k, (name, points)) in lines.iter().enumerate() {
-            let mut values = vec![0.0; span as usize + 1];
+            let mut values = vec![0.0; slots as usize + 1];
             for (slot, v) in points {
                 if let Some(value) = values.get_mut((slot - first) as usize) {
                     *value += v / scale;
                 }
             }
             let color = line_color(k);
+            if let [only] = values[..] {
+                // One slot: a mark, since a line needs two.
+                chart.draw_series([Circle::new((0i64, only), 4, color.filled())])?;
+            }
             chart
                 .draw_series(LineSeries::new(
                     values.into_iter().enumerate().map(|(i, v)| (i as i64, v)),
@@ -541,6 +548,19 @@ mod tests {
         let markup = svg.markup().to_ascii_uppercase();
         assert!(markup.contains("#0072B2") && markup.contains("#E69F00"), "{markup}");
         assert!(!markup.contains("#FFFF00") && !markup.contains("#F0E442"));
+        // One hour is a mark, not a line falling to an hour without data.
+        let hour = chrono::DateTime::from_timestamp(1_717_243_200, 0).unwrap();
+        let one = HourlySeries {
+            name: "all".into(),
+            points: vec![(hour, 800.0)],
+        };
+        let svg = hourly_line_chart("Bookings", Unit::Money("bookings", "USD"), &[one]).unwrap();
+        assert_eq!(count(&svg, "<circle"), 1, "{}", svg.markup());
+        assert_eq!(
+            count(&svg, "stroke-width=\"2\" points=\"92,"),
+            1,
+            "the series' line has one point"
+        );
         // Nothing to draw is still a chart.
         assert!(
             line_chart("Empty", Unit::Count("reads"), &[])

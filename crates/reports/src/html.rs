@@ -28,6 +28,33 @@ impl HtmlPage {
         page
     }
 
+    /// A piece of a page (no title, no heading) whose markup goes into another: see
+    /// [`HtmlPage::markup`].
+    pub fn fragment() -> Self {
+        Self {
+            title: String::new(),
+            body: String::new(),
+        }
+    }
+
+    /// The markup of the body so far (for a [`HtmlPage::fragment`] sent to a live page).
+    pub fn markup(&self) -> &str {
+        &self.body
+    }
+
+    /// An empty block with this id (letters, digits and `-`), for a script to fill.
+    pub fn region(&mut self, id: &str) -> &mut Self {
+        let id: String = id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+        let _ = writeln!(self.body, "<div id=\"{id}\" aria-live=\"polite\"></div>");
+        self
+    }
+
+    /// A script: only code of this program (a `'static` text), never input.
+    pub fn script(&mut self, code: &'static str) -> &mut Self {
+        let _ = writeln!(self.body, "<script>\n{code}\n</script>");
+        self
+    }
+
     /// A section heading.
     pub fn heading(&mut self, text: &str) -> &mut Self {
         let _ = writeln!(self.body, "<h2>{}</h2>", escape_html(text));

@@ -35,7 +35,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
 use lakelog_reports::access::{AccessOptions, PriceTable};
-use lakelog_reports::game::game_report;
+use lakelog_reports::game::{BOOKINGS_CURRENCY, game_report};
 use lakelog_reports::{ReportDir, ReportSession, TimeRange};
 use s3_access_log::workload::{self, MIN_DAYS};
 
@@ -561,13 +561,14 @@ async fn game_report_pages(table: &str, out: &Path, storage: &StorageConfig) -> 
         .await?;
     let report = game_report(&session, "game_events", &TimeRange::default()).await?;
     let page = report.write_html(&ReportDir::create(out)?)?;
-    let events: i64 = report.all.events_per_hour.iter().map(|h| h.count).sum();
-    let bookings: f64 = report.all.bookings_per_hour.iter().map(|h| h.amount).sum();
-    let peak = report.all.dau.iter().map(|d| d.users).max().unwrap_or(0);
+    let headline = report.all.headline();
     println!(
-        "  game KPIs: {events} events (each eventId once) in {} hours, {bookings:.2} in bookings, up to {peak} daily \
+        "  game KPIs: {} events (each eventId once) in {} hours, {:.2} {BOOKINGS_CURRENCY} in bookings, up to {} daily \
          active users",
-        report.all.events_per_hour.len()
+        headline.events,
+        report.all.events_per_hour.len(),
+        headline.bookings,
+        headline.peak_dau.map_or(0, |d| d.users)
     );
     Ok(page)
 }

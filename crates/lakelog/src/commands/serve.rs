@@ -1,5 +1,7 @@
 //! `lakelog serve`: the game events API on 127.0.0.1, running the Lambda's handler on each request
 //! (converted to an API Gateway proxy event), in front of an embedded stream or a Kinesis stream.
+//! With the embedded stream, `/` is a live page of the game KPIs of the events committed to the
+//! local table (`/live` its figures and charts, as `lakelog report game` computes them).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -70,6 +72,37 @@ struct Counters {
     unavailable: AtomicU64,
 }
 
+/// The live view: the game report over the local table, computed at most once per
+/// [`LiveView::FRESH`] however many pages ask.
+struct LiveView {
+    table: String,
+    storage: lake::StorageConfig,
+    last: tokio::sync::Mutex<Option<(std::time::Instant, String)>>,
+}
+
+impl LiveView {
+    /// How long one computation of the figures is shown.
+    const FRESH: Duration = Duration::from_secs(1);
+
+    /// The JSON of [`lakelog_reports::game::GameReport::live`] over the table.
+    async fn figures(&self) -> Result<String, lakelog_reports::ReportError> {
+        let mut last = self.last.lock().await;
+        if let Some((at, json)) = last.as_ref()
+            && at.elapsed() < Self::FRESH
+        {
+            return Ok(json.clone());
+        }
+        let session = lakelog_reports::ReportSession::new();
+        session
+            .register_tables(EVENTS_TABLE, std::slice::from_ref(&self.table), &self.storage)
+            .await?;
+        let report = lakelog_reports::game::game_report(&session, EVENTS_TABLE, &Default::default()).await?;
+        let json = report.live()?.to_string();
+        *last = Some((std::time::Instant::now(), json.clone()));
+        Ok(json)
+    }
+}
+
 /// Runs `lakelog serve` until Ctrl-C.
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let runtime = super::runtime()?;
@@ -90,7 +123,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         let stream = StreamRef::parse(stream);
         eprintln!("lakelog serve: writing to the Kinesis stream {stream}");
         let sink = Arc::new(KinesisSink::new(kinesis_client(&sdk), stream));
-        accept(listener, address, sink, config).await?;
+        accept(listener, address, sink, config, None).await?;
     } else {
         let stream = Arc::new(LocalStream::with_capacity(LOCAL_STREAM, args.buffer.max(1)));
         let table = args.lake.join(EVENTS_TABLE);
@@ -105,8 +138,13 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             sink.events_uri()
         );
         let stop = Arc::new(AtomicBool::new(false));
+        let live = Arc::new(LiveView {
+            table: sink.events_uri().to_owned(),
+            storage: lake::StorageConfig::from_env(),
+            last: tokio::sync::Mutex::new(None),
+        });
         let consumer = tokio::spawn(consume(Arc::clone(&stream), sink, Arc::clone(&stop)));
-        accept(listener, address, Arc::clone(&stream), config).await?;
+        accept(listener, address, Arc::clone(&stream), config, Some(live)).await?;
         stop.store(true, Ordering::Release);
         let (records, rows) = consumer.await.context("the stream consumer panicked")?;
         eprintln!("lakelog serve: the sink took {records} records and wrote {rows} rows");
@@ -169,8 +207,12 @@ async fn accept<S: RecordSink + 'static>(
     address: SocketAddr,
     sink: Arc<S>,
     config: ApiConfig,
+    live: Option<Arc<LiveView>>,
 ) -> anyhow::Result<()> {
     println!("lakelog serve: POST game events to http://{address}/events (Ctrl-C stops)");
+    if live.is_some() {
+        eprintln!("lakelog serve: live KPIs at http://{address}/");
+    }
     let config = Arc::new(config);
     let counters = Arc::new(Counters::default());
     let mut report = tokio::time::interval(Duration::from_secs(10));
@@ -189,10 +231,14 @@ async fn accept<S: RecordSink + 'static>(
                     }
                 };
                 let (sink, config, counters) = (Arc::clone(&sink), Arc::clone(&config), Arc::clone(&counters));
+                let live = live.clone();
                 tokio::spawn(async move {
                     let service = service_fn(move |request| {
                         let (sink, config, counters) = (Arc::clone(&sink), Arc::clone(&config), Arc::clone(&counters));
-                        async move { Ok::<_, Infallible>(route(request, peer, &*sink, &config, &counters).await) }
+                        let live = live.clone();
+                        async move {
+                            Ok::<_, Infallible>(route(request, peer, &*sink, &config, &counters, live.as_deref()).await)
+                        }
                     });
                     if let Err(err) = http1::Builder::new().serve_connection(TokioIo::new(tcp), service).await {
                         tracing::debug!(%peer, error = %err, "connection closed with an error");
@@ -223,15 +269,34 @@ fn summary(counters: &Counters) -> String {
     )
 }
 
-/// `/events` (also under a stage, `/prod/events`) goes to the handler; anything else is 404.
+/// `/events` (also under a stage, `/prod/events`) goes to the handler; `GET /` is the live page
+/// and `GET /live` its figures (with the embedded stream); anything else is 404.
 async fn route<S: RecordSink>(
     request: Request<Incoming>,
     peer: SocketAddr,
     sink: &S,
     config: &ApiConfig,
     counters: &Counters,
+    live: Option<&LiveView>,
 ) -> Response<Full<Bytes>> {
     let path = request.uri().path().trim_end_matches('/').to_owned();
+    if request.method() == hyper::Method::GET && (path.is_empty() || path == "/live") {
+        let Some(live) = live else {
+            let body = json!({"message": "the live view reads the embedded stream's table: run lakelog serve without --kinesis-stream"});
+            return plain(StatusCode::NOT_FOUND, &body);
+        };
+        if path.is_empty() {
+            return typed(
+                StatusCode::OK,
+                "text/html; charset=utf-8",
+                lakelog_reports::game::live_page(),
+            );
+        }
+        return match live.figures().await {
+            Ok(json) => typed(StatusCode::OK, "application/json", json),
+            Err(err) => plain(StatusCode::INTERNAL_SERVER_ERROR, &json!({"message": err.to_string()})),
+        };
+    }
     if !(path == "/events" || path.ends_with("/events")) {
         let body = json!({"message": format!("no route {path}: POST game events to /events")});
         return plain(StatusCode::NOT_FOUND, &body);
@@ -267,11 +332,21 @@ async fn route<S: RecordSink>(
 }
 
 fn plain(status: StatusCode, body: &serde_json::Value) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    typed(status, "application/json", body.to_string())
+}
+
+/// A response of `body` as `content_type`, never cached.
+fn typed(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
-    response.headers_mut().insert(
+    let headers = response.headers_mut();
+    headers.insert(
         hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
+        hyper::header::HeaderValue::from_static(content_type),
+    );
+    headers.insert(
+        hyper::header::CACHE_CONTROL,
+        hyper::header::HeaderValue::from_static("no-store"),
     );
     response
 }

@@ -36,9 +36,12 @@ use super::arrival::{self, ArrivalColumns};
 use super::chart::{self, Svg, Unit};
 use super::figures;
 use super::{HtmlPage, ReportDir, ReportError, ReportSession, Rows, TextTable, TimeRange, quote_ident};
+pub use revenue::Revenue;
 
 /// How much older than the latest `eventTime` seen an event may be and still count.
 pub const WATERMARK_MINUTES: i64 = 180;
+
+pub mod revenue;
 
 /// The currency of `amount`: the game's store prices, in US dollars as the seed's purchases are.
 pub const BOOKINGS_CURRENCY: &str = "USD";
@@ -99,6 +102,39 @@ pub struct GameReport {
     pub all: Kpis,
     /// Per `eventParams.platform` (`unknown` where it is missing), by name.
     pub by_platform: BTreeMap<String, Kpis>,
+    /// Who pays, and how much per player.
+    pub revenue: Revenue,
+}
+
+/// The script of [`live_page`]: fetches `live` (relative to the page) every two seconds and shows
+/// its headline and charts.
+const LIVE_SCRIPT: &str = r#"const status = document.getElementById('status');
+async function refresh() {
+  try {
+    const answer = await fetch('live', {cache: 'no-store'});
+    if (!answer.ok) throw new Error('HTTP ' + answer.status + ': ' + (await answer.text()));
+    const live = await answer.json();
+    document.getElementById('headline').innerHTML = live.headline;
+    document.getElementById('charts').innerHTML = live.charts;
+    status.textContent = 'Updated at ' + new Date().toLocaleTimeString() + '.';
+  } catch (error) {
+    status.textContent = 'Cannot update: ' + error.message;
+  }
+}
+refresh();
+setInterval(refresh, 2000);"#;
+
+/// The page `lakelog serve` shows at `/`: the game KPIs of the events it has committed, refreshed
+/// every two seconds from `live` ([`GameReport::live`]).
+pub fn live_page() -> String {
+    let mut page = HtmlPage::new("Game KPIs, live");
+    page.paragraph(
+        "The events this lakelog serve has committed to its table, counted as lakelog report game counts them \
+         (each eventId once, late events left out), refreshed every two seconds.",
+    );
+    page.region("status").region("headline").region("charts");
+    page.script(LIVE_SCRIPT);
+    page.finish()
 }
 
 /// The figures a game report opens with.
@@ -127,6 +163,7 @@ pub async fn game_report(session: &ReportSession, table: &str, range: &TimeRange
                 r#"SELECT "eventId" AS id, "eventName" AS name, "eventTime" AS t, CAST("eventTime" AS DATE) AS day,
                           coalesce("eventParams"['platform'], 'unknown') AS platform,
                           "eventParams"['device_id'] AS device,
+                          "eventParams"['app_version'] AS version,
                           "eventParams"['amount'] AS amount,
                           "approximateArrivalTime" AS arrival, "shardId" AS shard, "sequenceNumber" AS seq
                    FROM {t}"#
@@ -141,7 +178,12 @@ pub async fn game_report(session: &ReportSession, table: &str, range: &TimeRange
         ms = started.elapsed().as_millis() as u64,
         "query"
     );
-    let result = kpis(session, range).await;
+    let result = match kpis(session, range).await {
+        Ok(kpis) => revenue::revenue(session, &range.filter("day", "t"))
+            .await
+            .map(|r| (kpis, r)),
+        Err(err) => Err(err),
+    };
     session
         .context()
         .deregister_table(EVENTS)
@@ -149,7 +191,7 @@ pub async fn game_report(session: &ReportSession, table: &str, range: &TimeRange
             query: "drop events".to_owned(),
             source,
         })?;
-    let (all, by_platform) = result?;
+    let ((all, by_platform), revenue) = result?;
     // The range the figures cover: the bounds asked for, else the hours the events fall in.
     let hours = || all.events_per_hour.iter().map(|h| h.window_start);
     let covered = TimeRange {
@@ -160,6 +202,7 @@ pub async fn game_report(session: &ReportSession, table: &str, range: &TimeRange
         covered,
         all,
         by_platform,
+        revenue,
     })
 }
 
@@ -176,7 +219,7 @@ fn register_events(session: &ReportSession, copies: Rows) -> Result<usize, Repor
     };
     let batches = copies.into_batches();
     let verdicts = arrival::judge(COPIES, &batches, order, TimeDelta::minutes(WATERMARK_MINUTES))?;
-    let kept = ["name", "t", "day", "platform", "device", "amount"];
+    let kept = ["name", "t", "day", "platform", "device", "version", "amount"];
     let error = |source| ReportError::Query {
         query: COPIES.to_owned(),
         source,
@@ -218,6 +261,7 @@ fn register_events(session: &ReportSession, copies: Rows) -> Result<usize, Repor
             Field::new("day", DataType::Date32, true),
             Field::new("platform", DataType::Utf8, true),
             Field::new("device", DataType::Utf8, true),
+            Field::new("version", DataType::Utf8, true),
             Field::new("amount", DataType::Float64, true),
             Field::new("late", DataType::Boolean, false),
         ]))
@@ -417,8 +461,9 @@ impl GameReport {
     }
 
     /// `{"headline": {...}, "events_per_hour": [...], "bookings_per_hour": [...], "dau": [...],
-    /// "late_events": N, "by_platform": {"ios": {the same four}, ...}}`: timestamps RFC 3339 UTC,
-    /// dates YYYY-MM-DD. The headline has the range (`from`, `to`), `events`, `bookings` (with
+    /// "late_events": N, "by_platform": {"ios": {the same four}, ...}, "revenue": {"days": [...],
+    /// "by_platform": [...], "by_app_version": [...]}}`: timestamps RFC 3339 UTC, dates
+    /// YYYY-MM-DD. The headline has the range (`from`, `to`), `events`, `bookings` (with
     /// its `currency`), `peak_dau` (`date`, `users`) and `late_events`.
     pub fn to_json(&self) -> Value {
         let mut out = self.all.to_json();
@@ -440,6 +485,11 @@ impl GameReport {
         if let Value::Object(map) = &mut out {
             map.insert("by_platform".to_owned(), Value::Object(platforms));
             map.insert("headline".to_owned(), headline);
+            // Plain numbers, dates and strings: always serialises.
+            map.insert(
+                "revenue".to_owned(),
+                serde_json::to_value(&self.revenue).unwrap_or(Value::Null),
+            );
         }
         out
     }
@@ -466,6 +516,10 @@ impl GameReport {
             "\nLate events (more than {WATERMARK_MINUTES} minutes behind the watermark, not counted): {}\n",
             self.all.late_events
         ));
+        out.push_str("\nRevenue per day\n");
+        out.push_str(&self.revenue.days_table(BOOKINGS_CURRENCY).render());
+        out.push_str("\nRevenue by app version\n");
+        out.push_str(&Revenue::of_table(&self.revenue.by_app_version, "app version", BOOKINGS_CURRENCY).render());
         out.push_str("\nBy platform\n");
         let mut table = TextTable::new(["platform", "events", "bookings", "peak DAU", "late events"]);
         for (platform, kpis) in &self.by_platform {
@@ -485,7 +539,7 @@ impl GameReport {
     }
 
     /// The charts a person looks at: events per hour (bars), bookings per hour (line), DAU
-    /// (bars), and bookings per hour by platform (lines).
+    /// (bars), revenue by app version (bars) and bookings per hour by platform (lines).
     pub fn charts(&self) -> Result<Vec<(&'static str, Svg)>, ReportError> {
         let hourly_bars: Vec<(String, f64)> = self
             .all
@@ -534,6 +588,19 @@ impl GameReport {
                 chart::series_chart("Daily active users", Unit::Count("devices"), &dau_bars, 14)?,
             ),
             (
+                "revenue_by_app_version.svg",
+                chart::bar_chart(
+                    "Revenue by app version",
+                    Unit::Money("revenue", BOOKINGS_CURRENCY),
+                    &self
+                        .revenue
+                        .by_app_version
+                        .iter()
+                        .map(|r| (r.name.clone(), r.revenue))
+                        .collect::<Vec<_>>(),
+                )?,
+            ),
+            (
                 "bookings_per_hour_by_platform.svg",
                 chart::hourly_line_chart(
                     "Bookings per hour by platform",
@@ -544,13 +611,10 @@ impl GameReport {
         ])
     }
 
-    /// Writes the charts and an `index.html` with them and the tables into `dir`; returns the
-    /// page's path.
-    pub fn write_html(&self, dir: &ReportDir) -> Result<PathBuf, ReportError> {
-        let charts = self.charts()?;
-        let mut page = HtmlPage::new("Game KPIs");
+    /// The headline as `(what, value)` for people.
+    fn headline_figures(&self) -> Vec<(&'static str, String)> {
         let headline = self.all.headline();
-        page.headline(&[
+        vec![
             ("Range", self.range_label()),
             ("Events", figures::count(headline.events.max(0) as u64)),
             ("Bookings", figures::money(headline.bookings, BOOKINGS_CURRENCY)),
@@ -562,7 +626,31 @@ impl GameReport {
                 ),
             ),
             ("Late events", figures::count(headline.late_events.max(0) as u64)),
-        ]);
+        ]
+    }
+
+    /// What the live page ([`live_page`]) shows, as JSON: `{"headline": HTML, "charts": HTML,
+    /// "events": N}`, the headline and the charts of the page `write_html` writes.
+    pub fn live(&self) -> Result<Value, ReportError> {
+        let mut headline = HtmlPage::fragment();
+        headline.headline(&self.headline_figures());
+        let mut charts = HtmlPage::fragment();
+        for (_, svg) in self.charts()? {
+            charts.chart(&svg);
+        }
+        Ok(json!({
+            "headline": headline.markup(),
+            "charts": charts.markup(),
+            "events": self.all.headline().events,
+        }))
+    }
+
+    /// Writes the charts and an `index.html` with them and the tables into `dir`; returns the
+    /// page's path.
+    pub fn write_html(&self, dir: &ReportDir) -> Result<PathBuf, ReportError> {
+        let charts = self.charts()?;
+        let mut page = HtmlPage::new("Game KPIs");
+        page.headline(&self.headline_figures());
         page.paragraph(&format!(
             "Every figure counts each eventId once. Events more than {WATERMARK_MINUTES} minutes behind the latest \
              eventTime that arrived before them are late and not counted in their window. Bookings are the sum of \
@@ -576,6 +664,23 @@ impl GameReport {
         page.table(&self.all.hourly_table());
         page.heading("Daily active users");
         page.table(&self.all.dau_table());
+        page.heading("Revenue");
+        page.paragraph(&format!(
+            "Revenue is bookings per day; a paying user is a device with a counted purchase that day; conversion is \
+             paying / active users; ARPDAU is revenue per daily active user, ARPPU per paying user; in \
+             {BOOKINGS_CURRENCY}."
+        ));
+        page.table(&self.revenue.days_table(BOOKINGS_CURRENCY));
+        page.table(&Revenue::of_table(
+            &self.revenue.by_platform,
+            "platform",
+            BOOKINGS_CURRENCY,
+        ));
+        page.table(&Revenue::of_table(
+            &self.revenue.by_app_version,
+            "app version",
+            BOOKINGS_CURRENCY,
+        ));
         for (platform, kpis) in &self.by_platform {
             page.heading(&format!("Platform {platform}"));
             page.table(&kpis.hourly_table());
@@ -625,6 +730,7 @@ mod tests {
             },
             all: kpis(3),
             by_platform: BTreeMap::from([("android".to_owned(), kpis(2)), ("ios".to_owned(), kpis(1))]),
+            revenue: Revenue::default(),
         }
     }
 

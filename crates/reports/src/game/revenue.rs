@@ -1,0 +1,184 @@
+//! Revenue KPIs of the game report: who pays, and how much per player.
+//!
+//! Over the same first copies of events as the seed's KPIs, with the same rules: revenue is the
+//! sum of `amount` of the `purchaseEvent`s counted in bookings (not late); a paying user is a
+//! device with such a purchase; active users are the daily active users (any event).
+//!
+//! * per day: active users, paying users, revenue, conversion (paying / active), ARPDAU (revenue /
+//!   active) and ARPPU (revenue / paying);
+//! * over the range, by `platform` and by `app_version` (`unknown` where missing): revenue,
+//!   purchases and paying users.
+
+use chrono::NaiveDate;
+use serde::Serialize;
+
+use super::EVENTS;
+use crate::{ReportError, ReportSession, TextTable, figures};
+
+/// Revenue of one day.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DayRevenue {
+    /// The UTC day.
+    #[serde(serialize_with = "day")]
+    pub date: NaiveDate,
+    /// Devices with an event that day (the day's DAU).
+    pub active_users: i64,
+    /// Devices with a counted purchase that day.
+    pub paying_users: i64,
+    /// Sum of the counted purchases' `amount`.
+    pub revenue: f64,
+    /// `paying_users / active_users`.
+    pub conversion: Option<f64>,
+    /// Average revenue per daily active user.
+    pub arpdau: Option<f64>,
+    /// Average revenue per paying user.
+    pub arppu: Option<f64>,
+}
+
+/// Revenue of one platform or app version over the range.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RevenueOf {
+    /// The platform or app version.
+    pub name: String,
+    /// Sum of the counted purchases' `amount`.
+    pub revenue: f64,
+    /// Counted purchases.
+    pub purchases: i64,
+    /// Devices that made them.
+    pub paying_users: i64,
+}
+
+/// The revenue KPIs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Revenue {
+    /// Per day, in order.
+    pub days: Vec<DayRevenue>,
+    /// By platform, most revenue first.
+    pub by_platform: Vec<RevenueOf>,
+    /// By app version, most revenue first.
+    pub by_app_version: Vec<RevenueOf>,
+}
+
+fn day<S: serde::Serializer>(date: &NaiveDate, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(date)
+}
+
+impl Revenue {
+    /// The days as a table for people.
+    pub fn days_table(&self, currency: &str) -> TextTable {
+        let mut table = TextTable::new([
+            "date",
+            "active users",
+            "paying users",
+            "conversion",
+            "revenue",
+            "ARPDAU",
+            "ARPPU",
+        ]);
+        let per = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.4} {currency}"));
+        for d in &self.days {
+            table.push([
+                d.date.to_string(),
+                figures::count(d.active_users.max(0) as u64),
+                figures::count(d.paying_users.max(0) as u64),
+                figures::percent(d.conversion),
+                format!("{:.2} {currency}", d.revenue),
+                per(d.arpdau),
+                per(d.arppu),
+            ]);
+        }
+        table
+    }
+
+    /// Revenue by platform or app version as a table for people.
+    pub fn of_table(of: &[RevenueOf], what: &str, currency: &str) -> TextTable {
+        let mut table = TextTable::new([what, "revenue", "purchases", "paying users"]);
+        for r in of {
+            table.push([
+                r.name.clone(),
+                format!("{:.2} {currency}", r.revenue),
+                figures::count(r.purchases.max(0) as u64),
+                figures::count(r.paying_users.max(0) as u64),
+            ]);
+        }
+        table
+    }
+}
+
+/// `numerator / denominator`, when the denominator is not zero.
+fn ratio(numerator: f64, denominator: i64) -> Option<f64> {
+    (denominator > 0).then(|| numerator / denominator as f64)
+}
+
+/// The revenue KPIs of the events in `within` (a filter on `day` and `t`).
+pub async fn revenue(session: &ReportSession, within: &str) -> Result<Revenue, ReportError> {
+    const PURCHASE: &str = "name = 'purchaseEvent' AND amount IS NOT NULL AND NOT late";
+    let rows = session
+        .query(
+            "revenue per day",
+            &format!(
+                "SELECT day, count(DISTINCT device) AS active, \
+                   count(DISTINCT CASE WHEN {PURCHASE} THEN device END) AS paying, \
+                   coalesce(sum(CASE WHEN {PURCHASE} THEN amount END), 0) AS revenue \
+                 FROM {EVENTS} WHERE device IS NOT NULL AND {within} GROUP BY day ORDER BY day"
+            ),
+        )
+        .await?;
+    let (days, active, paying, revenue) = (
+        rows.dates("day")?,
+        rows.i64s("active")?,
+        rows.i64s("paying")?,
+        rows.f64s("revenue")?,
+    );
+    let days = (0..rows.len())
+        .filter_map(|i| {
+            let (active, paying, revenue) = (
+                active[i].unwrap_or(0),
+                paying[i].unwrap_or(0),
+                revenue[i].unwrap_or(0.0),
+            );
+            Some(DayRevenue {
+                date: days[i]?,
+                active_users: active,
+                paying_users: paying,
+                revenue,
+                conversion: ratio(paying as f64, active),
+                arpdau: ratio(revenue, active),
+                arppu: ratio(revenue, paying),
+            })
+        })
+        .collect();
+    let by = |column: &'static str| async move {
+        let rows = session
+            .query(
+                "revenue by platform and app version",
+                &format!(
+                    "SELECT {column} AS name, sum(amount) AS revenue, count(*) AS purchases, \
+                       count(DISTINCT device) AS paying FROM {EVENTS} WHERE {PURCHASE} AND {within} \
+                     GROUP BY 1 ORDER BY revenue DESC, name"
+                ),
+            )
+            .await?;
+        let (names, revenue, purchases, paying) = (
+            rows.strings("name")?,
+            rows.f64s("revenue")?,
+            rows.i64s("purchases")?,
+            rows.i64s("paying")?,
+        );
+        Ok::<_, ReportError>(
+            (0..rows.len())
+                .map(|i| RevenueOf {
+                    name: names[i].clone().unwrap_or_else(|| "unknown".to_owned()),
+                    revenue: revenue[i].unwrap_or(0.0),
+                    purchases: purchases[i].unwrap_or(0),
+                    paying_users: paying[i].unwrap_or(0),
+                })
+                .collect::<Vec<_>>(),
+        )
+    };
+    Ok(Revenue {
+        days,
+        by_platform: by("platform").await?,
+        by_app_version: by("coalesce(version, 'unknown')").await?,
+    })
+}
