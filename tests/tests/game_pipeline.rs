@@ -41,6 +41,7 @@ struct Expected {
     bookings_per_hour: BTreeMap<DateTime<Utc>, f64>,
     dau: BTreeMap<String, BTreeSet<String>>,
     late: i64,
+    late_ids: BTreeSet<String>,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -108,6 +109,7 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
             }
             if i == late_request {
                 expected.late += 1;
+                expected.late_ids.insert(id.clone());
                 continue;
             }
             let hour = time.duration_trunc(Duration::hours(1))?;
@@ -258,5 +260,76 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
         })
         .collect();
     assert_eq!(dau, got_dau);
+
+    // Revenue and sessions, by DuckDB over the same table's events (each eventId once: the last
+    // batch was delivered twice): purchases not late, and each device's events cut after 30
+    // minutes without one (or at sessionStart, after sessionEnd).
+    let late: Vec<String> = expected.late_ids.iter().map(|id| format!("'{id}'")).collect();
+    let events = format!(
+        "(SELECT * FROM {scan} QUALIFY row_number() OVER (PARTITION BY \"eventId\" ORDER BY \"approximateArrivalTime\") = 1)"
+    );
+    let revenue = duckdb(
+        standin.endpoint(),
+        &format!(
+            "SELECT CAST(CAST(\"eventTime\" AS DATE) AS VARCHAR), count(DISTINCT \"eventParams\".device_id), \
+               count(DISTINCT \"eventParams\".device_id) FILTER (WHERE \"eventName\" = 'purchaseEvent' \
+                 AND \"eventId\" NOT IN ({late})), \
+               coalesce(sum(\"eventParams\".amount) FILTER (WHERE \"eventName\" = 'purchaseEvent' \
+                 AND \"eventId\" NOT IN ({late})), 0) \
+             FROM {events} GROUP BY 1 ORDER BY 1",
+            late = late.join(", ")
+        ),
+    )?;
+    ensure!(
+        revenue.len() == report.revenue.days.len(),
+        "{revenue:?} vs {:?}",
+        report.revenue.days
+    );
+    for (row, day) in revenue.iter().zip(&report.revenue.days) {
+        ensure!(
+            row[0].as_str() == Some(day.date.to_string().as_str()),
+            "{row:?} vs {day:?}"
+        );
+        ensure!(
+            row[1].as_i64() == Some(day.active_users) && row[2].as_i64() == Some(day.paying_users),
+            "{row:?} vs {day:?}"
+        );
+        let amount = row[3].as_f64().unwrap_or(f64::NAN);
+        ensure!((amount - day.revenue).abs() < 1e-6, "{row:?} vs {day:?}");
+    }
+    let sessions = duckdb(
+        standin.endpoint(),
+        &format!(
+            "WITH e AS (SELECT \"eventParams\".device_id AS device, \"eventId\" AS id, \"eventTime\" AS t, \"eventName\" AS name, \
+               lag(\"eventTime\") OVER w AS prev_t, lag(\"eventName\") OVER w AS prev_name FROM {events} \
+               WHERE \"eventParams\".device_id IS NOT NULL WINDOW w AS (PARTITION BY \"eventParams\".device_id ORDER BY \"eventTime\", \"eventId\")), \
+             s AS (SELECT device, id, t, CASE WHEN prev_t IS NULL OR name = 'sessionStart' OR prev_name = 'sessionEnd' \
+               OR t - prev_t > INTERVAL 30 MINUTE THEN 1 ELSE 0 END AS starts FROM e), \
+             n AS (SELECT device, t, sum(starts) OVER (PARTITION BY device ORDER BY t, id) AS session FROM s), \
+             g AS (SELECT device, session, min(t) AS started FROM n GROUP BY 1, 2) \
+             SELECT CAST(CAST(started AS DATE) AS VARCHAR), count(*), count(DISTINCT device) FROM g GROUP BY 1 ORDER BY 1"
+        ),
+    )?;
+    let got: Vec<(String, i64, i64)> = report
+        .sessions
+        .days
+        .iter()
+        .map(|d| (d.date.to_string(), d.sessions, d.devices))
+        .collect();
+    let want: Vec<(String, i64, i64)> = sessions
+        .iter()
+        .map(|r| {
+            (
+                r[0].as_str().unwrap_or_default().to_owned(),
+                r[1].as_i64().unwrap_or(-1),
+                r[2].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect();
+    ensure!(got == want, "sessions {got:?} vs DuckDB {want:?}");
+    ensure!(
+        got.iter().any(|(_, n, devices)| n > devices),
+        "some device has two sessions"
+    );
     Ok(())
 }

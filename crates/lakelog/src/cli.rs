@@ -157,6 +157,9 @@ pub struct GameReportArgs {
     /// The game_events table: a local path or s3://bucket/prefix.
     #[arg(long, value_name = "URI")]
     pub table: String,
+    /// Minutes without an event after which a device's next event starts a new session.
+    #[arg(long, value_name = "MINUTES", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=10080))]
+    pub session_gap: u32,
     /// Range, format and output directory.
     #[command(flatten)]
     pub output: ReportOutputArgs,

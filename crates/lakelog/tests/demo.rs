@@ -113,6 +113,72 @@ fn the_demo_reports_what_its_workload_holds() {
     assert_eq!(dau, expected);
     assert_eq!(game["late_events"], 0);
 
+    // Retention: each device's first day, and whether it played the next day, as sent.
+    let mut days_of: BTreeMap<String, BTreeSet<chrono::NaiveDate>> = BTreeMap::new();
+    for request in &traffic {
+        let at = request.at.duration_trunc(TimeDelta::seconds(1)).unwrap();
+        for event in &request.events {
+            let device = event.event_params.as_ref().unwrap().device_id.clone().unwrap();
+            days_of.entry(device).or_default().insert(at.date_naive());
+        }
+    }
+    let last_day = days_of.values().flat_map(|d| d.iter()).max().copied().unwrap();
+    let mut cohorts: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for days in days_of.values() {
+        let first = *days.first().unwrap();
+        let cohort = cohorts.entry(first.to_string()).or_default();
+        cohort.0 += 1;
+        cohort.1 += i64::from(days.contains(&first.succ_opt().unwrap()));
+    }
+    let reported: Vec<&Value> = game["retention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["platform"].is_null())
+        .collect();
+    assert_eq!(reported.len(), cohorts.len());
+    for c in reported {
+        let date = c["date"].as_str().unwrap();
+        let (devices, next_day) = cohorts[date];
+        assert_eq!(c["devices"].as_i64().unwrap(), devices, "{c}");
+        let day = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").unwrap();
+        let want = if day < last_day {
+            serde_json::json!(next_day)
+        } else {
+            Value::Null
+        };
+        assert_eq!(c["returned"][0], want, "{c}");
+        // Four days of traffic: day 7 and day 30 are after the range.
+        assert_eq!(
+            (c["returned"][1].clone(), c["returned"][2].clone()),
+            (Value::Null, Value::Null),
+            "{c}"
+        );
+    }
+    // The player base grows: later days bring new players, and some come back.
+    assert!(cohorts.len() >= 4 && cohorts.values().all(|c| c.0 > 0));
+    assert!(cohorts.values().map(|c| c.1).sum::<i64>() > 0);
+
+    // Sessions: a device with a session that day has one at least, and is active that day (a session
+    // over midnight belongs to the day it started); the lengths count every session.
+    let sessions = &game["sessions"];
+    let mut total = 0;
+    for d in sessions["days"].as_array().unwrap() {
+        let (n, devices) = (d["sessions"].as_u64().unwrap(), d["devices"].as_u64().unwrap());
+        assert!(
+            n >= devices && devices as usize <= expected[d["date"].as_str().unwrap()],
+            "{d}"
+        );
+        total += n;
+    }
+    let counted: u64 = sessions["lengths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l[1].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, total);
+
     // Revenue: per day the paying devices and their purchases, and by app version, as sent.
     let mut paying: BTreeMap<String, (BTreeSet<String>, f64)> = BTreeMap::new();
     let mut by_version: BTreeMap<String, (f64, i64)> = BTreeMap::new();

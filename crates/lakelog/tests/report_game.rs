@@ -167,6 +167,43 @@ async fn kpis_count_each_event_once_and_leave_late_events_out() {
         json!([{"name": "unknown", "revenue": 3.75, "purchases": 2, "paying_users": 2}])
     );
 
+    // Retention: every device is first seen on the one day of the table, so no later day is known.
+    let unknown = json!([null, null, null]);
+    assert_eq!(
+        report["retention"],
+        json!([
+            {"date": "2024-06-01", "platform": null, "devices": 5, "returned": unknown},
+            {"date": "2024-06-01", "platform": "android", "devices": 2, "returned": unknown},
+            {"date": "2024-06-01", "platform": "ios", "devices": 3, "returned": unknown},
+        ])
+    );
+
+    // Sessions, cut after 30 minutes without an event: D1 at 10:05 and 11:45, D2 at 10:20 and
+    // 11:10 (two each), D3, D4 (its late purchase is still play) and D5 one each.
+    let sessions = &report["sessions"];
+    assert_eq!(sessions["gap_minutes"], 30);
+    assert_eq!(
+        sessions["days"],
+        json!([{"date": "2024-06-01", "sessions": 7, "devices": 5, "sessions_per_user": 1.4, "median_seconds": 0.0}])
+    );
+    assert_eq!(sessions["lengths"][0], json!(["under 1 min", 7]));
+    // With an hour's gap, D2's two events are one session of 50 minutes.
+    let (ok, stdout, stderr) = lakelog(&[
+        "report",
+        "game",
+        "--table",
+        &table,
+        "--format",
+        "json",
+        "--session-gap",
+        "60",
+    ]);
+    assert!(ok, "{stderr}");
+    let hourly: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(hourly["sessions"]["days"][0]["sessions"], 6);
+    assert_eq!(hourly["sessions"]["lengths"][0], json!(["under 1 min", 5]));
+    assert_eq!(hourly["sessions"]["lengths"][4], json!(["30-60 min", 1]));
+
     // A range selects windows; lateness is still judged against everything before.
     let (ok, stdout, stderr) = lakelog(&[
         "report",
@@ -213,6 +250,8 @@ async fn kpis_count_each_event_once_and_leave_late_events_out() {
         "dau.svg",
         "bookings_per_hour_by_platform.svg",
         "revenue_by_app_version.svg",
+        "retention.svg",
+        "session_lengths.svg",
     ] {
         let svg = std::fs::read_to_string(out.join(chart)).unwrap();
         assert!(svg.starts_with("<svg"), "{chart}");

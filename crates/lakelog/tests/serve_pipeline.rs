@@ -18,26 +18,23 @@ fn rows(table: &str) -> u64 {
     })
 }
 
+/// `lakelog send-events` to `url` at `rate` events a second for `seconds`, from `seed`.
+fn send_events(url: &str, rate: u32, seconds: u32, seed: u64) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_lakelog"))
+        .args(["send-events", "--url", url])
+        .args(["--rate", &rate.to_string(), "--duration", &seconds.to_string()])
+        .args(["--seed", &seed.to_string()])
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn events_sent_to_serve_land_in_the_local_table_within_seconds() {
     let dir = tempfile::tempdir().unwrap();
     let lake_dir = dir.path().join("lake");
     let (server, url) = common::serve(&lake_dir);
 
-    let sent = Command::new(env!("CARGO_BIN_EXE_lakelog"))
-        .args([
-            "send-events",
-            "--url",
-            &url,
-            "--rate",
-            "500",
-            "--duration",
-            "2",
-            "--seed",
-            "3",
-        ])
-        .output()
-        .unwrap();
+    let sent = send_events(&url, 500, 2, 3);
     let report = String::from_utf8_lossy(&sent.stdout);
     assert!(
         sent.status.success(),
@@ -112,20 +109,7 @@ fn the_live_page_shows_the_events_as_they_land() {
     assert_eq!(figure(&before, "Events"), "0");
     assert!(before.contains("<svg"), "{before}");
 
-    let sent = Command::new(env!("CARGO_BIN_EXE_lakelog"))
-        .args([
-            "send-events",
-            "--url",
-            &url,
-            "--rate",
-            "300",
-            "--duration",
-            "1",
-            "--seed",
-            "5",
-        ])
-        .output()
-        .unwrap();
+    let sent = send_events(&url, 300, 1, 5);
     assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
     // Wait until the sink has committed them all (the row count holds for a second).
     let table = lake_dir.join("game_events");

@@ -6,7 +6,7 @@ use lake::StorageConfig;
 
 use crate::cli::{AccessReportArgs, GameReportArgs, ReportArgs, ReportCommand, ReportOutputArgs};
 use lakelog_reports::access::{AccessOptions, DatasetRule, PriceTable};
-use lakelog_reports::game::game_report;
+use lakelog_reports::game::game_report_with;
 use lakelog_reports::{Format, ReportDir, ReportError, ReportSession, TimeRange};
 
 /// Runs the report named on the command line.
@@ -28,7 +28,8 @@ async fn game_command(args: &GameReportArgs) -> anyhow::Result<ExitCode> {
             &StorageConfig::from_env(),
         )
         .await?;
-    let report = game_report(&session, "game_events", &range).await?;
+    let gap = chrono::TimeDelta::minutes(i64::from(args.session_gap));
+    let report = game_report_with(&session, "game_events", &range, gap).await?;
     match args.output.format {
         Format::Table => print!("{}", report.render_text()),
         Format::Json => println!("{}", serde_json::to_string_pretty(&report.to_json())?),

@@ -36,12 +36,16 @@ use super::arrival::{self, ArrivalColumns};
 use super::chart::{self, Svg, Unit};
 use super::figures;
 use super::{HtmlPage, ReportDir, ReportError, ReportSession, Rows, TextTable, TimeRange, quote_ident};
+pub use retention::Cohort;
 pub use revenue::Revenue;
+pub use sessions::Sessions;
 
 /// How much older than the latest `eventTime` seen an event may be and still count.
 pub const WATERMARK_MINUTES: i64 = 180;
 
+pub mod retention;
 pub mod revenue;
+pub mod sessions;
 
 /// The currency of `amount`: the game's store prices, in US dollars as the seed's purchases are.
 pub const BOOKINGS_CURRENCY: &str = "USD";
@@ -104,6 +108,10 @@ pub struct GameReport {
     pub by_platform: BTreeMap<String, Kpis>,
     /// Who pays, and how much per player.
     pub revenue: Revenue,
+    /// Who comes back: all platforms' cohorts by day, then each platform's.
+    pub cohorts: Vec<Cohort>,
+    /// How often and how long people play.
+    pub sessions: Sessions,
 }
 
 /// The script of [`live_page`]: fetches `live` (relative to the page) every two seconds and shows
@@ -152,6 +160,16 @@ pub struct Headline {
 
 /// Computes the report over the `game_events` table(s) registered in `session` as `table`.
 pub async fn game_report(session: &ReportSession, table: &str, range: &TimeRange) -> Result<GameReport, ReportError> {
+    game_report_with(session, table, range, sessions::DEFAULT_GAP).await
+}
+
+/// [`game_report`] with sessions cut after `session_gap` of inactivity.
+pub async fn game_report_with(
+    session: &ReportSession,
+    table: &str,
+    range: &TimeRange,
+    session_gap: TimeDelta,
+) -> Result<GameReport, ReportError> {
     let t = quote_ident(table);
     // Every copy of every event with its place in arrival order; `register_events` keeps the
     // first copies and judges their lateness (see `arrival`).
@@ -178,12 +196,17 @@ pub async fn game_report(session: &ReportSession, table: &str, range: &TimeRange
         ms = started.elapsed().as_millis() as u64,
         "query"
     );
-    let result = match kpis(session, range).await {
-        Ok(kpis) => revenue::revenue(session, &range.filter("day", "t"))
-            .await
-            .map(|r| (kpis, r)),
-        Err(err) => Err(err),
-    };
+    // Every query over the events, then the events dropped whatever they gave.
+    let result = async {
+        let within = range.filter("day", "t");
+        Ok::<_, ReportError>((
+            kpis(session, range).await?,
+            revenue::revenue(session, &within).await?,
+            retention::cohorts(session, &within).await?,
+            sessions::sessions(session, &within, session_gap).await?,
+        ))
+    }
+    .await;
     session
         .context()
         .deregister_table(EVENTS)
@@ -191,7 +214,7 @@ pub async fn game_report(session: &ReportSession, table: &str, range: &TimeRange
             query: "drop events".to_owned(),
             source,
         })?;
-    let ((all, by_platform), revenue) = result?;
+    let ((all, by_platform), revenue, cohorts, sessions) = result?;
     // The range the figures cover: the bounds asked for, else the hours the events fall in.
     let hours = || all.events_per_hour.iter().map(|h| h.window_start);
     let covered = TimeRange {
@@ -203,6 +226,8 @@ pub async fn game_report(session: &ReportSession, table: &str, range: &TimeRange
         all,
         by_platform,
         revenue,
+        cohorts,
+        sessions,
     })
 }
 
@@ -219,7 +244,7 @@ fn register_events(session: &ReportSession, copies: Rows) -> Result<usize, Repor
     };
     let batches = copies.into_batches();
     let verdicts = arrival::judge(COPIES, &batches, order, TimeDelta::minutes(WATERMARK_MINUTES))?;
-    let kept = ["name", "t", "day", "platform", "device", "version", "amount"];
+    let kept = ["id", "name", "t", "day", "platform", "device", "version", "amount"];
     let error = |source| ReportError::Query {
         query: COPIES.to_owned(),
         source,
@@ -256,6 +281,7 @@ fn register_events(session: &ReportSession, copies: Rows) -> Result<usize, Repor
     let schema = schema.unwrap_or_else(|| {
         let timestamp = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
         Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, true),
             Field::new("name", DataType::Utf8, true),
             Field::new("t", timestamp, true),
             Field::new("day", DataType::Date32, true),
@@ -386,6 +412,11 @@ async fn kpis(session: &ReportSession, range: &TimeRange) -> Result<(Kpis, BTree
     Ok((all, by_platform))
 }
 
+/// A date as `YYYY-MM-DD` in JSON.
+fn date_text<S: serde::Serializer>(date: &NaiveDate, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(date)
+}
+
 fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
@@ -462,8 +493,9 @@ impl GameReport {
 
     /// `{"headline": {...}, "events_per_hour": [...], "bookings_per_hour": [...], "dau": [...],
     /// "late_events": N, "by_platform": {"ios": {the same four}, ...}, "revenue": {"days": [...],
-    /// "by_platform": [...], "by_app_version": [...]}}`: timestamps RFC 3339 UTC, dates
-    /// YYYY-MM-DD. The headline has the range (`from`, `to`), `events`, `bookings` (with
+    /// "by_platform": [...], "by_app_version": [...]}, "retention": [{"date", "platform", "devices",
+    /// "returned": [day 1, day 7, day 30]}, ...], "sessions": {"gap_minutes", "days": [...],
+    /// "lengths": [[label, sessions], ...]}}`: timestamps RFC 3339 UTC, dates YYYY-MM-DD. The headline has the range (`from`, `to`), `events`, `bookings` (with
     /// its `currency`), `peak_dau` (`date`, `users`) and `late_events`.
     pub fn to_json(&self) -> Value {
         let mut out = self.all.to_json();
@@ -485,11 +517,11 @@ impl GameReport {
         if let Value::Object(map) = &mut out {
             map.insert("by_platform".to_owned(), Value::Object(platforms));
             map.insert("headline".to_owned(), headline);
-            // Plain numbers, dates and strings: always serialises.
-            map.insert(
-                "revenue".to_owned(),
-                serde_json::to_value(&self.revenue).unwrap_or(Value::Null),
-            );
+            // Plain numbers, dates and strings: these always serialise.
+            let value = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
+            map.insert("revenue".to_owned(), value(serde_json::to_value(&self.revenue)));
+            map.insert("retention".to_owned(), value(serde_json::to_value(&self.cohorts)));
+            map.insert("sessions".to_owned(), value(serde_json::to_value(&self.sessions)));
         }
         out
     }
@@ -516,6 +548,13 @@ impl GameReport {
             "\nLate events (more than {WATERMARK_MINUTES} minutes behind the watermark, not counted): {}\n",
             self.all.late_events
         ));
+        out.push_str("\nRetention (share of each first-seen day's devices seen again)\n");
+        out.push_str(&retention::cohort_table(&self.cohorts).render());
+        out.push_str(&format!(
+            "\nSessions (cut after {} minutes without an event)\n",
+            self.sessions.gap_minutes
+        ));
+        out.push_str(&self.sessions.days_table().render());
         out.push_str("\nRevenue per day\n");
         out.push_str(&self.revenue.days_table(BOOKINGS_CURRENCY).render());
         out.push_str("\nRevenue by app version\n");
@@ -539,7 +578,8 @@ impl GameReport {
     }
 
     /// The charts a person looks at: events per hour (bars), bookings per hour (line), DAU
-    /// (bars), revenue by app version (bars) and bookings per hour by platform (lines).
+    /// (bars), day-1 retention by first-seen day (lines), session lengths (bars), revenue by app
+    /// version (bars) and bookings per hour by platform (lines).
     pub fn charts(&self) -> Result<Vec<(&'static str, Svg)>, ReportError> {
         let hourly_bars: Vec<(String, f64)> = self
             .all
@@ -588,6 +628,27 @@ impl GameReport {
                 chart::series_chart("Daily active users", Unit::Count("devices"), &dau_bars, 14)?,
             ),
             (
+                "retention.svg",
+                chart::line_chart(
+                    "Devices seen again the day after their first",
+                    Unit::Count("share of the first day's devices (%)"),
+                    &self.retention_series(),
+                )?,
+            ),
+            (
+                "session_lengths.svg",
+                chart::histogram(
+                    "Session length",
+                    Unit::Count("sessions"),
+                    &self
+                        .sessions
+                        .lengths
+                        .iter()
+                        .map(|(label, n)| (label.clone(), *n as f64))
+                        .collect::<Vec<_>>(),
+                )?,
+            ),
+            (
                 "revenue_by_app_version.svg",
                 chart::bar_chart(
                     "Revenue by app version",
@@ -609,6 +670,24 @@ impl GameReport {
                 )?,
             ),
         ])
+    }
+
+    /// Day-1 retention by first-seen day, one line for all platforms and one per platform, in
+    /// percent.
+    fn retention_series(&self) -> Vec<chart::Series> {
+        let mut series: Vec<chart::Series> = Vec::new();
+        for c in &self.cohorts {
+            let name = c.platform.clone().unwrap_or_else(|| "all platforms".to_owned());
+            let Some(share) = c.retention(0) else { continue };
+            match series.iter_mut().find(|s| s.name == name) {
+                Some(s) => s.points.push((c.date, share * 100.0)),
+                None => series.push(chart::Series {
+                    name,
+                    points: vec![(c.date, share * 100.0)],
+                }),
+            }
+        }
+        series
     }
 
     /// The headline as `(what, value)` for people.
@@ -664,6 +743,19 @@ impl GameReport {
         page.table(&self.all.hourly_table());
         page.heading("Daily active users");
         page.table(&self.all.dau_table());
+        page.heading("Retention");
+        page.paragraph(
+            "Devices by the day of their first event in the range, and the share of them with an event again 1, 7 \
+             and 30 days later (- while that day is after the range).",
+        );
+        page.table(&retention::cohort_table(&self.cohorts));
+        page.heading("Sessions");
+        page.paragraph(&format!(
+            "A session starts at a device's first event, at a sessionStart, after a sessionEnd, or after more than {} \
+             minutes without an event; it lasts from its first event to its last.",
+            self.sessions.gap_minutes
+        ));
+        page.table(&self.sessions.days_table());
         page.heading("Revenue");
         page.paragraph(&format!(
             "Revenue is bookings per day; a paying user is a device with a counted purchase that day; conversion is \
@@ -731,6 +823,8 @@ mod tests {
             all: kpis(3),
             by_platform: BTreeMap::from([("android".to_owned(), kpis(2)), ("ios".to_owned(), kpis(1))]),
             revenue: Revenue::default(),
+            cohorts: Vec::new(),
+            sessions: Sessions::default(),
         }
     }
 

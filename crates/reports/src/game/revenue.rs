@@ -19,7 +19,7 @@ use crate::{ReportError, ReportSession, TextTable, figures};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DayRevenue {
     /// The UTC day.
-    #[serde(serialize_with = "day")]
+    #[serde(serialize_with = "super::date_text")]
     pub date: NaiveDate,
     /// Devices with an event that day (the day's DAU).
     pub active_users: i64,
@@ -57,10 +57,6 @@ pub struct Revenue {
     pub by_platform: Vec<RevenueOf>,
     /// By app version, most revenue first.
     pub by_app_version: Vec<RevenueOf>,
-}
-
-fn day<S: serde::Serializer>(date: &NaiveDate, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(date)
 }
 
 impl Revenue {

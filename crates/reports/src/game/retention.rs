@@ -1,0 +1,103 @@
+//! Retention cohorts of the game report: do players come back?
+//!
+//! A device's cohort is the UTC day of its first event in the range (and the platform of that
+//! first day's events, the smallest name if several). A cohort's day-N retention is the share of
+//! its devices with an event on day N after that first day, for N = 1, 7 and 30 (classic
+//! retention); it is unknown (null) while the range's last day is before the cohort's day N.
+
+use chrono::NaiveDate;
+use serde::Serialize;
+
+use super::EVENTS;
+use crate::{ReportError, ReportSession, TextTable, figures};
+
+/// The days after the first one that retention is measured on.
+pub const RETENTION_DAYS: [i64; 3] = [1, 7, 30];
+
+/// One cohort.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cohort {
+    /// The first-seen day.
+    #[serde(serialize_with = "super::date_text")]
+    pub date: NaiveDate,
+    /// The platform, or `None` for all platforms together.
+    pub platform: Option<String>,
+    /// Devices first seen that day.
+    pub devices: i64,
+    /// Of them, those seen again on day 1, 7 and 30 after (`None` when that day is after the
+    /// range).
+    pub returned: [Option<i64>; 3],
+}
+
+impl Cohort {
+    /// The share of the cohort seen again on day `RETENTION_DAYS[k]`.
+    pub fn retention(&self, k: usize) -> Option<f64> {
+        let returned = self.returned.get(k).copied().flatten()?;
+        (self.devices > 0).then(|| returned as f64 / self.devices as f64)
+    }
+}
+
+/// The cohorts of the events in `within` (a filter on `day` and `t`): all platforms first, then
+/// by platform, each by day.
+pub async fn cohorts(session: &ReportSession, within: &str) -> Result<Vec<Cohort>, ReportError> {
+    let returned = RETENTION_DAYS
+        .iter()
+        .map(|n| {
+            format!(
+                "CASE WHEN f.cohort + INTERVAL '{n} days' <= s.last_day \
+                 THEN count(DISTINCT CASE WHEN a.day = f.cohort + INTERVAL '{n} days' THEN f.device END) END AS d{n}"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let rows = session
+        .query(
+            "retention cohorts",
+            &format!(
+                "WITH active AS (SELECT DISTINCT device, platform, day FROM {EVENTS} \
+                   WHERE device IS NOT NULL AND {within}), \
+                 span AS (SELECT max(day) AS last_day FROM active), \
+                 firsts AS (SELECT device, min(day) AS cohort FROM active GROUP BY device), \
+                 f AS (SELECT f.device, f.cohort, min(a.platform) AS platform FROM firsts f \
+                   JOIN active a ON a.device = f.device AND a.day = f.cohort GROUP BY f.device, f.cohort) \
+                 SELECT f.cohort, f.platform, count(DISTINCT f.device) AS devices, {returned} \
+                 FROM f CROSS JOIN span s LEFT JOIN active a ON a.device = f.device \
+                 GROUP BY GROUPING SETS ((f.cohort, s.last_day), (f.cohort, f.platform, s.last_day)) \
+                 ORDER BY f.platform NULLS FIRST, f.cohort"
+            ),
+        )
+        .await?;
+    let (dates, platforms, devices) = (rows.dates("cohort")?, rows.strings("platform")?, rows.i64s("devices")?);
+    let returned: Vec<Vec<Option<i64>>> = RETENTION_DAYS
+        .iter()
+        .map(|n| rows.i64s(&format!("d{n}")))
+        .collect::<Result<_, _>>()?;
+    Ok((0..rows.len())
+        .filter_map(|i| {
+            Some(Cohort {
+                date: dates[i]?,
+                platform: platforms[i].clone(),
+                devices: devices[i].unwrap_or(0),
+                returned: [returned[0][i], returned[1][i], returned[2][i]],
+            })
+        })
+        .collect())
+}
+
+/// The cohorts of all platforms as a table for people.
+pub fn cohort_table(cohorts: &[Cohort]) -> TextTable {
+    let mut table = TextTable::new(
+        ["first seen", "devices"]
+            .into_iter()
+            .map(str::to_owned)
+            .chain(RETENTION_DAYS.iter().map(|n| format!("day {n}"))),
+    );
+    for c in cohorts.iter().filter(|c| c.platform.is_none()) {
+        table.push(
+            [c.date.to_string(), figures::count(c.devices.max(0) as u64)]
+                .into_iter()
+                .chain((0..RETENTION_DAYS.len()).map(|k| figures::percent(c.retention(k)))),
+        );
+    }
+    table
+}
