@@ -159,25 +159,62 @@ fn the_demo_reports_what_its_workload_holds() {
     assert!(cohorts.len() >= 4 && cohorts.values().all(|c| c.0 > 0));
     assert!(cohorts.values().map(|c| c.1).sum::<i64>() > 0);
 
-    // Sessions: a device with a session that day has one at least, and is active that day (a session
-    // over midnight belongs to the day it started); the lengths count every session.
-    let sessions = &game["sessions"];
-    let mut total = 0;
-    for d in sessions["days"].as_array().unwrap() {
-        let (n, devices) = (d["sessions"].as_u64().unwrap(), d["devices"].as_u64().unwrap());
-        assert!(
-            n >= devices && devices as usize <= expected[d["date"].as_str().unwrap()],
-            "{d}"
-        );
-        total += n;
+    // Sessions, cut from the sent events by the report's rules (a device's events by eventTime,
+    // then eventId; a new one at sessionStart, after sessionEnd, or after 30 minutes without an
+    // event), per day they start on.
+    let mut plays: BTreeMap<String, Vec<(DateTime<Utc>, String, String)>> = BTreeMap::new();
+    for request in &traffic {
+        let at = request.at.duration_trunc(TimeDelta::seconds(1)).unwrap();
+        for event in &request.events {
+            let device = event.event_params.as_ref().unwrap().device_id.clone().unwrap();
+            let id = event.event_id.unwrap().hyphenated().to_string();
+            plays
+                .entry(device)
+                .or_default()
+                .push((at, id, event.event_name.clone()));
+        }
     }
-    let counted: u64 = sessions["lengths"]
+    let mut sessions_of: BTreeMap<String, (i64, BTreeSet<String>)> = BTreeMap::new();
+    for (device, events) in &mut plays {
+        events.sort();
+        let mut previous: Option<&(DateTime<Utc>, String, String)> = None;
+        for event in events.iter() {
+            let starts = match previous {
+                None => true,
+                Some(p) => event.2 == "sessionStart" || p.2 == "sessionEnd" || event.0 - p.0 > TimeDelta::minutes(30),
+            };
+            if starts {
+                let day = sessions_of.entry(event.0.date_naive().to_string()).or_default();
+                day.0 += 1;
+                day.1.insert(device.clone());
+            }
+            previous = Some(event);
+        }
+    }
+    let reported: BTreeMap<String, (i64, usize)> = game["sessions"]["days"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|l| l[1].as_u64().unwrap())
+        .map(|d| {
+            let n = |field: &str| d[field].as_i64().unwrap();
+            (
+                d["date"].as_str().unwrap().to_owned(),
+                (n("sessions"), n("devices") as usize),
+            )
+        })
+        .collect();
+    let want: BTreeMap<String, (i64, usize)> = sessions_of
+        .into_iter()
+        .map(|(day, (n, devices))| (day, (n, devices.len())))
+        .collect();
+    assert_eq!(reported, want);
+    let counted: i64 = game["sessions"]["lengths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l[1].as_i64().unwrap())
         .sum();
-    assert_eq!(counted, total);
+    assert_eq!(counted, want.values().map(|w| w.0).sum::<i64>());
 
     // Revenue: per day the paying devices and their purchases, and by app version, as sent.
     let mut paying: BTreeMap<String, (BTreeSet<String>, f64)> = BTreeMap::new();
