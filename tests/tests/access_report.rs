@@ -39,6 +39,37 @@ fn storage(standin: &StandIn) -> StorageConfig {
     }
 }
 
+/// The log objects of `generated` put into a raw-logs bucket and ingested into tables in a lake
+/// bucket; returns the tables of [`LAKE_BUCKET`] and [`WEB_BUCKET`].
+async fn ingest(standin: &StandIn, generated: &workload::Workload) -> Vec<String> {
+    let raw = standin.create_bucket("report-raw").await.unwrap();
+    let lake = standin.create_bucket("report-lake").await.unwrap();
+    for object in &generated.objects {
+        standin
+            .s3()
+            .put_object()
+            .bucket(&raw)
+            .key(format!("{}/{}", object.bucket, object.name))
+            .body(ByteStream::from(object.data.clone()))
+            .send()
+            .await
+            .unwrap();
+    }
+    let template = TableTemplate::parse("table", &format!("s3://{lake}/access_logs/{{bucket}}")).unwrap();
+    let rejects = template.default_rejects();
+    let reader = ObjectReader::s3(standin.s3());
+    let objects = reader.list(&format!("s3://{raw}/")).await.unwrap();
+    assert_eq!(objects.len(), generated.objects.len());
+    let ingestor = Ingestor::new(template, rejects, storage(standin), reader, 4);
+    for (object, result) in ingestor.ingest(&objects, &lake::Retry::default(), &NoProgress).await {
+        result.unwrap_or_else(|e| panic!("{object}: {e}"));
+    }
+    [LAKE_BUCKET, WEB_BUCKET]
+        .iter()
+        .map(|b| StandIn::s3_uri(&lake, &format!("access_logs/{b}")))
+        .collect()
+}
+
 struct Lake {
     standin: StandIn,
     tables: Vec<String>,
@@ -50,34 +81,9 @@ impl Lake {
     /// a lake bucket, and reported over the 60 days.
     async fn new() -> Lake {
         let standin = StandIn::connect().await.unwrap();
-        let raw = standin.create_bucket("report-raw").await.unwrap();
-        let lake = standin.create_bucket("report-lake").await.unwrap();
         let generated = workload::generate(NaiveDate::from_ymd_opt(2024, 3, 1).unwrap(), 60);
-        for object in &generated.objects {
-            standin
-                .s3()
-                .put_object()
-                .bucket(&raw)
-                .key(format!("{}/{}", object.bucket, object.name))
-                .body(ByteStream::from(object.data.clone()))
-                .send()
-                .await
-                .unwrap();
-        }
+        let tables = ingest(&standin, &generated).await;
         let storage = storage(&standin);
-        let template = TableTemplate::parse("table", &format!("s3://{lake}/access_logs/{{bucket}}")).unwrap();
-        let rejects = template.default_rejects();
-        let reader = ObjectReader::s3(standin.s3());
-        let objects = reader.list(&format!("s3://{raw}/")).await.unwrap();
-        assert_eq!(objects.len(), generated.objects.len());
-        let ingestor = Ingestor::new(template, rejects, storage.clone(), reader, 4);
-        for (object, result) in ingestor.ingest(&objects, &lake::Retry::default(), &NoProgress).await {
-            result.unwrap_or_else(|e| panic!("{object}: {e}"));
-        }
-        let tables: Vec<String> = [LAKE_BUCKET, WEB_BUCKET]
-            .iter()
-            .map(|b| StandIn::s3_uri(&lake, &format!("access_logs/{b}")))
-            .collect();
         let range = TimeRange::parse(Some("2024-03-01"), Some("2024-04-29")).unwrap();
         let options = AccessOptions::new(PriceTable::default_table().unwrap());
         let report = lakelog_reports::access::run(&tables, &storage, &range, &options)
@@ -277,57 +283,92 @@ async fn duckdb_agrees_with_every_section() {
         let want: BTreeSet<String> = report.unused.iter().map(|u| u.dataset.clone()).collect();
         assert_eq!(unread, want, "{table}: datasets nobody reads");
 
-        // The advisor's plan search in SQL: the same transitions, and the same amounts (compared
-        // unrounded, since the test lake's savings are a few cents).
-        let sql = athena_query(
-            "AccessStorageClassAdviceQuery",
-            ACCESS_LOG_TABLE,
-            &format!("delta_scan('{table}')"),
-        )
-        .unwrap()
-        .replace("round(b.monthly_saving, 2)", "b.monthly_saving")
-        .replace("round(b.one_time_transition_cost, 2)", "b.one_time_transition_cost");
-        let amount = |v: &Value| v.as_f64().unwrap_or_else(|| panic!("{v} is not an amount"));
-        let days = |v: &Value| v.as_u64().map(|d| d as u32);
-        let advised: BTreeMap<String, ([Option<u32>; 3], f64, f64)> = duckdb(lake.standin.endpoint(), &sql)
-            .unwrap()
-            .iter()
-            .map(|r| {
-                (
-                    text(&r[1]),
-                    ([days(&r[2]), days(&r[3]), days(&r[4])], amount(&r[5]), amount(&r[6])),
-                )
-            })
-            .collect();
-        let want: BTreeMap<String, ([Option<u32>; 3], f64, f64)> = report
-            .advice
-            .iter()
-            .filter(|a| !a.transitions.is_empty())
-            .map(|a| {
-                let after = |class: &str| a.transitions.iter().find(|t| t.storage_class == class).map(|t| t.days);
-                let plan = [after("STANDARD_IA"), after("GLACIER_IR"), after("GLACIER")];
-                (a.dataset.clone(), (plan, a.monthly_saving, a.one_time_transition_cost))
-            })
-            .collect();
-        assert_eq!(
-            advised.iter().map(|(k, v)| (k, v.0)).collect::<Vec<_>>(),
-            want.iter().map(|(k, v)| (k, v.0)).collect::<Vec<_>>(),
-            "{table}: storage classes to move to"
-        );
-        for (dataset, (_, saving, once)) in &advised {
-            let (_, want_saving, want_once) = want[dataset];
-            let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
-            assert!(
-                close(*saving, want_saving) && close(*once, want_once),
-                "{table} {dataset}: SQL saves {saving} (once {once}), the report {want_saving} (once {want_once})"
-            );
-        }
+        // The advisor's plan search in SQL: the same transitions, and the same amounts.
+        let advised = assert_saved_advice_is_the_reports(&lake.standin, table, &report);
         advised_datasets += advised.len();
     }
     assert!(
         advised_datasets > 0,
         "no table's advice has a transition: the query is not tried"
     );
+}
+
+/// Runs the template's saved advice query on `table` with DuckDB and checks it advises what
+/// `report` (of that table over all its days) does: the same transitions per dataset, and the same
+/// amounts (compared unrounded, since the small test lake's savings are a few cents). Returns what
+/// it advised.
+fn assert_saved_advice_is_the_reports(
+    standin: &StandIn,
+    table: &str,
+    report: &AccessReport,
+) -> BTreeMap<String, ([Option<u32>; 3], f64, f64)> {
+    let sql = athena_query(
+        "AccessStorageClassAdviceQuery",
+        ACCESS_LOG_TABLE,
+        &format!("delta_scan('{table}')"),
+    )
+    .unwrap()
+    .replace("round(b.monthly_saving, 2)", "b.monthly_saving")
+    .replace("round(b.one_time_transition_cost, 2)", "b.one_time_transition_cost");
+    let amount = |v: &Value| v.as_f64().unwrap_or_else(|| panic!("{v} is not an amount"));
+    let days = |v: &Value| v.as_u64().map(|d| d as u32);
+    let advised: BTreeMap<String, ([Option<u32>; 3], f64, f64)> = duckdb(standin.endpoint(), &sql)
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                text(&r[1]),
+                ([days(&r[2]), days(&r[3]), days(&r[4])], amount(&r[5]), amount(&r[6])),
+            )
+        })
+        .collect();
+    let want: BTreeMap<String, ([Option<u32>; 3], f64, f64)> = report
+        .advice
+        .iter()
+        .filter(|a| !a.transitions.is_empty())
+        .map(|a| {
+            let after = |class: &str| a.transitions.iter().find(|t| t.storage_class == class).map(|t| t.days);
+            let plan = [after("STANDARD_IA"), after("GLACIER_IR"), after("GLACIER")];
+            (a.dataset.clone(), (plan, a.monthly_saving, a.one_time_transition_cost))
+        })
+        .collect();
+    assert_eq!(
+        advised.iter().map(|(k, v)| (k, v.0)).collect::<Vec<_>>(),
+        want.iter().map(|(k, v)| (k, v.0)).collect::<Vec<_>>(),
+        "{table}: storage classes to move to"
+    );
+    for (dataset, (_, saving, once)) in &advised {
+        let (_, want_saving, want_once) = want[dataset];
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+        assert!(
+            close(*saving, want_saving) && close(*once, want_once),
+            "{table} {dataset}: SQL saves {saving} (once {once}), the report {want_saving} (once {want_once})"
+        );
+    }
+    advised
+}
+
+/// The demo lake has a Delta table: neither the report nor the saved query advises its files into
+/// Glacier Flexible Retrieval, where the lake's plain files of the same age go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn table_formats_stay_out_of_glacier_in_the_report_and_the_saved_query() {
+    let standin = StandIn::connect().await.unwrap();
+    let generated = workload::lake::generate(NaiveDate::from_ymd_opt(2024, 3, 1).unwrap(), 21, 5).workload;
+    let tables = ingest(&standin, &generated).await;
+    let table = &tables[0];
+    assert!(table.ends_with(LAKE_BUCKET), "{table}");
+    let options = AccessOptions::new(PriceTable::default_table().unwrap());
+    let whole = TimeRange::parse(None, None).unwrap();
+    let report = lakelog_reports::access::run(std::slice::from_ref(table), &storage(&standin), &whole, &options)
+        .await
+        .unwrap();
+    let advised = assert_saved_advice_is_the_reports(&standin, table, &report);
+    let orders = &advised["warehouse/orders/"];
+    assert!(
+        orders.0[2].is_none() && orders.0.iter().any(Option::is_some),
+        "{orders:?}"
+    );
+    assert!(advised["raw/sensors/"].0[2].is_some(), "{advised:?}");
 }
 
 /// The saved Athena queries group keys into datasets and date them as the report does, on keys of

@@ -296,6 +296,25 @@ fn the_demo_reports_what_its_workload_holds() {
         "{saving} USD a month on {} TB",
         lake.written_bytes() / 1_000_000_000_000
     );
+    // The Delta table's files are never advised into a class that needs a restore.
+    let orders = access["advice"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["dataset"] == "warehouse/orders/")
+        .unwrap();
+    let classes: Vec<&str> = orders["transitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["storage_class"].as_str().unwrap())
+        .collect();
+    assert!(!classes.is_empty() && !classes.contains(&"GLACIER"), "{orders:#}");
+    assert!(
+        orders["reason"].as_str().unwrap().contains("Delta Lake files"),
+        "{orders:#}"
+    );
+
     // Hygiene: each check counts what the lake made, and the scanner is the 403 hot spot.
     let checks: BTreeMap<&str, u64> = access["hygiene"]["checks"]
         .as_array()

@@ -19,7 +19,8 @@
 //! S3's rules: Standard-IA no sooner than 30 days, and each class kept at least its minimum
 //! storage duration before the next transition, so no early-deletion charge arises. Glacier
 //! Flexible Retrieval is only proposed from an age that no read reached in the range, since a GET
-//! of an archived object fails until it is restored: it would hurt its users. The advisor proposes
+//! of an archived object fails until it is restored: it would hurt its users; and never for the
+//! files of a table format (Delta Lake, Iceberg, Hudi), whose readers open any of them. The advisor proposes
 //! the plan that saves the most, if any saves anything.
 
 use std::collections::BTreeMap;
@@ -86,7 +87,19 @@ pub struct DatasetFacts {
     pub movable_writes: u64,
     /// Days the range spans (at least 1).
     pub range_days: u32,
+    /// The table format whose files are under the prefix (`Delta Lake`, `Apache Iceberg`, `Apache
+    /// Hudi`), if any: its readers open any file without warning, so no class that needs a
+    /// restore before a read is proposed.
+    pub table_format: Option<&'static str>,
 }
+
+/// Directories that mark the files of a table format, as `(format, directory)`: a key of the
+/// dataset with `/directory/` in it (or starting with `directory/`) is such a file.
+pub const TABLE_FORMATS: [(&str, &str); 3] = [
+    ("Delta Lake", "_delta_log"),
+    ("Apache Iceberg", "metadata"),
+    ("Apache Hudi", ".hoodie"),
+];
 
 /// One recommended transition.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -257,6 +270,13 @@ pub fn advise(bucket: &str, dataset: &str, facts: &DatasetFacts, prices: &PriceT
             (Vec::new(), 0.0, 0.0, 0.0, reason)
         }
     };
+    let reason = match facts.table_format {
+        Some(format) => format!(
+            "{reason}; the prefix holds {format} files, whose readers open any file without a restore, so Glacier \
+             Flexible Retrieval is not proposed"
+        ),
+        None => reason,
+    };
     let reason = if reads_of_unknown_age > 0 {
         format!(
             "{reason}; {reads_of_unknown_age} reads of data of unknown age are not in the projection (and rule out \
@@ -349,6 +369,10 @@ fn evaluate(plan: &Plan, facts: &DatasetFacts, prices: &PriceTable) -> Option<Ou
         for r in facts.reads.iter().filter(|r| r.movable && in_band(r.age)) {
             reads += r.reads;
             read_bytes += r.bytes;
+        }
+        if CLASSES[class] == "GLACIER" && facts.table_format.is_some() {
+            // A table format's readers open any file of the table without a restore.
+            return None;
         }
         if CLASSES[class] == "GLACIER" {
             // A read of the band (of any size), or of data of unknown age (which the rule would
@@ -463,6 +487,7 @@ mod tests {
                 .collect(),
             movable_writes: days as u64,
             range_days: days as u32,
+            table_format: None,
         }
     }
 
@@ -491,6 +516,25 @@ mod tests {
         assert_eq!(rule["Filter"]["Prefix"], "exports/");
         assert_eq!(rule["Transitions"], json!([{ "Days": 1, "StorageClass": "GLACIER" }]));
         assert_eq!(rule["ID"], "lakelog-b-exports");
+    }
+
+    #[test]
+    fn the_files_of_a_table_format_never_need_a_restore() {
+        let mut facts = daily(365, 1024 * MB, &[]);
+        facts.table_format = Some("Delta Lake");
+        let advice = advise("b", "warehouse/orders/", &facts, &prices(), 0.05);
+        assert!(!advice.transitions.is_empty(), "{}", advice.reason);
+        assert!(
+            advice.transitions.iter().all(|t| t.storage_class != "GLACIER"),
+            "{:?}",
+            advice.transitions
+        );
+        assert!(advice.reason.contains("Delta Lake files"), "{}", advice.reason);
+        // The same data as plain files goes to Glacier Flexible Retrieval.
+        facts.table_format = None;
+        let plain = advise("b", "exports/", &facts, &prices(), 0.05);
+        assert!(plain.transitions.iter().any(|t| t.storage_class == "GLACIER"));
+        assert!(plain.monthly_saving > advice.monthly_saving);
     }
 
     #[test]
@@ -553,6 +597,7 @@ mod tests {
             }],
             movable_writes: 0,
             range_days: 30,
+            table_format: None,
         };
         let advice = advise("b", "raw/", &facts, &prices(), 0.05);
         assert!(advice.transitions.is_empty());

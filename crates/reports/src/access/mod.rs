@@ -491,6 +491,7 @@ pub async fn access_report(
     let stored = stored_objects(session, &until, epoch_day(end_day)).await?;
     let writers = writers(session, &window).await?;
     let days = day_usage(session, &window).await?;
+    let formats = table_formats(session, &until).await?;
 
     let mut reads_by_dataset: HashMap<(String, String), Vec<ReadsAt>> = HashMap::new();
     for (key, reads) in ages {
@@ -529,6 +530,7 @@ pub async fn access_report(
                 stored: stored_by_dataset.remove(&key).unwrap_or_default(),
                 movable_writes: usage.movable_writes,
                 range_days,
+                table_format: formats.get(&key).copied(),
             };
             advisor::advise(
                 &usage.bucket,
@@ -737,6 +739,42 @@ async fn stored_objects(
                 bytes: bytes[i].unwrap_or(0).max(0) as u64,
             };
             (key, at)
+        })
+        .collect())
+}
+
+/// The datasets holding the files of a table format (see [`advisor::TABLE_FORMATS`]) in the logs
+/// up to the end of the range, with the format (the first in that list when several).
+async fn table_formats(
+    session: &ReportSession,
+    until: &str,
+) -> Result<HashMap<(String, String), &'static str>, ReportError> {
+    let cases = advisor::TABLE_FORMATS
+        .iter()
+        .enumerate()
+        .map(|(i, (_, dir))| {
+            let (first, inner) = (
+                super::quote_literal(&format!("{dir}/")),
+                super::quote_literal(&format!("/{dir}/")),
+            );
+            format!("WHEN starts_with(key, {first}) OR strpos(key, {inner}) > 0 THEN {i}")
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let rows = session
+        .query(
+            "table formats",
+            &format!(
+                "SELECT bucket, dataset, MIN(CASE {cases} END) AS format FROM {OPS} WHERE {until} \
+                 GROUP BY bucket, dataset HAVING MIN(CASE {cases} END) IS NOT NULL"
+            ),
+        )
+        .await?;
+    let (buckets, names, formats) = (rows.strings("bucket")?, rows.strings("dataset")?, rows.i64s("format")?);
+    Ok((0..rows.len())
+        .filter_map(|i| {
+            let format = advisor::TABLE_FORMATS.get(usize::try_from(formats[i]?).ok()?)?.0;
+            Some(((buckets[i].clone()?, names[i].clone()?), format))
         })
         .collect())
 }

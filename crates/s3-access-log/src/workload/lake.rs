@@ -23,6 +23,9 @@
 //!   `ml-training` on Mondays, read by `model-serving` about once an hour.
 //! * `exports/legacy/DATE.csv` (about 2 GiB) PUT by `legacy-export` every day, and
 //!   `tmp/notebooks/USER/RUN/part-N.parquet` written by notebooks now and then: never read.
+//! * `warehouse/orders/`, a Delta Lake table: 20-30 data files of about 1 GiB a day in
+//!   `order_date=DATE/` partitions and a commit in `_delta_log/` (a few KiB) per day, by
+//!   `spark-orders`; `trino` reads the log and the last week's partitions every working hour.
 //! * `raw/café données/file+1.json` and `file+2.json` (1 KiB, older than the logs) read by
 //!   `spark` every morning: keys with spaces, `+` and accents.
 //!
@@ -311,6 +314,7 @@ const SNAPSHOTS: &str = "snapshots/customers/";
 const MODELS: &str = "models/recommender/";
 const EXPORTS: &str = "exports/legacy/";
 const NOTEBOOKS: &str = "tmp/notebooks/";
+const WAREHOUSE: &str = "warehouse/orders/";
 const CAFE: &str = "raw/café données/";
 const ASSETS: &str = "web/assets/";
 
@@ -347,6 +351,7 @@ pub fn generate(start: NaiveDate, days: u32, seed: u64) -> Lake {
     let mut app_logs: Vec<Vec<(String, i64)>> = Vec::new();
     let mut snapshots: Vec<Vec<(String, i64)>> = Vec::new();
     let mut first_full: Vec<(String, i64)> = Vec::new();
+    let mut warehouse: Vec<(u32, String, i64)> = Vec::new();
     let mut model = b.size(6.0 * GIB);
     let cafe = ["file+1.json", "file+2.json"];
     let web: Vec<(String, i64)> = WEB_FILES
@@ -607,6 +612,51 @@ pub fn generate(start: NaiveDate, days: u32, seed: u64) -> Lake {
             }
         }
 
+        // A Delta table: a day's data files and its commit, then queries over the last week.
+        let files = b.rng.random_range(20..=30);
+        let mut commit_size = 0;
+        for i in 0..files {
+            let key = format!("{WAREHOUSE}order_date={today}/part-{i:05}-{d:04}.snappy.parquet");
+            let size = b.size(GIB);
+            let at = b.at(today, 4);
+            b.put(at, WAREHOUSE, "spark-orders", key.clone(), size);
+            warehouse.push((d, key, size));
+            commit_size += 300;
+        }
+        let at = b.at(today, 5);
+        b.put(
+            at,
+            WAREHOUSE,
+            "spark-orders",
+            format!("{WAREHOUSE}_delta_log/{d:020}.json"),
+            commit_size,
+        );
+        if !off {
+            for hour in 9..=17 {
+                let at = b.at(today, hour);
+                b.get(
+                    at,
+                    LAKE_BUCKET,
+                    WAREHOUSE,
+                    Some("trino"),
+                    format!("{WAREHOUSE}_delta_log/{d:020}.json"),
+                    commit_size,
+                    1.0,
+                );
+                let recent: Vec<(String, i64)> = warehouse
+                    .iter()
+                    .filter(|(day, _, _)| d - day < 7)
+                    .map(|(_, key, size)| (key.clone(), *size))
+                    .collect();
+                for _ in 0..b.rng.random_range(2..=6) {
+                    let (key, size) = recent[b.rng.random_range(0..recent.len())].clone();
+                    let at = b.at(today, hour);
+                    let share = b.rng.random_range(0.05..0.5);
+                    b.get(at, LAKE_BUCKET, WAREHOUSE, Some("trino"), key, size, share);
+                }
+            }
+        }
+
         // Files older than the logs, with keys S3 percent-encodes.
         for (minute, file) in cafe.iter().enumerate() {
             let at = today.and_time(NaiveTime::from_hms_opt(6, minute as u32, 0).unwrap_or(NaiveTime::MIN));
@@ -670,7 +720,7 @@ mod tests {
                 };
                 let key = record.key.as_deref().unwrap_or_default().to_owned();
                 let dataset = [
-                    CLICKS, APP_LOGS, SENSORS, BACKUPS, SNAPSHOTS, MODELS, EXPORTS, NOTEBOOKS, CAFE, ASSETS,
+                    CLICKS, APP_LOGS, SENSORS, BACKUPS, SNAPSHOTS, MODELS, EXPORTS, NOTEBOOKS, WAREHOUSE, CAFE, ASSETS,
                 ]
                 .into_iter()
                 .find(|d| key.starts_with(d))
