@@ -52,6 +52,15 @@ fn play(device: &str, platform: &str) -> Value {
     json!({"device_id": device, "platform": platform, "scoreAdjustment": 10})
 }
 
+/// `lakelog report game --table TABLE --format json` with `extra` arguments, as JSON.
+fn json_report(table: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["report", "game", "--table", table, "--format", "json"];
+    args.extend(extra);
+    let (ok, stdout, stderr) = lakelog(&args);
+    assert!(ok, "{stderr}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
 fn lakelog(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_lakelog")).args(args).output().unwrap();
     (
@@ -111,9 +120,7 @@ async fn kpis_count_each_event_once_and_leave_late_events_out() {
         assert_eq!(report.retry_from, None);
     }
 
-    let (ok, stdout, stderr) = lakelog(&["report", "game", "--table", &table, "--format", "json"]);
-    assert!(ok, "{stderr}");
-    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let report = json_report(&table, &[]);
     assert_eq!(
         report["events_per_hour"],
         json!([
@@ -188,37 +195,16 @@ async fn kpis_count_each_event_once_and_leave_late_events_out() {
     );
     assert_eq!(sessions["lengths"][0], json!(["under 1 min", 7]));
     // With an hour's gap, D2's two events are one session of 50 minutes.
-    let (ok, stdout, stderr) = lakelog(&[
-        "report",
-        "game",
-        "--table",
-        &table,
-        "--format",
-        "json",
-        "--session-gap",
-        "60",
-    ]);
-    assert!(ok, "{stderr}");
-    let hourly: Value = serde_json::from_str(&stdout).unwrap();
+    let hourly = json_report(&table, &["--session-gap", "60"]);
     assert_eq!(hourly["sessions"]["days"][0]["sessions"], 6);
     assert_eq!(hourly["sessions"]["lengths"][0], json!(["under 1 min", 5]));
     assert_eq!(hourly["sessions"]["lengths"][4], json!(["30-60 min", 1]));
 
     // A range selects windows; lateness is still judged against everything before.
-    let (ok, stdout, stderr) = lakelog(&[
-        "report",
-        "game",
-        "--table",
+    let report = json_report(
         &table,
-        "--format",
-        "json",
-        "--from",
-        "2024-06-01T11:00:00Z",
-        "--to",
-        "2024-06-01T12:00:00Z",
-    ]);
-    assert!(ok, "{stderr}");
-    let report: Value = serde_json::from_str(&stdout).unwrap();
+        &["--from", "2024-06-01T11:00:00Z", "--to", "2024-06-01T12:00:00Z"],
+    );
     assert_eq!(
         report["events_per_hour"],
         json!([{"window_start": "2024-06-01T11:00:00Z", "count": 2}])
