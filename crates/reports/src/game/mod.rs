@@ -50,6 +50,10 @@ pub mod sessions;
 /// The currency of `amount`: the game's store prices, in US dollars as the seed's purchases are.
 pub const BOOKINGS_CURRENCY: &str = "USD";
 
+/// The SQL condition on [`EVENTS`] of a purchase counted in bookings (and revenue): with an
+/// amount, not late.
+const COUNTED_PURCHASE: &str = "name = 'purchaseEvent' AND amount IS NOT NULL AND NOT late";
+
 /// The name of the in-memory table of first copies with their lateness.
 const EVENTS: &str = "__game_kpi_events";
 
@@ -344,7 +348,7 @@ async fn kpis(session: &ReportSession, range: &TimeRange) -> Result<(Kpis, BTree
             "bookings per hour",
             &format!(
                 "SELECT date_trunc('hour', t) AS window_start, platform, sum(amount) AS amount FROM {EVENTS}
-                 WHERE NOT late AND name = 'purchaseEvent' AND amount IS NOT NULL AND {within}
+                 WHERE {COUNTED_PURCHASE} AND {within}
                  GROUP BY GROUPING SETS ((date_trunc('hour', t)), (date_trunc('hour', t), platform))
                  ORDER BY 1, 2"
             ),
@@ -528,18 +532,17 @@ impl GameReport {
 
     /// The report as plain-text tables.
     pub fn render_text(&self) -> String {
-        let headline = self.all.headline();
+        // The headline's figures after its range, which the title line gives.
+        let figures: Vec<String> = self
+            .headline_figures()
+            .into_iter()
+            .skip(1)
+            .map(|(what, value)| format!("{what}: {value}"))
+            .collect();
         let mut out = format!(
-            "Game KPIs, {}\n\nEvents: {}. Bookings: {}. Peak daily active users: {}. Late events: {}.\n\nEvents and \
-             bookings per hour\n",
+            "Game KPIs, {}\n\n{}.\n\nEvents and bookings per hour\n",
             self.range_label(),
-            figures::count(headline.events.max(0) as u64),
-            figures::money(headline.bookings, BOOKINGS_CURRENCY),
-            headline.peak_dau.map_or_else(
-                || "-".to_owned(),
-                |d| format!("{} on {}", figures::count(d.users.max(0) as u64), d.date)
-            ),
-            figures::count(headline.late_events.max(0) as u64),
+            figures.join(". ")
         );
         out.push_str(&self.all.hourly_table().render());
         out.push_str("\nDaily active users\n");

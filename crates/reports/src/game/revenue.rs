@@ -12,7 +12,7 @@
 use chrono::NaiveDate;
 use serde::Serialize;
 
-use super::EVENTS;
+use super::{COUNTED_PURCHASE, EVENTS};
 use crate::{ReportError, ReportSession, TextTable, figures};
 
 /// Revenue of one day.
@@ -108,14 +108,13 @@ fn ratio(numerator: f64, denominator: i64) -> Option<f64> {
 
 /// The revenue KPIs of the events in `within` (a filter on `day` and `t`).
 pub async fn revenue(session: &ReportSession, within: &str) -> Result<Revenue, ReportError> {
-    const PURCHASE: &str = "name = 'purchaseEvent' AND amount IS NOT NULL AND NOT late";
     let rows = session
         .query(
             "revenue per day",
             &format!(
                 "SELECT day, count(DISTINCT device) AS active, \
-                   count(DISTINCT CASE WHEN {PURCHASE} THEN device END) AS paying, \
-                   coalesce(sum(CASE WHEN {PURCHASE} THEN amount END), 0) AS revenue \
+                   count(DISTINCT CASE WHEN {COUNTED_PURCHASE} THEN device END) AS paying, \
+                   coalesce(sum(CASE WHEN {COUNTED_PURCHASE} THEN amount END), 0) AS revenue \
                  FROM {EVENTS} WHERE device IS NOT NULL AND {within} GROUP BY day ORDER BY day"
             ),
         )
@@ -150,7 +149,7 @@ pub async fn revenue(session: &ReportSession, within: &str) -> Result<Revenue, R
                 "revenue by platform and app version",
                 &format!(
                     "SELECT {column} AS name, sum(amount) AS revenue, count(*) AS purchases, \
-                       count(DISTINCT device) AS paying FROM {EVENTS} WHERE {PURCHASE} AND {within} \
+                       count(DISTINCT device) AS paying FROM {EVENTS} WHERE {COUNTED_PURCHASE} AND {within} \
                      GROUP BY 1 ORDER BY revenue DESC, name"
                 ),
             )
