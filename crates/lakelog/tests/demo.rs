@@ -1,14 +1,16 @@
 //! `lakelog demo` end to end: the reports it writes hold the figures its generated workload is
-//! known to have (game KPIs recomputed here from the same planned traffic; access-log reads and
-//! writes from the generated lake's truth), and compaction removes the one resent request's rows.
+//! known to have (game KPIs from the planned season's truth; access-log reads and writes from the
+//! generated lake's truth), and compaction removes the one resent request's rows.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
-use lakelog::commands::demo::{game_traffic, resent};
+use lakelog::commands::demo::{game_season, requests, resent};
 use s3_access_log::workload;
 use serde_json::Value;
+
+mod season;
 
 const NOW: &str = "2024-06-05T12:30:00Z";
 const EVENTS: u64 = 6000;
@@ -57,27 +59,20 @@ fn the_demo_reports_what_its_workload_holds() {
 
     // What the demo sent, planned again from the same arguments.
     let now = DateTime::parse_from_rfc3339(NOW).unwrap().with_timezone(&Utc);
-    let traffic = game_traffic(SEED, DEVICES, EVENTS, now, GAME_DAYS as u32 * 24);
+    let season = game_season(SEED, DEVICES, EVENTS, now, GAME_DAYS as u32 * 24);
+    let traffic = requests(&season);
     assert_eq!(traffic.iter().map(|r| r.events.len() as u64).sum::<u64>(), EVENTS);
     let mut hourly: BTreeMap<String, (i64, f64)> = BTreeMap::new();
-    let mut users: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for request in &traffic {
-        // eventTime is the request's time in whole seconds.
-        let at = request.at.duration_trunc(TimeDelta::seconds(1)).unwrap();
-        let hour = at.duration_trunc(TimeDelta::hours(1)).unwrap();
+        let hour = request.at.duration_trunc(TimeDelta::hours(1)).unwrap();
         let entry = hourly
             .entry(hour.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
             .or_default();
         for event in &request.events {
             entry.0 += 1;
-            let params = event.event_params.as_ref().unwrap();
             if event.event_name == "purchaseEvent" {
-                entry.1 += params.amount.unwrap();
+                entry.1 += event.event_params.as_ref().unwrap().amount.unwrap();
             }
-            users
-                .entry(at.date_naive().to_string())
-                .or_default()
-                .insert(params.device_id.clone().unwrap());
         }
     }
 
@@ -102,201 +97,18 @@ fn the_demo_reports_what_its_workload_holds() {
             "{h} vs {expected}"
         );
     }
-    let dau: BTreeMap<String, usize> = game["dau"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| {
-            (
-                d["date"].as_str().unwrap().to_owned(),
-                d["users"].as_u64().unwrap() as usize,
-            )
-        })
-        .collect();
-    let expected: BTreeMap<String, usize> = users.iter().map(|(d, u)| (d.clone(), u.len())).collect();
-    assert_eq!(dau, expected);
     assert_eq!(game["late_events"], 0);
 
-    // Retention: each device's first day, and whether it played the next day, as sent.
-    let mut days_of: BTreeMap<String, BTreeSet<chrono::NaiveDate>> = BTreeMap::new();
-    for request in &traffic {
-        let at = request.at.duration_trunc(TimeDelta::seconds(1)).unwrap();
-        for event in &request.events {
-            let device = event.event_params.as_ref().unwrap().device_id.clone().unwrap();
-            days_of.entry(device).or_default().insert(at.date_naive());
-        }
-    }
-    let last_day = days_of.values().flat_map(|d| d.iter()).max().copied().unwrap();
-    let mut cohorts: BTreeMap<String, (i64, i64)> = BTreeMap::new();
-    for days in days_of.values() {
-        let first = *days.first().unwrap();
-        let cohort = cohorts.entry(first.to_string()).or_default();
-        cohort.0 += 1;
-        cohort.1 += i64::from(days.contains(&first.succ_opt().unwrap()));
-    }
-    let reported: Vec<&Value> = game["retention"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["platform"].is_null())
-        .collect();
-    assert_eq!(reported.len(), cohorts.len());
-    for c in reported {
-        let date = c["date"].as_str().unwrap();
-        let (devices, next_day) = cohorts[date];
-        assert_eq!(c["devices"].as_i64().unwrap(), devices, "{c}");
-        let day = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").unwrap();
-        let want = if day < last_day {
-            serde_json::json!(next_day)
-        } else {
-            Value::Null
-        };
-        assert_eq!(c["returned"][0], want, "{c}");
-        // Nine days of traffic: day 30 is after the range.
-        assert_eq!(c["returned"][2], Value::Null, "{c}");
-    }
-    // DuckDB over the demo's table (each eventId once) finds the same cohorts, all and by platform,
-    // and the same day-1 and day-7 returns where the range reaches them.
-    let table = dir.join("lake/game_events");
-    let duck = lakelog_tests::duckdb(
-        "http://127.0.0.1:9",
-        &format!(
-            "WITH ev AS (SELECT * FROM delta_scan('{}') \
-               QUALIFY row_number() OVER (PARTITION BY \"eventId\" ORDER BY \"approximateArrivalTime\") = 1), \
-             active AS (SELECT DISTINCT \"eventParams\".device_id AS device, \
-               coalesce(\"eventParams\".platform, 'unknown') AS platform, CAST(\"eventTime\" AS DATE) AS day \
-               FROM ev WHERE \"eventParams\".device_id IS NOT NULL), \
-             firsts AS (SELECT device, min(day) AS cohort FROM active GROUP BY device), \
-             f AS (SELECT f.device, f.cohort, min(a.platform) AS platform FROM firsts f \
-               JOIN active a ON a.device = f.device AND a.day = f.cohort GROUP BY 1, 2) \
-             SELECT CAST(f.cohort AS VARCHAR), f.platform, count(DISTINCT f.device), \
-               count(DISTINCT a.device) FILTER (WHERE a.day = f.cohort + 1), \
-               count(DISTINCT a.device) FILTER (WHERE a.day = f.cohort + 7) \
-             FROM f LEFT JOIN active a ON a.device = f.device \
-             GROUP BY GROUPING SETS ((f.cohort), (f.cohort, f.platform))",
-            table.display()
-        ),
-    )
-    .unwrap();
-    let by_duckdb: BTreeMap<(String, Option<String>), [i64; 3]> = duck
-        .iter()
-        .map(|r| {
-            let n = |v: &Value| v.as_i64().unwrap();
-            (
-                (r[0].as_str().unwrap().to_owned(), r[1].as_str().map(str::to_owned)),
-                [n(&r[2]), n(&r[3]), n(&r[4])],
-            )
-        })
-        .collect();
-    let mut day7_known = 0;
-    for c in game["retention"].as_array().unwrap() {
-        let key = (
-            c["date"].as_str().unwrap().to_owned(),
-            c["platform"].as_str().map(str::to_owned),
-        );
-        let want = by_duckdb[&key];
-        assert_eq!(c["devices"].as_i64().unwrap(), want[0], "{c}");
-        for (k, n) in [(0, want[1]), (1, want[2])] {
-            if let Some(returned) = c["returned"][k].as_i64() {
-                assert_eq!(returned, n, "{c}");
-                day7_known += k;
-            }
-        }
-    }
-    assert_eq!(by_duckdb.len(), game["retention"].as_array().unwrap().len());
-    assert!(day7_known > 0, "no cohort's day 7 is in the range");
-
+    // DAU, retention, revenue and sessions are the planned season's, exactly; DuckDB over the
+    // demo's table (each eventId once) finds the same cohorts, all and by platform.
+    let truth = season.truth();
+    season::assert_report_is_the_season(&game, &truth);
+    let compared = season::assert_duckdb_cohorts_are_the_report(&game, &dir.join("lake/game_events"));
+    assert!(compared[1] > 0, "no cohort's day 7 is in the range: {compared:?}");
     // The player base grows: later days bring new players, and some come back.
-    assert!(cohorts.len() >= 4 && cohorts.values().all(|c| c.0 > 0));
-    assert!(cohorts.values().map(|c| c.1).sum::<i64>() > 0);
-
-    // Sessions, cut from the sent events by the report's rules (a device's events by eventTime,
-    // then eventId; a new one at sessionStart, after sessionEnd, or after 30 minutes without an
-    // event), per day they start on.
-    let mut plays: BTreeMap<String, Vec<(DateTime<Utc>, String, String)>> = BTreeMap::new();
-    for request in &traffic {
-        let at = request.at.duration_trunc(TimeDelta::seconds(1)).unwrap();
-        for event in &request.events {
-            let device = event.event_params.as_ref().unwrap().device_id.clone().unwrap();
-            let id = event.event_id.unwrap().hyphenated().to_string();
-            plays
-                .entry(device)
-                .or_default()
-                .push((at, id, event.event_name.clone()));
-        }
-    }
-    let mut sessions_of: BTreeMap<String, (i64, BTreeSet<String>)> = BTreeMap::new();
-    for (device, events) in &mut plays {
-        events.sort();
-        let mut previous: Option<&(DateTime<Utc>, String, String)> = None;
-        for event in events.iter() {
-            let starts = match previous {
-                None => true,
-                Some(p) => event.2 == "sessionStart" || p.2 == "sessionEnd" || event.0 - p.0 > TimeDelta::minutes(30),
-            };
-            if starts {
-                let day = sessions_of.entry(event.0.date_naive().to_string()).or_default();
-                day.0 += 1;
-                day.1.insert(device.clone());
-            }
-            previous = Some(event);
-        }
-    }
-    let reported: BTreeMap<String, (i64, usize)> = game["sessions"]["days"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| {
-            let n = |field: &str| d[field].as_i64().unwrap();
-            (
-                d["date"].as_str().unwrap().to_owned(),
-                (n("sessions"), n("devices") as usize),
-            )
-        })
-        .collect();
-    let want: BTreeMap<String, (i64, usize)> = sessions_of
-        .into_iter()
-        .map(|(day, (n, devices))| (day, (n, devices.len())))
-        .collect();
-    assert_eq!(reported, want);
-    let counted: i64 = game["sessions"]["lengths"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l[1].as_i64().unwrap())
-        .sum();
-    assert_eq!(counted, want.values().map(|w| w.0).sum::<i64>());
-
-    // Revenue: per day the paying devices and their purchases, and by app version, as sent.
-    let mut paying: BTreeMap<String, (BTreeSet<String>, f64)> = BTreeMap::new();
-    let mut by_version: BTreeMap<String, (f64, i64)> = BTreeMap::new();
-    for request in &traffic {
-        let at = request.at.duration_trunc(TimeDelta::seconds(1)).unwrap();
-        for event in request.events.iter().filter(|e| e.event_name == "purchaseEvent") {
-            let params = event.event_params.as_ref().unwrap();
-            let day = paying.entry(at.date_naive().to_string()).or_default();
-            day.0.insert(params.device_id.clone().unwrap());
-            day.1 += params.amount.unwrap();
-            let version = by_version.entry(params.app_version.clone().unwrap()).or_default();
-            version.0 += params.amount.unwrap();
-            version.1 += 1;
-        }
-    }
-    for d in game["revenue"]["days"].as_array().unwrap() {
-        let date = d["date"].as_str().unwrap();
-        let (devices, revenue) = &paying[date];
-        assert_eq!(d["paying_users"].as_u64().unwrap() as usize, devices.len(), "{d}");
-        assert_eq!(d["active_users"].as_u64().unwrap() as usize, expected[date], "{d}");
-        assert!((d["revenue"].as_f64().unwrap() - revenue).abs() < 1e-6, "{d}");
-        let arppu = d["arppu"].as_f64().unwrap();
-        assert!((arppu - revenue / devices.len() as f64).abs() < 1e-9, "{d}");
-    }
-    assert_eq!(game["revenue"]["days"].as_array().unwrap().len(), paying.len());
-    for v in game["revenue"]["by_app_version"].as_array().unwrap() {
-        let (revenue, purchases) = by_version[v["name"].as_str().unwrap()];
-        assert!((v["revenue"].as_f64().unwrap() - revenue).abs() < 1e-6, "{v}");
-        assert_eq!(v["purchases"].as_i64().unwrap(), purchases, "{v}");
-    }
+    let all: Vec<_> = truth.cohorts.iter().filter(|c| c.platform.is_none()).collect();
+    assert!(all.len() >= 4 && all.iter().all(|c| c.devices > 0));
+    assert!(all.iter().map(|c| c.returned[0]).sum::<u64>() > 0);
 
     // The resent request's partition is closed by NOW: compaction dropped its second copy.
     let resent_events = traffic[resent(&traffic)].events.len();

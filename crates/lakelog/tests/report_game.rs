@@ -6,11 +6,14 @@ use std::process::Command;
 use aws_lambda_events::encodings::SecondTimestamp;
 use aws_lambda_events::event::kinesis::{KinesisEventRecord, KinesisRecord};
 use chrono::{DateTime, TimeZone, Utc};
-use game_events::{Envelope, GameEvent};
+use game_events::synth::season::{Season, SeasonConfig};
+use game_events::{Envelope, GameEvent, StampedEvent};
 use game_sink::{Config, Sink};
 use lake::StorageConfig;
 use serde_json::{Value, json};
 use uuid::Uuid;
+
+mod season;
 
 fn at(h: u32, m: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2024, 6, 1, h, m, 0).unwrap()
@@ -25,9 +28,12 @@ fn record(
     params: Value,
     arrival: DateTime<Utc>,
 ) -> KinesisEventRecord {
-    let event = GameEvent::from_value(json!({"eventName": name, "eventParams": params}))
-        .unwrap()
-        .stamp_with_id(time, Uuid::from_u128(id));
+    let event = GameEvent::from_value(json!({"eventName": name, "eventParams": params})).unwrap();
+    kinesis_record(seq, event.stamp_with_id(time, Uuid::from_u128(id)), arrival)
+}
+
+/// The Kinesis record of `event`, arriving at `arrival`.
+fn kinesis_record(seq: u32, event: StampedEvent, arrival: DateTime<Utc>) -> KinesisEventRecord {
     let request = json!({"httpMethod": "POST", "path": "/events"});
     let data = Envelope::new(request.as_object().unwrap().clone())
         .record(&event)
@@ -68,6 +74,52 @@ fn lakelog(args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Forty days of a planned season, written as the sink writes them: the report gives the plan's
+/// DAU, revenue, sessions and cohorts exactly, day-30 returns included, and DuckDB over the same
+/// table finds the same cohorts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planned_season_is_reported_as_planned() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("game_events");
+    let start = Utc.with_ymd_and_hms(2024, 4, 1, 0, 0, 0).unwrap();
+    let season = Season::plan(&SeasonConfig {
+        seed: 11,
+        players: 240,
+        start,
+        end: start + chrono::TimeDelta::days(40),
+        events: 14_000,
+    });
+    assert_eq!(season.events.len(), 14_000);
+    let sink = Sink::open(
+        &Config::new(table.to_str().unwrap(), None).unwrap(),
+        &StorageConfig::default(),
+    )
+    .await
+    .unwrap();
+    let records: Vec<KinesisEventRecord> = (1..)
+        .zip(&season.events)
+        .map(|(seq, e)| kinesis_record(seq, e.event.clone().stamp(e.at), e.at))
+        .collect();
+    for batch in records.chunks(2000) {
+        let report = sink.process(batch, &lake::Retry::default()).await;
+        assert_eq!(report.retry_from, None);
+        assert_eq!(report.rows, batch.len() as u64);
+    }
+
+    let report = json_report(table.to_str().unwrap(), &[]);
+    let truth = season.truth();
+    let day30 = season::assert_report_is_the_season(&report, &truth);
+    assert!(day30 > 0, "no cohort reaches day 30");
+    let returned30: u64 = truth
+        .cohorts
+        .iter()
+        .filter(|c| c.platform.is_none())
+        .map(|c| c.returned[2])
+        .sum();
+    assert!(returned30 > 0, "nobody plays again a month later");
+    assert_eq!(season::assert_duckdb_cohorts_are_the_report(&report, &table)[2], day30);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

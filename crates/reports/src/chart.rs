@@ -265,6 +265,8 @@ fn slot_line_chart(
         let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", TITLE_SIZE))
             .margin(12)
+            // Room for the last tick's label, centred on the axis' end.
+            .margin_right(40)
             .x_label_area_size(40)
             .y_label_area_size(80)
             .build_cartesian_2d(0..span, 0.0..axis_max(max / scale))?;
@@ -540,7 +542,7 @@ mod tests {
             "two lines and two legend marks"
         );
         assert!(
-            svg.markup().contains("points=\"92,187 519,367 947,67 \""),
+            svg.markup().contains("points=\"92,187 505,367 919,67 \""),
             "3, 0 and 5 reads"
         );
         assert!(svg.markup().contains("06-01") && svg.markup().contains("snapshots/"));

@@ -4,7 +4,7 @@
 //!    a model, exports nobody reads, readers with different age habits, lifecycle actions,
 //!    malformed lines: [`workload`]) are written as raw log objects and ingested by the access-log
 //!    Lambda's code into one Delta table per bucket.
-//! 2. Game traffic from the event generator goes through the game-events API Lambda's handler
+//! 2. A planned season of game traffic (players who join, return, pay and leave; sessions) goes through the game-events API Lambda's handler
 //!    (as API Gateway proxy events, stamped with simulated request times), into an in-memory
 //!    Kinesis stream, and from there through the sink Lambda's code into `game_events`. One request
 //!    is sent twice, as a client retrying after a timeout does, and one malformed request is
@@ -21,17 +21,15 @@ use access_log_ingest::{Ingestor, NoProgress as NoIngestProgress, ObjectReader, 
 use anyhow::{Context, bail};
 use aws_lambda_events::apigw::ApiGatewayProxyRequest;
 use aws_lambda_events::encodings::Body;
-use chrono::{DateTime, Datelike, Days, NaiveDate, TimeDelta, Timelike, Utc, Weekday};
+use chrono::{DateTime, Days, NaiveDate, TimeDelta, Utc};
 use clap::Args;
 use game_api::{ApiConfig, LocalStream, respond};
 use game_events::GameEvent;
-use game_events::synth::{Device, Synth, SynthConfig};
+use game_events::synth::season::{Season, SeasonConfig};
 use lake::StorageConfig;
 use lake::maintenance::{
     CompactOptions, MaintenanceOptions, NoProgress, TableReport, VacuumOptions, discover_tables, maintain,
 };
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
 use lakelog_reports::access::{AccessOptions, PriceTable};
@@ -61,7 +59,8 @@ pub struct DemoArgs {
     /// Days of game traffic, ending now.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=60))]
     pub game_days: u32,
-    /// Game events sent.
+    /// Game events sent: about this many, and at least each planned session's own (its start and
+    /// end, one every ten minutes, its purchases).
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     pub events: u64,
     /// Players (devices) the game events come from.
@@ -90,91 +89,35 @@ pub struct PlannedRequest {
     pub events: Vec<GameEvent>,
 }
 
-/// The simulated game traffic: `events` events in requests of up to [`EVENTS_PER_REQUEST`], spread
-/// over the `hours` hours before `end`, in time order, with the texture of a live game:
+/// The simulated game season: `devices` players over the `hours` hours before `end`, with about
+/// `events` events (at least each planned session's own). Its plan ([`Season`]) has the texture
+/// of a live game: a growing player base, regulars, casual players and tourists who come back or
+/// leave, phones and computers playing at their own hours, sessions from a minute to two hours,
+/// about one player in ten paying; [`Season::truth`] gives the KPIs the report must find.
 ///
-/// * a daily rhythm, quietest at 04:00 UTC and busiest at 16:00, whose height changes from day to
-///   day (weekends a third busier, every day within 12% of its norm) and from hour to hour (8%);
-/// * players on phones (`android`, `ios`) play most around 18:00 UTC, players on computers
-///   (`windows`, `macos`) around 01:00 UTC, so each platform has its own rhythm;
-/// * a growing player base: 55% of the devices play from the start, the others join one after the
-///   other until the last hour, so every day has new players beside returning ones.
-///
-/// The same arguments give the same requests.
-pub fn game_traffic(seed: u64, devices: usize, events: u64, end: DateTime<Utc>, hours: u32) -> Vec<PlannedRequest> {
-    let start = end - TimeDelta::hours(i64::from(hours));
-    let mut noise = StdRng::seed_from_u64(seed ^ 0x6761_6d65_5f74_7261);
-    let first_day = start.date_naive();
-    let days = (end.date_naive() - first_day).num_days().max(0) as usize + 1;
-    let day_factor: Vec<f64> = (0..days)
-        .map(|d| {
-            let date = first_day + Days::new(d as u64);
-            let weekend = matches!(date.weekday(), Weekday::Sat | Weekday::Sun);
-            (if weekend { 1.35 } else { 1.0 }) * noise.random_range(0.88..1.12)
-        })
-        .collect();
-    let weights: Vec<f64> = (0..hours)
-        .map(|hour| {
-            let at = start + TimeDelta::hours(i64::from(hour));
-            let day = (at.date_naive() - first_day).num_days() as usize;
-            rhythm(at.hour(), 16) * day_factor[day] * noise.random_range(0.92..1.08)
-        })
-        .collect();
-    let total: f64 = weights.iter().sum();
-    let mut synth = Synth::new(SynthConfig {
+/// The same arguments give the same season.
+pub fn game_season(seed: u64, devices: usize, events: u64, end: DateTime<Utc>, hours: u32) -> Season {
+    Season::plan(&SeasonConfig {
         seed,
-        devices,
-        ..SynthConfig::default()
-    });
-    let devices = synth.devices().len();
-    let founders = devices * 55 / 100;
-    let mut requests = Vec::new();
-    let (mut planned, mut cumulative) = (0u64, 0.0);
-    for (hour, w) in (0u32..).zip(&weights) {
-        // Each hour ends where the cumulative share of the weights says, the last one exactly at
-        // `events`.
-        cumulative += w;
-        let until = if hour + 1 == hours {
-            events
-        } else {
-            ((cumulative / total * events as f64).round() as u64).min(events)
-        };
-        let in_hour = until.saturating_sub(planned);
-        planned += in_hour;
-        let count = in_hour.div_ceil(EVENTS_PER_REQUEST as u64);
-        let hour_start = start + TimeDelta::hours(i64::from(hour));
-        // Devices that have joined by this hour, and who plays at this time of day.
-        let joined = founders + (devices - founders) * (hour as usize + 1) / hours.max(1) as usize;
-        let of_day = hour_start.hour();
-        let weight = |index: usize, device: &Device| {
-            if index >= joined {
-                0.0
-            } else if matches!(device.platform, "windows" | "macos") {
-                rhythm(of_day, 1)
-            } else {
-                rhythm(of_day, 18)
-            }
-        };
-        let mut left = in_hour;
-        for i in 0..count {
-            let at = hour_start + TimeDelta::milliseconds((3_600_000 * (2 * i + 1) / (2 * count)) as i64);
-            let n = left.div_ceil(count - i) as usize;
-            left -= n as u64;
-            // Clients send what happened in the last seconds.
-            let client_time = at - TimeDelta::seconds(2);
-            requests.push(PlannedRequest {
-                at,
-                events: (0..n).map(|_| synth.event_weighted(client_time, weight)).collect(),
-            });
-        }
-    }
-    requests
+        players: devices,
+        start: end - TimeDelta::hours(i64::from(hours)),
+        end,
+        events,
+    })
 }
 
-/// A daily rhythm: 1 at the hour `peak` (UTC), a quarter of that twelve hours away.
-fn rhythm(hour: u32, peak: u32) -> f64 {
-    let phase = (f64::from(hour) - f64::from(peak) + 12.0) / 24.0 * std::f64::consts::TAU;
-    0.25 + 0.75 * (0.5 - 0.5 * phase.cos())
+/// The requests that send `season`: the events of each minute (sent at that minute, their server
+/// `eventTime`), in requests of up to [`EVENTS_PER_REQUEST`], in time order.
+pub fn requests(season: &Season) -> Vec<PlannedRequest> {
+    season
+        .events
+        .chunk_by(|a, b| a.at == b.at)
+        .flat_map(|minute| minute.chunks(EVENTS_PER_REQUEST))
+        .map(|chunk| PlannedRequest {
+            at: chunk[0].at,
+            events: chunk.iter().map(|e| e.event.clone()).collect(),
+        })
+        .collect()
 }
 
 /// The index of the request that the demo sends twice: a fifth into the traffic, so that with the
@@ -363,7 +306,8 @@ async fn game_events(args: &DemoArgs, table: &str, now: DateTime<Utc>, storage: 
     step("Game events -> API -> stream -> Delta (the game-api-lambda and game-sink-lambda functions' code)");
     let hours = args.game_days * 24;
     let devices = usize::try_from(args.devices).context("--devices is too large for this machine")?;
-    let traffic = game_traffic(args.seed, devices, args.events, now, hours);
+    let season = game_season(args.seed, devices, args.events, now, hours);
+    let traffic = requests(&season);
     let stream = LocalStream::with_capacity("game-events", usize::MAX);
     let config = ApiConfig::default();
     let sink_config = game_sink::Config::new(table, None)?;
@@ -415,12 +359,19 @@ async fn game_events(args: &DemoArgs, table: &str, now: DateTime<Utc>, storage: 
         commits += drain(&stream, &sink, SINK_BATCH, &mut totals).await?;
     }
     commits += drain(&stream, &sink, 1, &mut totals).await?;
+    let players = season
+        .sessions
+        .iter()
+        .map(|s| s.device)
+        .collect::<std::collections::BTreeSet<_>>();
     println!(
-        "  {requests} requests of up to {EVENTS_PER_REQUEST} events ({} events, one request sent twice) over the {} \
-         hours to {}, from {} devices",
-        args.events,
+        "  {requests} requests of up to {EVENTS_PER_REQUEST} events ({} events of {} sessions, one request sent \
+         twice) over the {} hours to {}, from {} of {} players",
+        season.events.len(),
+        season.sessions.len(),
         hours,
         now.format("%Y-%m-%d %H:%M UTC"),
+        players.len(),
         args.devices
     );
     println!(

@@ -10,6 +10,8 @@ use uuid::{Builder, Uuid};
 
 use crate::event::{EventParams, GameEvent, PURCHASE_EVENT};
 
+pub mod season;
+
 /// Event names and their weights in the mix.
 pub const EVENT_MIX: [(&str, u32); 6] = [
     ("scoreAdjustment", 50),
@@ -98,6 +100,12 @@ fn pick<T: Copy>(rng: &mut StdRng, weighted: &[(T, u32)]) -> T {
     weighted[weighted.len() - 1].0
 }
 
+/// A daily rhythm: 1 at the hour `peak` (UTC), a quarter of that twelve hours away.
+pub fn rhythm(hour: u32, peak: u32) -> f64 {
+    let phase = (f64::from(hour) - f64::from(peak) + 12.0) / 24.0 * std::f64::consts::TAU;
+    0.25 + 0.75 * (0.5 - 0.5 * phase.cos())
+}
+
 impl Synth {
     /// A generator for `config`.
     pub fn new(config: SynthConfig) -> Self {
@@ -139,7 +147,6 @@ impl Synth {
     /// probability `weight(index, device)` (0 to 1), else drawn again (at most 64 draws, then the
     /// last one is kept): who plays when, as a rhythm per platform or a player base that grows.
     pub fn event_weighted(&mut self, client_time: DateTime<Utc>, weight: impl Fn(usize, &Device) -> f64) -> GameEvent {
-        self.generated += 1;
         let rng = &mut self.rng;
         // Some players play far more than others: device i is picked with a density falling with i.
         let mut index = 0;
@@ -150,8 +157,16 @@ impl Synth {
                 break;
             }
         }
-        let device = &self.devices[index];
         let event_name = pick(rng, &EVENT_MIX);
+        self.detailed(index, event_name, client_time)
+    }
+
+    /// An event named `event_name` of device `index` at `client_time`, with the generator's
+    /// details (scores, levels, prices, networks, extras and the client `eventId`).
+    fn detailed(&mut self, index: usize, event_name: &str, client_time: DateTime<Utc>) -> GameEvent {
+        self.generated += 1;
+        let rng = &mut self.rng;
+        let device = &self.devices[index];
         let mut params = EventParams {
             game_keyword: Some(GAME_KEYWORDS[rng.random_range(0..GAME_KEYWORDS.len())].to_owned()),
             app_name: Some(self.config.app_name.clone()),
