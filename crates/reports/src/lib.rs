@@ -75,6 +75,14 @@ pub enum Format {
 /// Why a report could not be made. Every message names the table, query, argument or file.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
+    /// An S3 Inventory could not be read: its manifest, a data file, or a row of one.
+    #[error("S3 Inventory {location}: {reason}")]
+    Inventory {
+        /// The manifest as given, and the data file when it is one of them.
+        location: String,
+        /// What is wrong, and where (line and field, or column).
+        reason: String,
+    },
     /// A table could not be opened.
     #[error("cannot open table {uri}: {source}")]
     Open {

@@ -33,6 +33,7 @@
 pub mod advisor;
 pub mod dataset;
 pub mod hygiene;
+pub mod inventory;
 pub mod operation;
 pub mod prices;
 mod render;

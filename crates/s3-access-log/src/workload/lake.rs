@@ -33,6 +33,13 @@
 //! (peaking at 15:00 UTC, busier on weekends) and by `cdn` once a day; each of its log objects
 //! ends with one malformed line.
 //!
+//! Stored and never requested in the range (dark data, which only an S3 Inventory shows):
+//! `archive/clickstream-2019/` (120 objects of about 4 GiB in Glacier Deep Archive and Glacier
+//! Flexible Retrieval), `backups/legacy-db/` (40 dumps of about 12 GiB in Standard-IA, with two
+//! older versions and three delete markers) and the web bucket's `web/old-site/` (25 small pages).
+//! [`Lake::inventory`] lists every object stored at the end of the range, [`Lake::storage`]
+//! counts it per dataset; [`super::inventory::write`] writes it as S3 Inventory does.
+//!
 //! And what a bucket owner should hear of ([`HygieneTruth`]): `legacy-export` signs with
 //! Signature Version 2 and writes with an ACL, `crm-sync` calls over TLS 1.0, `ml-training` runs
 //! in us-west-2, `scanner` probes the backups and is refused (403) 5-20 times a day. S3 delivers
@@ -45,6 +52,7 @@ use chrono::{Datelike, Days, NaiveDate, NaiveDateTime, NaiveTime, Weekday};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use super::inventory::InventoryObject;
 use super::{Client, LAKE_BUCKET, Request, WEB_BUCKET, Workload, render};
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -98,6 +106,25 @@ pub struct Lake {
     pub lost_hour: (String, NaiveDateTime),
     /// Records S3 delivered twice (the same request id in two lines), by bucket.
     pub duplicates: BTreeMap<String, u64>,
+    /// What an S3 Inventory lists at [`Lake::inventory_taken`]: every object version stored then
+    /// (those the logs saw written, those older than the logs, and datasets nobody requested),
+    /// and some delete markers.
+    pub inventory: Vec<InventoryObject>,
+    /// When the inventory was taken: the end of the range.
+    pub inventory_taken: NaiveDateTime,
+    /// What the inventory holds per dataset, counted as it was generated.
+    pub storage: BTreeMap<(String, String), StorageTruth>,
+}
+
+/// The objects of one dataset in the inventory (delete markers are not objects).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StorageTruth {
+    /// Object versions.
+    pub objects: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Objects and bytes by storage class.
+    pub by_class: BTreeMap<String, (u64, u64)>,
 }
 
 impl Lake {
@@ -119,6 +146,8 @@ struct Builder {
     client: Client,
     /// Requests in this hour of the lake bucket are not logged.
     lost_hour: NaiveDateTime,
+    /// The objects stored, with their datasets, as an inventory lists them.
+    stored: BTreeMap<(&'static str, String), (&'static str, InventoryObject)>,
 }
 
 impl Builder {
@@ -146,6 +175,10 @@ impl Builder {
         bytes_sent: Option<i64>,
         object_size: Option<i64>,
     ) {
+        if status == 200 && matches!(operation, "REST.PUT.OBJECT" | "REST.POST.UPLOAD") {
+            // Stored whether or not its log record reaches the logs.
+            self.store(bucket, dataset, &key, object_size.unwrap_or(0), at, "STANDARD");
+        }
         if bucket == LAKE_BUCKET && at >= self.lost_hour && at < self.lost_hour + chrono::TimeDelta::hours(1) {
             return;
         }
@@ -169,6 +202,28 @@ impl Builder {
         self.count(&request, dataset);
         self.requests.push(request);
         self.datasets.push(dataset);
+    }
+
+    /// Stores (or replaces) the current version of `key`.
+    fn store(
+        &mut self,
+        bucket: &'static str,
+        dataset: &'static str,
+        key: &str,
+        size: i64,
+        at: NaiveDateTime,
+        storage_class: &'static str,
+    ) {
+        let object = InventoryObject {
+            bucket,
+            key: key.to_owned(),
+            size: Some(size),
+            last_modified: at,
+            storage_class,
+            is_latest: true,
+            is_delete_marker: false,
+        };
+        self.stored.insert((bucket, key.to_owned()), (dataset, object));
     }
 
     /// Counts one logged copy of `r` in the truth.
@@ -317,6 +372,9 @@ const NOTEBOOKS: &str = "tmp/notebooks/";
 const WAREHOUSE: &str = "warehouse/orders/";
 const CAFE: &str = "raw/café données/";
 const ASSETS: &str = "web/assets/";
+const ARCHIVE: &str = "archive/clickstream-2019/";
+const LEGACY_DB: &str = "backups/legacy-db/";
+const OLD_SITE: &str = "web/old-site/";
 
 /// The website's files and their sizes.
 const WEB_FILES: [(&str, f64); 6] = [
@@ -341,6 +399,7 @@ pub fn generate(start: NaiveDate, days: u32, seed: u64) -> Lake {
         hygiene: HygieneTruth::default(),
         client: Client::default(),
         lost_hour,
+        stored: BTreeMap::new(),
     };
     let in_us_west_2 = Client {
         source_region: Some("us-west-2"),
@@ -353,6 +412,7 @@ pub fn generate(start: NaiveDate, days: u32, seed: u64) -> Lake {
     let mut first_full: Vec<(String, i64)> = Vec::new();
     let mut warehouse: Vec<(u32, String, i64)> = Vec::new();
     let mut model = b.size(6.0 * GIB);
+    let first_model = model;
     let cafe = ["file+1.json", "file+2.json"];
     let web: Vec<(String, i64)> = WEB_FILES
         .iter()
@@ -679,12 +739,91 @@ pub fn generate(start: NaiveDate, days: u32, seed: u64) -> Lake {
         }
     }
     let duplicates = b.duplicate(20);
+    let inventory_taken = date(days).and_time(NaiveTime::MIN);
+    let before = |days_before: u64, hour: u32| {
+        start
+            .checked_sub_days(Days::new(days_before))
+            .unwrap_or(start)
+            .and_time(NaiveTime::from_hms_opt(hour, 0, 0).unwrap_or(NaiveTime::MIN))
+    };
+    // There before the logs: the first model, the café files, the website's assets.
+    let model_key = format!("{MODELS}weights.bin");
+    if !b.stored.contains_key(&(LAKE_BUCKET, model_key.clone())) {
+        b.store(LAKE_BUCKET, MODELS, &model_key, first_model, before(20, 9), "STANDARD");
+    }
+    for file in cafe {
+        b.store(
+            LAKE_BUCKET,
+            CAFE,
+            &format!("{CAFE}{file}"),
+            1024,
+            before(200, 12),
+            "STANDARD",
+        );
+    }
+    for (key, size) in &web {
+        b.store(WEB_BUCKET, ASSETS, key, *size, before(90, 10), "STANDARD");
+    }
+    // Dark data: stored, never requested in the range.
+    for i in 0..120 {
+        let size = b.size(4.0 * GIB);
+        let class = if i < 80 { "DEEP_ARCHIVE" } else { "GLACIER" };
+        let key = format!("{ARCHIVE}part-{i:05}.avro");
+        b.store(LAKE_BUCKET, ARCHIVE, &key, size, before(1800 + i, 2), class);
+    }
+    for i in 0..40 {
+        let size = b.size(12.0 * GIB);
+        let key = format!("{LEGACY_DB}dump-{i:03}.sql.gz");
+        b.store(LAKE_BUCKET, LEGACY_DB, &key, size, before(400 + i, 4), "STANDARD_IA");
+    }
+    for i in 0..25 {
+        let size = b.rng.random_range(20_000..100_000);
+        let key = format!("{OLD_SITE}page-{i:02}.html");
+        b.store(WEB_BUCKET, OLD_SITE, &key, size, before(700, 8), "STANDARD");
+    }
+    let mut inventory: Vec<(&'static str, InventoryObject)> = b.stored.into_values().collect();
+    // A versioned history in the legacy dumps: two older versions (stored and billed) and three
+    // delete markers (not objects).
+    for i in 0..5u64 {
+        let key = format!("{LEGACY_DB}dump-{i:03}.sql.gz");
+        let delete_marker = i >= 2;
+        inventory.push((
+            LEGACY_DB,
+            InventoryObject {
+                bucket: LAKE_BUCKET,
+                key,
+                size: (!delete_marker).then_some(3 << 30),
+                last_modified: before(900 + i, 4),
+                storage_class: "STANDARD_IA",
+                is_latest: false,
+                is_delete_marker: delete_marker,
+            },
+        ));
+    }
+    let mut storage: BTreeMap<(String, String), StorageTruth> = BTreeMap::new();
+    for (dataset, object) in &inventory {
+        if object.is_delete_marker {
+            continue;
+        }
+        let size = object.size.unwrap_or(0).max(0) as u64;
+        let t = storage
+            .entry((object.bucket.to_owned(), (*dataset).to_owned()))
+            .or_default();
+        t.objects += 1;
+        t.bytes += size;
+        let class = t.by_class.entry(object.storage_class.to_owned()).or_default();
+        class.0 += 1;
+        class.1 += size;
+    }
     Lake {
         workload: render(start, days, b.requests),
         truth: b.truth,
         hygiene: b.hygiene,
         lost_hour: (LAKE_BUCKET.to_owned(), lost_hour),
         duplicates,
+        inventory: inventory.into_iter().map(|(_, o)| o).collect(),
+        inventory_taken,
+        storage,
     }
 }
 
@@ -804,6 +943,43 @@ mod tests {
         let saturday = NaiveDate::from_ymd_opt(2024, 3, 2).unwrap();
         let tuesday = NaiveDate::from_ymd_opt(2024, 3, 5).unwrap();
         assert!(per_day(LAKE_BUCKET, saturday) < per_day(LAKE_BUCKET, tuesday));
+        // The inventory: every object the logs saw written, once, at its last size; the ones
+        // older than the logs; the dark datasets, which no request touched.
+        let writes: BTreeMap<(String, String), u64> = lake.truth.iter().map(|(k, t)| (k.clone(), t.writes)).collect();
+        let stored = |bucket: &str, dataset: &str| &lake.storage[&(bucket.to_owned(), dataset.to_owned())];
+        assert_eq!(
+            stored(LAKE_BUCKET, CLICKS).objects,
+            writes[&(LAKE_BUCKET.to_owned(), CLICKS.to_owned())]
+        );
+        assert_eq!(stored(LAKE_BUCKET, MODELS).objects, 1, "one key, overwritten");
+        assert_eq!(stored(LAKE_BUCKET, CAFE).objects, 2);
+        assert_eq!(stored(WEB_BUCKET, ASSETS).objects, WEB_FILES.len() as u64);
+        assert_eq!(stored(LAKE_BUCKET, ARCHIVE).by_class["DEEP_ARCHIVE"].0, 80);
+        assert_eq!(stored(LAKE_BUCKET, ARCHIVE).by_class["GLACIER"].0, 40);
+        assert_eq!(
+            stored(LAKE_BUCKET, LEGACY_DB).objects,
+            42,
+            "40 dumps and two older versions"
+        );
+        assert_eq!(lake.inventory.iter().filter(|o| o.is_delete_marker).count(), 3);
+        for dark in [(LAKE_BUCKET, ARCHIVE), (LAKE_BUCKET, LEGACY_DB), (WEB_BUCKET, OLD_SITE)] {
+            assert!(
+                !lake.truth.contains_key(&(dark.0.to_owned(), dark.1.to_owned())),
+                "{dark:?}"
+            );
+        }
+        let keys: BTreeSet<(&str, &str)> = lake
+            .inventory
+            .iter()
+            .filter(|o| o.is_latest)
+            .map(|o| (o.bucket, o.key.as_str()))
+            .collect();
+        assert_eq!(
+            keys.len(),
+            lake.inventory.iter().filter(|o| o.is_latest).count(),
+            "a key is listed once"
+        );
+
         // Small enough to generate and ingest in seconds.
         let bytes: usize = lake.workload.objects.iter().map(|o| o.data.len()).sum();
         assert!(bytes < 80 << 20, "{bytes} bytes of logs");

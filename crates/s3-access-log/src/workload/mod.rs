@@ -44,6 +44,7 @@
 //! [`lake`] generates a larger lake of the same buckets with the texture of a real one (what
 //! `lakelog demo` shows): its truth is counted as it is generated rather than written out here.
 
+pub mod inventory;
 pub mod lake;
 
 use std::borrow::Cow;
