@@ -146,6 +146,11 @@ pub struct AccessReportArgs {
     /// A price table in JSON [default: us-east-1, built in; see crates/reports/prices/].
     #[arg(long, value_name = "FILE")]
     pub prices: Option<PathBuf>,
+    /// An S3 Inventory's manifest.json (path or s3:// URL; CSV or Parquet lists), one per
+    /// bucket, repeatable: its bucket's stored objects (bytes, counts, ages, storage classes,
+    /// dark data) are then exact instead of what the logs saw.
+    #[arg(long = "inventory", value_name = "MANIFEST")]
+    pub inventories: Vec<String>,
     /// Range, format and output directory.
     #[command(flatten)]
     pub output: ReportOutputArgs,

@@ -8,6 +8,7 @@ use std::process::Command;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use lakelog::commands::demo::{game_season, requests, resent};
 use s3_access_log::workload;
+use s3_access_log::workload::lake::StorageTruth;
 use serde_json::Value;
 
 mod season;
@@ -178,6 +179,87 @@ fn the_demo_reports_what_its_workload_holds() {
         "{orders:#}"
     );
 
+    // S3 Inventory: every dataset's objects, bytes and classes as the lake stored them, exactly;
+    // the three datasets no request touched are the dark data, and their storage cost is the
+    // price table's to the cent; every piece of advice says it used the inventory's figures.
+    let storage = &access["storage"];
+    let n = |v: &Value| v.as_u64().unwrap();
+    let stored: BTreeMap<(String, String), StorageTruth> = storage["datasets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let by_class = d["by_class"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(c, v)| (c.clone(), (n(&v["objects"]), n(&v["bytes"]))))
+                .collect();
+            let key = (
+                d["bucket"].as_str().unwrap().to_owned(),
+                d["dataset"].as_str().unwrap().to_owned(),
+            );
+            let truth = StorageTruth {
+                objects: n(&d["objects"]),
+                bytes: n(&d["bytes"]),
+                by_class,
+            };
+            (key, truth)
+        })
+        .collect();
+    let want = lake.storage.clone();
+    assert_eq!(stored, want);
+    let dark: Vec<(String, String)> = storage["datasets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["requests"] == 0)
+        .map(|d| {
+            (
+                d["bucket"].as_str().unwrap().to_owned(),
+                d["dataset"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected_dark = [
+        ("lake-analytics", "backups/legacy-db/"),
+        ("lake-analytics", "archive/clickstream-2021/"),
+        ("lake-web", "web/old-site/"),
+    ]
+    .map(|(b, d)| (b.to_owned(), d.to_owned()));
+    assert_eq!(dark, expected_dark, "dark datasets, most bytes first");
+    let prices = lakelog_reports::access::PriceTable::default_table().unwrap();
+    let (mut dark_bytes, mut dark_cost) = (0, 0.0);
+    for key in &expected_dark {
+        let t = &lake.storage[key];
+        dark_bytes += t.bytes;
+        for (class, (_, bytes)) in &t.by_class {
+            dark_cost += *bytes as f64 / (1u64 << 30) as f64 * prices.classes[class].storage_gb_month;
+        }
+    }
+    assert_eq!(storage["dark"]["bytes"], dark_bytes);
+    assert_eq!(headline["dark_bytes"], dark_bytes);
+    assert_eq!(
+        headline["stored_bytes"],
+        lake.storage.values().map(|t| t.bytes).sum::<u64>()
+    );
+    let cost = storage["dark"]["monthly_storage_cost"].as_f64().unwrap();
+    assert!((cost - dark_cost).abs() < 0.005, "{cost} vs {dark_cost}");
+    assert_eq!(storage["dark"]["unpriced_classes"], serde_json::json!([]));
+    for a in access["advice"].as_array().unwrap() {
+        assert!(
+            a["stored_from"].as_str().unwrap().starts_with("S3 Inventory of "),
+            "{a}"
+        );
+    }
+    let advised: BTreeSet<&str> = access["advice"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["dataset"].as_str().unwrap())
+        .collect();
+    assert!(advised.contains("backups/legacy-db/"), "dark data gets advice too");
+
     // Hygiene: each check counts what the lake made, and the scanner is the 403 hot spot.
     let checks: BTreeMap<&str, u64> = access["hygiene"]["checks"]
         .as_array()
@@ -237,6 +319,15 @@ fn the_demo_reports_what_its_workload_holds() {
     }
 
     // The charts say what the JSON says: each bar of the top datasets carries its reads.
+    // The stored-bytes chart sits in its section, with the dark datasets marked.
+    let page = std::fs::read_to_string(dir.join("reports/access/index.html")).unwrap();
+    let (section, chart) = (
+        page.find("<h2>Stored per dataset</h2>").unwrap(),
+        page.find("Bytes stored per dataset (S3 Inventory)").unwrap(),
+    );
+    assert!(section < chart && chart < page.find("<h2>Dark data").unwrap());
+    let stored_chart = std::fs::read_to_string(dir.join("reports/access/stored-datasets.svg")).unwrap();
+    assert!(stored_chart.contains("backups/legacy-db/ (dark)"), "{stored_chart}");
     let top = std::fs::read_to_string(dir.join("reports/access/top-datasets.svg")).unwrap();
     for d in access["datasets"].as_array().unwrap().iter().take(10) {
         let reads = lakelog_reports::figures::count(d["reads"].as_u64().unwrap());

@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
+use s3_access_log::workload::inventory::{self, InventoryFormat, InventoryObject};
 use s3_access_log::workload::{
     self, CLICKS_PART_BYTES, EXPORT_BYTES, LAKE_BUCKET, LOGO_BYTES, MODEL_BYTES, OLD_MODEL_BYTES, RAW_BYTES,
     SNAPSHOT_BYTES, WEB_BUCKET, requester,
@@ -97,7 +98,15 @@ fn the_report_prints_the_known_figures() {
     keys.sort();
     assert_eq!(
         keys,
-        ["advice", "completeness", "datasets", "headline", "hygiene", "unused"]
+        [
+            "advice",
+            "completeness",
+            "datasets",
+            "headline",
+            "hygiene",
+            "storage",
+            "unused"
+        ]
     );
     // The headline sums the sections.
     let h = &r["headline"];
@@ -356,6 +365,10 @@ fn ranges_rules_prices_text_and_errors() {
         (vec!["--dataset-regex", "("], "--dataset-regex \"(\""),
         (vec!["--rare-share", "2"], "--rare-share"),
         (vec!["--prices", "/nonexistent/prices.json"], "/nonexistent/prices.json"),
+        (
+            vec!["--inventory", "/nonexistent/manifest.json"],
+            "S3 Inventory /nonexistent/manifest.json: no such file",
+        ),
     ] {
         let mut args = vec!["report", "access", "--table", &tables[0]];
         args.extend(extra);
@@ -367,6 +380,81 @@ fn ranges_rules_prices_text_and_errors() {
     assert!(!ok && err.contains("no column bucket"), "{err}");
     let (ok, _, err) = lakelog(&["report", "access", "--table", &tables[0], &rejects]);
     assert!(!ok && err.contains("cannot be read together"), "{err}");
+
+    // An S3 Inventory of the web bucket (Parquet): its objects replace what the logs saw of that
+    // bucket, the page nobody requested is dark data, and the advice says where its figures come
+    // from; the lake bucket, without one, keeps the logs' figures.
+    let taken = chrono::NaiveDate::from_ymd_opt(2024, 4, 30)
+        .unwrap()
+        .and_hms_opt(0, 0, 0)
+        .unwrap();
+    let object = |key: &str, size: i64, class: &'static str| InventoryObject {
+        bucket: WEB_BUCKET,
+        key: key.to_owned(),
+        size: Some(size),
+        last_modified: taken - chrono::TimeDelta::days(400),
+        storage_class: class,
+        is_latest: true,
+        is_delete_marker: false,
+    };
+    let listed = [
+        object("web/assets/logo.png", LOGO_BYTES, "STANDARD"),
+        object("web/assets/hero.jpg", 3 << 20, "STANDARD_IA"),
+        object("web/legacy/index.html", 2 << 20, "STANDARD"),
+    ];
+    let refs: Vec<&InventoryObject> = listed.iter().collect();
+    let manifest = inventory::write(
+        &dir.path().join("inventory"),
+        WEB_BUCKET,
+        &refs,
+        InventoryFormat::Parquet,
+        taken,
+        1,
+    )
+    .unwrap();
+    let with = report(&tables, &["--inventory", manifest.to_str().unwrap()]);
+    let storage = &with["storage"];
+    assert_eq!(storage["inventories"][0]["objects"], 3);
+    assert_eq!(storage["inventories"][0]["bytes"], LOGO_BYTES + (5 << 20));
+    let assets = storage["datasets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["dataset"] == "web/assets/")
+        .unwrap();
+    assert_eq!(
+        assets["by_class"]["STANDARD_IA"],
+        json!({"objects": 1, "bytes": 3 << 20})
+    );
+    assert_eq!(storage["dark"]["datasets"], 1);
+    assert_eq!(storage["dark"]["bytes"], 2 << 20);
+    assert_eq!(with["headline"]["dark_bytes"], 2 << 20);
+    assert!(
+        advice(&with, "web/legacy/")["stored_from"]
+            .as_str()
+            .unwrap()
+            .starts_with("S3 Inventory of lake-web")
+    );
+    assert_eq!(advice(&with, "web/assets/")["stored_bytes"], LOGO_BYTES + (3 << 20));
+    assert_eq!(
+        advice(&with, "events/clicks/")["stored_from"],
+        advice(&all, "events/clicks/")["stored_from"]
+    );
+    assert_eq!(
+        advice(&with, "events/clicks/")["stored_bytes"],
+        advice(&all, "events/clicks/")["stored_bytes"]
+    );
+    let (ok, _, err) = lakelog(&[
+        "report",
+        "access",
+        "--table",
+        &tables[1],
+        "--inventory",
+        manifest.to_str().unwrap(),
+        "--inventory",
+        manifest.to_str().unwrap(),
+    ]);
+    assert!(!ok && err.contains("a second inventory of bucket lake-web"), "{err}");
 
     // Another price table: with free Standard storage nothing is worth moving.
     let mut prices: Value = serde_json::from_str(lakelog_reports::access::prices::DEFAULT_PRICES).unwrap();

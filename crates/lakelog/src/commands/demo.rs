@@ -3,7 +3,8 @@
 //! 1. S3 server access logs of a generated data lake (daily snapshots, append-only event datasets,
 //!    a model, exports nobody reads, readers with different age habits, lifecycle actions,
 //!    malformed lines: [`workload`]) are written as raw log objects and ingested by the access-log
-//!    Lambda's code into one Delta table per bucket.
+//!    Lambda's code into one Delta table per bucket; the lake's S3 Inventory lists (CSV and
+//!    Parquet, with data no request touched) are written beside them for the access report.
 //! 2. A planned season of game traffic (players who join, return, pay and leave; sessions) goes through the game-events API Lambda's handler
 //!    (as API Gateway proxy events, stamped with simulated request times), into an in-memory
 //!    Kinesis stream, and from there through the sink Lambda's code into `game_events`. One request
@@ -32,9 +33,10 @@ use lake::maintenance::{
 };
 use serde_json::{Value, json};
 
-use lakelog_reports::access::{AccessOptions, PriceTable};
+use lakelog_reports::access::{AccessOptions, Inventory, PriceTable};
 use lakelog_reports::game::{BOOKINGS_CURRENCY, game_report};
 use lakelog_reports::{ReportDir, ReportSession, TimeRange};
+use s3_access_log::workload::inventory::{self, InventoryFormat};
 use s3_access_log::workload::{self, MIN_DAYS};
 
 /// A file in the demo folder that marks it as one, so that a second run may replace it.
@@ -162,7 +164,7 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let now = args.now.unwrap_or_else(Utc::now);
 
     println!("lakelog demo in {}", dir.display());
-    let access_tables = access_logs(&dir, args.log_days, args.seed, now.date_naive(), &storage).await?;
+    let (access_tables, inventories) = access_logs(&dir, args.log_days, args.seed, now.date_naive(), &storage).await?;
     let game_table = uri(&lake_dir.join("game_events"))?;
     game_events(args, &game_table, now, &storage).await?;
 
@@ -190,7 +192,7 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
 
     step("Reports");
     let reports = dir.join("reports");
-    let access_page = access_report(&access_tables, &reports.join("access"), &storage).await?;
+    let access_page = access_report(&access_tables, &inventories, &reports.join("access"), &storage).await?;
     let game_page = game_report_pages(&game_table, &reports.join("game"), &storage).await?;
     println!(
         "\nDone in {:.0} s. Open these in a browser:\n  {}\n  {}\nThe tables are under {}; query them with \
@@ -245,7 +247,7 @@ async fn access_logs(
     seed: u64,
     today: NaiveDate,
     storage: &StorageConfig,
-) -> anyhow::Result<Vec<String>> {
+) -> anyhow::Result<(Vec<String>, Vec<String>)> {
     step("S3 server access logs -> Delta (the access-log-lambda's code)");
     let start = today
         .checked_sub_days(Days::new(u64::from(days)))
@@ -297,7 +299,28 @@ async fn access_logs(
         .iter()
         .map(|bucket| uri(&dir.join("lake").join("access_logs").join(bucket)))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(tables)
+
+    // What S3 Inventory lists at the end of the range: the lake bucket in CSV, the web bucket in
+    // Parquet, as a copy of the inventories' destination bucket.
+    let destination = dir.join("inventory");
+    let mut manifests = Vec::new();
+    for (bucket, format, files) in [
+        (workload::LAKE_BUCKET, InventoryFormat::Csv, 4),
+        (workload::WEB_BUCKET, InventoryFormat::Parquet, 1),
+    ] {
+        let objects: Vec<_> = lake.inventory.iter().filter(|o| o.bucket == bucket).collect();
+        let manifest = inventory::write(&destination, bucket, &objects, format, lake.inventory_taken, files)
+            .with_context(|| format!("cannot write the inventory of {bucket} under {}", destination.display()))?;
+        manifests.push(manifest.display().to_string());
+    }
+    println!(
+        "  wrote the S3 Inventory of both buckets ({} object versions, {:.0} TB, as of {}) under {}",
+        lake.inventory.iter().filter(|o| !o.is_delete_marker).count(),
+        lake.storage.values().map(|t| t.bytes).sum::<u64>() as f64 / 1e12,
+        lake.inventory_taken.format("%Y-%m-%d %H:%M UTC"),
+        destination.display()
+    );
+    Ok((tables, manifests))
 }
 
 /// Sends the game traffic through the API handler into an in-memory stream, and the stream's
@@ -470,8 +493,18 @@ fn describe_maintenance(lake_dir: &Path, report: &TableReport) -> String {
 }
 
 /// Writes the access report (HTML, charts, JSON) into `out` and prints its headlines.
-async fn access_report(tables: &[String], out: &Path, storage: &StorageConfig) -> anyhow::Result<PathBuf> {
-    let options = AccessOptions::new(PriceTable::default_table()?);
+async fn access_report(
+    tables: &[String],
+    inventories: &[String],
+    out: &Path,
+    storage: &StorageConfig,
+) -> anyhow::Result<PathBuf> {
+    let mut options = AccessOptions::new(PriceTable::default_table()?);
+    for manifest in inventories {
+        options
+            .inventories
+            .push(Inventory::read(manifest, storage, &options.rule).await?);
+    }
     let report = lakelog_reports::access::run(tables, storage, &TimeRange::default(), &options).await?;
     let page = report.write_html(&ReportDir::create(out)?)?;
     println!("  access patterns of {} datasets:", report.datasets.len());
@@ -497,6 +530,14 @@ async fn access_report(tables: &[String], out: &Path, storage: &StorageConfig) -
                 .collect::<Vec<_>>()
                 .join(", "),
             options.unused_days
+        );
+    }
+    if let Some(stored) = &report.storage {
+        println!(
+            "    dark data: {:.1} TB in {} datasets stored and never requested, {:.2} USD a month",
+            stored.dark.bytes as f64 / 1e12,
+            stored.dark.datasets,
+            stored.dark.monthly_storage_cost
         );
     }
     let savings: f64 = report.advice.iter().map(|a| a.monthly_saving).sum();

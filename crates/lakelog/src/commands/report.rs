@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use lake::StorageConfig;
 
 use crate::cli::{AccessReportArgs, GameReportArgs, ReportArgs, ReportCommand, ReportOutputArgs};
-use lakelog_reports::access::{AccessOptions, DatasetRule, PriceTable};
+use lakelog_reports::access::{AccessOptions, DatasetRule, Inventory, PriceTable};
 use lakelog_reports::game::game_report_with;
 use lakelog_reports::{Format, ReportDir, ReportError, ReportSession, TimeRange};
 
@@ -43,8 +43,14 @@ async fn game_command(args: &GameReportArgs) -> anyhow::Result<ExitCode> {
 
 async fn access_command(args: &AccessReportArgs) -> anyhow::Result<ExitCode> {
     let range = range(&args.output)?;
-    let options = access_options(args)?;
-    let report = lakelog_reports::access::run(&args.tables, &StorageConfig::from_env(), &range, &options).await?;
+    let storage = StorageConfig::from_env();
+    let mut options = access_options(args)?;
+    for manifest in &args.inventories {
+        options
+            .inventories
+            .push(Inventory::read(manifest, &storage, &options.rule).await?);
+    }
+    let report = lakelog_reports::access::run(&args.tables, &storage, &range, &options).await?;
     match args.output.format {
         Format::Table => print!("{}", report.render_text()),
         Format::Json => println!("{}", report.to_json()?),
@@ -81,6 +87,7 @@ pub fn access_options(args: &AccessReportArgs) -> Result<AccessOptions, ReportEr
         prices,
         top: args.top.max(1),
         rare_share: args.rare_share,
+        inventories: Vec::new(),
     })
 }
 

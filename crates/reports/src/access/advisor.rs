@@ -154,6 +154,8 @@ pub struct Advice {
     pub currency: String,
     /// Why this advice.
     pub reason: String,
+    /// Where the stored objects' figures come from: an S3 Inventory (exact) or the access logs.
+    pub stored_from: String,
     /// A lifecycle configuration with this dataset's rule, ready for
     /// `aws s3api put-bucket-lifecycle-configuration`; `None` without transitions.
     pub lifecycle: Option<Value>,
@@ -310,9 +312,13 @@ pub fn advise(bucket: &str, dataset: &str, facts: &DatasetFacts, prices: &PriceT
         one_time_transition_cost,
         currency,
         reason,
+        stored_from: STORED_FROM_LOGS.to_owned(),
         lifecycle,
     }
 }
+
+/// [`Advice::stored_from`] when the figures come from the access logs.
+pub const STORED_FROM_LOGS: &str = "access logs (objects requests touched; a lower bound)";
 
 /// Every plan, skipped classes included, in a fixed order (fewer transitions first).
 fn plans() -> Vec<Plan> {

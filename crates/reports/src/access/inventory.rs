@@ -76,6 +76,9 @@ pub struct Inventory {
     /// All its objects.
     pub total: Count,
     groups: BTreeMap<Group, Count>,
+    /// The datasets holding a table format's files, with the format's index in
+    /// [`advisor::TABLE_FORMATS`] (the first when several).
+    formats: BTreeMap<String, usize>,
 }
 
 /// The stored objects of one dataset, by storage class.
@@ -152,6 +155,7 @@ impl Inventory {
             format: manifest.file_format.clone(),
             total: Count::default(),
             groups: BTreeMap::new(),
+            formats: BTreeMap::new(),
         };
         for file in &manifest.files {
             let path = source.data_file(&file.key)?;
@@ -176,8 +180,22 @@ impl Inventory {
             class: if row.class.is_empty() { DEFAULT_CLASS } else { row.class }.to_owned(),
             movable: size >= advisor::MIN_TRANSITION_BYTES as u64,
         };
+        let directories = row.key.rsplit_once('/').map_or("", |(dirs, _)| dirs);
+        let format = advisor::TABLE_FORMATS
+            .iter()
+            .position(|(_, dir)| directories.split('/').any(|d| d == *dir));
+        if let Some(format) = format {
+            let known = self.formats.entry(group.dataset.clone()).or_insert(format);
+            *known = (*known).min(format);
+        }
         self.groups.entry(group).or_default().add(size);
         self.total.add(size);
+    }
+
+    /// The table format whose files `dataset` holds, if any (see [`advisor::TABLE_FORMATS`]).
+    pub fn table_format(&self, dataset: &str) -> Option<&'static str> {
+        let index = *self.formats.get(dataset)?;
+        advisor::TABLE_FORMATS.get(index).map(|(name, _)| *name)
     }
 
     /// The objects of each dataset as the advisor takes them, aged to `end_day`: those not in S3

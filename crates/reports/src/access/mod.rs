@@ -47,6 +47,7 @@ use serde::{Serialize, Serializer};
 pub use advisor::{Advice, DatasetFacts, ReadsAt, StoredAt, Transition};
 pub use dataset::{DEFAULT_DEPTH, DatasetRule, key_date};
 pub use hygiene::{Completeness, Hygiene};
+pub use inventory::Inventory;
 pub use prices::PriceTable;
 
 use super::{ReportError, ReportSession, TimeRange, quote_ident};
@@ -102,6 +103,9 @@ pub struct AccessOptions {
     pub top: usize,
     /// Reads become rare at the age from which at most this share of reads happen.
     pub rare_share: f64,
+    /// S3 Inventory lists, at most one per bucket: the stored objects of their buckets are taken
+    /// from them, exactly, instead of from the logs.
+    pub inventories: Vec<Inventory>,
 }
 
 impl AccessOptions {
@@ -113,6 +117,7 @@ impl AccessOptions {
             prices,
             top: 10,
             rare_share: 0.05,
+            inventories: Vec::new(),
         }
     }
 }
@@ -324,10 +329,20 @@ pub struct Headline {
     pub monthly_saving: f64,
     /// The currency of `monthly_saving`.
     pub currency: String,
+    /// Bytes the S3 Inventory lists hold, when the report has some.
+    pub stored_bytes: Option<u64>,
+    /// Of them, the bytes of datasets no request touched in the range (dark data).
+    pub dark_bytes: Option<u64>,
 }
 
 impl Headline {
-    fn of(datasets: &[DatasetUsage], unused: &[UnusedDataset], advice: &[Advice], summary: &Summary) -> Self {
+    fn of(
+        datasets: &[DatasetUsage],
+        unused: &[UnusedDataset],
+        advice: &[Advice],
+        storage: Option<&Storage>,
+        summary: &Summary,
+    ) -> Self {
         let (mut current, mut known) = (0u64, 0u64);
         for d in datasets {
             current += d.age_days.current_day;
@@ -351,6 +366,8 @@ impl Headline {
             // A fold from 0, since an empty sum of floats is -0.
             monthly_saving: advice.iter().fold(0.0, |sum, a| sum + a.monthly_saving),
             currency: summary.prices.1.clone(),
+            stored_bytes: storage.map(|s| s.inventories.iter().map(|i| i.bytes).sum()),
+            dark_bytes: storage.map(|s| s.dark.bytes),
         }
     }
 }
@@ -365,8 +382,11 @@ pub struct AccessReport {
     pub datasets: Vec<DatasetUsage>,
     /// Datasets written but not read for the unused-days threshold.
     pub unused: Vec<UnusedDataset>,
-    /// Storage-class advice per dataset, in the order of `datasets`.
+    /// Storage-class advice per dataset, in the order of `datasets`, then for the datasets only
+    /// an inventory lists.
     pub advice: Vec<Advice>,
+    /// What the S3 Inventory lists hold, when the report has some.
+    pub storage: Option<Storage>,
     /// How the buckets are called.
     pub hygiene: Hygiene,
     /// How completely each bucket's logs arrived.
@@ -415,6 +435,18 @@ pub async fn access_report(
     options: &AccessOptions,
 ) -> Result<AccessReport, ReportError> {
     check_columns(session, table).await?;
+    for (i, inventory) in options.inventories.iter().enumerate() {
+        if let Some(first) = options.inventories[..i].iter().find(|o| o.bucket == inventory.bucket) {
+            return Err(ReportError::InvalidArgument {
+                argument: "--inventory".to_owned(),
+                value: inventory.location.clone(),
+                reason: format!(
+                    "a second inventory of bucket {} (the first is {}); give one per bucket",
+                    inventory.bucket, first.location
+                ),
+            });
+        }
+    }
     udf::register(session.context(), &options.rule);
     let class = operation::class_sql("operation");
     session
@@ -471,10 +503,11 @@ pub async fn access_report(
     };
     let (Some(end), Some(end_day)) = (end, end_day) else {
         return Ok(AccessReport {
-            headline: Headline::of(&[], &[], &[], &summary),
+            headline: Headline::of(&[], &[], &[], None, &summary),
             datasets: Vec::new(),
             unused: Vec::new(),
             advice: Vec::new(),
+            storage: None,
             hygiene: Hygiene::default(),
             completeness: Vec::new(),
             days: Vec::new(),
@@ -500,7 +533,18 @@ pub async fn access_report(
     }
     let mut stored_by_dataset: HashMap<(String, String), Vec<StoredAt>> = HashMap::new();
     for (key, objects) in stored {
-        stored_by_dataset.entry(key).or_default().push(objects);
+        if !options.inventories.iter().any(|i| i.bucket == key.0) {
+            stored_by_dataset.entry(key).or_default().push(objects);
+        }
+    }
+    // The buckets with an inventory: every object stored, from it.
+    for inventory in &options.inventories {
+        for (dataset, objects) in inventory.stored(end_day) {
+            stored_by_dataset
+                .entry((inventory.bucket.clone(), dataset))
+                .or_default()
+                .extend(objects);
+        }
     }
     for usage in &mut datasets {
         for r in reads_by_dataset
@@ -522,37 +566,217 @@ pub async fn access_report(
     });
 
     let unused = unused_datasets(&datasets, writers, end_day, range_days, summary.unused_days_applied);
-    let advice: Vec<Advice> = datasets
+    let storage = match options.inventories.is_empty() {
+        true => None,
+        false => Some(storage(session, &window, &options.inventories, &options.prices).await?),
+    };
+    // The datasets of the logs, then those only an inventory lists (never requested in the range).
+    let mut advised: Vec<(String, String, u64)> = datasets
         .iter()
-        .map(|usage| {
-            let key = (usage.bucket.clone(), usage.dataset.clone());
+        .map(|d| (d.bucket.clone(), d.dataset.clone(), d.movable_writes))
+        .collect();
+    for d in storage.iter().flat_map(|s| &s.datasets) {
+        if !datasets.iter().any(|u| u.bucket == d.bucket && u.dataset == d.dataset) {
+            advised.push((d.bucket.clone(), d.dataset.clone(), 0));
+        }
+    }
+    let advice: Vec<Advice> = advised
+        .into_iter()
+        .map(|(bucket, dataset, movable_writes)| {
+            let inventory = options.inventories.iter().find(|i| i.bucket == bucket);
+            let key = (bucket, dataset);
             let facts = DatasetFacts {
                 reads: reads_by_dataset.remove(&key).unwrap_or_default(),
                 stored: stored_by_dataset.remove(&key).unwrap_or_default(),
-                movable_writes: usage.movable_writes,
+                movable_writes,
                 range_days,
-                table_format: formats.get(&key).copied(),
+                table_format: formats
+                    .get(&key)
+                    .copied()
+                    .or_else(|| inventory.and_then(|i| i.table_format(&key.1))),
             };
-            advisor::advise(
-                &usage.bucket,
-                &usage.dataset,
-                &facts,
-                &options.prices,
-                options.rare_share,
-            )
+            let mut advice = advisor::advise(&key.0, &key.1, &facts, &options.prices, options.rare_share);
+            if let Some(i) = inventory {
+                advice.stored_from = format!(
+                    "S3 Inventory of {} taken {} (every object stored)",
+                    i.bucket,
+                    i.taken.format("%Y-%m-%d %H:%M UTC")
+                );
+            }
+            advice
         })
         .collect();
     let hygiene = hygiene::hygiene(session).await?;
     let completeness = hygiene::completeness(session).await?;
     Ok(AccessReport {
-        headline: Headline::of(&datasets, &unused, &advice, &summary),
+        headline: Headline::of(&datasets, &unused, &advice, storage.as_ref(), &summary),
         datasets,
         unused,
         advice,
+        storage,
         hygiene,
         completeness,
         days,
         summary,
+    })
+}
+
+/// What the inventories hold, per dataset, with the requests of the range.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Storage {
+    /// The lists read.
+    pub inventories: Vec<InventorySource>,
+    /// Every dataset they list, most bytes first.
+    pub datasets: Vec<StoredDataset>,
+    /// The datasets of `datasets` no request touched in the range, together.
+    pub dark: DarkData,
+}
+
+/// One inventory list read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InventorySource {
+    /// The bucket it lists.
+    pub bucket: String,
+    /// Its manifest.
+    pub manifest: String,
+    /// When S3 took it.
+    #[serde(serialize_with = "rfc3339")]
+    pub taken: DateTime<Utc>,
+    /// `CSV` or `Parquet`.
+    pub format: String,
+    /// Object versions listed (delete markers are not objects).
+    pub objects: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// The stored objects of one dataset, from an inventory.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredDataset {
+    /// The bucket.
+    pub bucket: String,
+    /// The dataset's key prefix.
+    pub dataset: String,
+    /// Object versions.
+    pub objects: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Objects and bytes by storage class.
+    pub by_class: BTreeMap<String, inventory::Count>,
+    /// The first day its data is of (the key's date, else its last change).
+    pub first_day: Option<NaiveDate>,
+    /// The last such day.
+    pub last_day: Option<NaiveDate>,
+    /// Successful requests of its keys in the range; 0 for dark data.
+    pub requests: u64,
+    /// What storing it costs a month, at the price table's storage prices.
+    pub monthly_storage_cost: f64,
+}
+
+/// Data stored and never requested in the range.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct DarkData {
+    /// Datasets.
+    pub datasets: u64,
+    /// Their objects.
+    pub objects: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// What storing them costs a month.
+    pub monthly_storage_cost: f64,
+    /// Storage classes they use that the price table has no price for (not in the cost).
+    pub unpriced_classes: Vec<String>,
+}
+
+/// The storage section from `inventories`, with the requests in `window` per dataset.
+async fn storage(
+    session: &ReportSession,
+    window: &str,
+    inventories: &[Inventory],
+    prices: &PriceTable,
+) -> Result<Storage, ReportError> {
+    let rows = session
+        .query(
+            "requests per dataset",
+            &format!("SELECT bucket, dataset, COUNT(*) AS requests FROM {OPS} WHERE {window} GROUP BY bucket, dataset"),
+        )
+        .await?;
+    let (buckets, names, counts) = (
+        rows.strings("bucket")?,
+        rows.strings("dataset")?,
+        rows.i64s("requests")?,
+    );
+    let requests: HashMap<(String, String), u64> = (0..rows.len())
+        .filter_map(|i| {
+            Some((
+                (buckets[i].clone()?, names[i].clone()?),
+                counts[i].unwrap_or(0).max(0) as u64,
+            ))
+        })
+        .collect();
+    let gib = (1u64 << 30) as f64;
+    let cost = |by_class: &BTreeMap<String, inventory::Count>| -> f64 {
+        by_class
+            .iter()
+            .map(|(class, n)| n.bytes as f64 / gib * prices.class(class).storage_gb_month)
+            .sum()
+    };
+    let mut datasets = Vec::new();
+    let mut dark = DarkData::default();
+    let mut unpriced = std::collections::BTreeSet::new();
+    for inventory in inventories {
+        for (dataset, stored) in inventory.datasets() {
+            let requests = requests
+                .get(&(inventory.bucket.clone(), dataset.clone()))
+                .copied()
+                .unwrap_or(0);
+            let monthly_storage_cost = cost(&stored.by_class);
+            if requests == 0 {
+                dark.datasets += 1;
+                dark.objects += stored.total.objects;
+                dark.bytes += stored.total.bytes;
+                dark.monthly_storage_cost += monthly_storage_cost;
+                unpriced.extend(
+                    stored
+                        .by_class
+                        .keys()
+                        .filter(|c| !prices.classes.contains_key(*c))
+                        .cloned(),
+                );
+            }
+            datasets.push(StoredDataset {
+                bucket: inventory.bucket.clone(),
+                dataset,
+                objects: stored.total.objects,
+                bytes: stored.total.bytes,
+                by_class: stored.by_class,
+                first_day: stored.days.map(|d| d.0),
+                last_day: stored.days.map(|d| d.1),
+                requests,
+                monthly_storage_cost,
+            });
+        }
+    }
+    dark.unpriced_classes = unpriced.into_iter().collect();
+    datasets.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then_with(|| (&a.bucket, &a.dataset).cmp(&(&b.bucket, &b.dataset)))
+    });
+    Ok(Storage {
+        inventories: inventories
+            .iter()
+            .map(|i| InventorySource {
+                bucket: i.bucket.clone(),
+                manifest: i.location.clone(),
+                taken: i.taken,
+                format: i.format.clone(),
+                objects: i.total.objects,
+                bytes: i.total.bytes,
+            })
+            .collect(),
+        datasets,
+        dark,
     })
 }
 

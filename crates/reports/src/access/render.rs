@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::{Value, json};
 
-use super::{AGE_BUCKETS, AccessReport, Advice, DatasetUsage, UnusedDataset, advisor, day_span};
+use super::inventory::Count;
+use super::{AGE_BUCKETS, AccessReport, Advice, DatasetUsage, Storage, UnusedDataset, advisor, day_span};
 use crate::chart::{self, Series, Unit};
 use crate::figures::{bytes, count, money, percent as share};
 use crate::{HtmlPage, ReportDir, ReportError, TextTable};
@@ -65,11 +66,20 @@ impl AccessReport {
         for (title, body) in self.sections() {
             page.heading(&title);
             if !charts_written && title.starts_with("Most used") {
-                for (name, svg) in charts.iter().filter(|(n, _)| !n.starts_with("age")) {
+                for (name, svg) in charts
+                    .iter()
+                    .filter(|(n, _)| !n.starts_with("age") && !n.starts_with("stored"))
+                {
                     dir.write_chart(name, svg)?;
                     page.chart(svg);
                 }
                 charts_written = true;
+            }
+            if title == "Stored per dataset" {
+                for (name, svg) in charts.iter().filter(|(n, _)| n.starts_with("stored")) {
+                    dir.write_chart(name, svg)?;
+                    page.chart(svg);
+                }
             }
             if title.starts_with("Age of the data read") {
                 for (name, svg) in charts.iter().filter(|(n, _)| n.starts_with("age")) {
@@ -147,6 +157,20 @@ impl AccessReport {
             ),
             ("Storage-class savings a month", money(h.monthly_saving, &h.currency)),
         ]
+        .into_iter()
+        .chain(h.stored_bytes.map(|b| ("Stored (S3 Inventory)", bytes(b))))
+        .chain(self.storage.as_ref().map(|s| {
+            (
+                "Dark data (never requested)",
+                format!(
+                    "{} in {}, {} a month",
+                    bytes(s.dark.bytes),
+                    plural(s.dark.datasets, "dataset"),
+                    money(s.dark.monthly_storage_cost, &h.currency)
+                ),
+            )
+        }))
+        .collect()
     }
 
     /// One lifecycle configuration per bucket with the rules of every dataset advised to move.
@@ -295,13 +319,86 @@ impl AccessReport {
         ));
 
         let (region, currency, source) = &s.prices;
+        if let Some(storage) = &self.storage {
+            let lists: Vec<String> = storage
+                .inventories
+                .iter()
+                .map(|i| {
+                    format!(
+                        "{} ({}, taken {}: {} objects, {})",
+                        i.bucket,
+                        i.format,
+                        i.taken.format("%Y-%m-%d %H:%M UTC"),
+                        count(i.objects),
+                        bytes(i.bytes)
+                    )
+                })
+                .collect();
+            let d = &storage.dark;
+            let mut dark = format!(
+                "{} in {} ({} objects) stored and never requested in the range, costing {} a month in storage.",
+                bytes(d.bytes),
+                plural(d.datasets, "dataset"),
+                count(d.objects),
+                money(d.monthly_storage_cost, currency)
+            );
+            if !d.unpriced_classes.is_empty() {
+                let _ = write!(
+                    dark,
+                    " The price table has no price for {}: those bytes are not in the cost.",
+                    d.unpriced_classes.join(", ")
+                );
+            }
+            sections.push((
+                "Stored objects (S3 Inventory)".to_owned(),
+                Body::Text(format!(
+                    "Every object version the inventory lists (delete markers are not objects), by the \
+                     report's datasets: {}.\n\n{dark}",
+                    lists.join("; ")
+                )),
+            ));
+            sections.push((
+                "Stored per dataset".to_owned(),
+                Body::Table(stored_table(storage, currency)),
+            ));
+            let mut never = TextTable::new(["bucket", "dataset", "objects", "bytes", "classes", "storage / month"]);
+            for d in storage.datasets.iter().filter(|d| d.requests == 0) {
+                never.push([
+                    d.bucket.clone(),
+                    d.dataset.clone(),
+                    count(d.objects),
+                    bytes(d.bytes),
+                    classes(&d.by_class),
+                    money(d.monthly_storage_cost, currency),
+                ]);
+            }
+            sections.push((
+                "Dark data (stored, never requested in the range)".to_owned(),
+                Body::Table(never),
+            ));
+        }
+        let stored_from = match &self.storage {
+            Some(storage) => format!(
+                "Stored data of {} is every object their S3 Inventory lists; of other buckets it is estimated from the \
+                 logs: keys seen written or read and not deleted since, at the largest object_size logged (objects no \
+                 request touched are not counted).",
+                storage
+                    .inventories
+                    .iter()
+                    .map(|i| i.bucket.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => "Stored data is estimated from the logs: keys seen written or read and not deleted since, at the \
+                     largest object_size logged; objects no request touched are not counted (give --inventory for \
+                     exact figures)."
+                .to_owned(),
+        };
         sections.push((
             "Storage-class advice".to_owned(),
             Body::Text(format!(
                 "Prices: {region}, {currency} ({source}). Reads become rare at the age from which at most {:.0}% of \
-                 the reads happen. Stored data is estimated from the logs: keys seen written or read and not deleted \
-                 since, at the largest object_size logged; objects no request touched are not counted. Monthly \
-                 figures scale the {} of reads to 30 days.",
+                 the reads happen. {stored_from} Monthly figures scale the {} of reads to 30 days.",
                 s.rare_share * 100.0,
                 plural(u64::from(s.range_days), "day")
             )),
@@ -424,6 +521,30 @@ impl AccessReport {
     /// The charts of the page, with their file names.
     fn charts(&self) -> Result<Vec<(String, chart::Svg)>, ReportError> {
         let mut charts = Vec::new();
+        if let Some(storage) = &self.storage {
+            let bars: Vec<(String, f64)> = storage
+                .datasets
+                .iter()
+                .take(self.summary.top.max(1))
+                .map(|d| {
+                    let name = label_of(&d.bucket, &d.dataset);
+                    let name = if d.requests == 0 {
+                        format!("{name} (dark)")
+                    } else {
+                        name
+                    };
+                    (name, d.bytes as f64)
+                })
+                .collect();
+            charts.push((
+                "stored-datasets.svg".to_owned(),
+                chart::bar_chart(
+                    "Bytes stored per dataset (S3 Inventory)",
+                    Unit::Bytes("bytes stored"),
+                    &bars,
+                )?,
+            ));
+        }
         let top: Vec<&DatasetUsage> = self.datasets.iter().take(self.summary.top.max(1)).collect();
         let bars: Vec<(String, f64)> = top.iter().map(|d| (label(d), d.reads as f64)).collect();
         charts.push((
@@ -541,6 +662,7 @@ fn advice_table(advice: &[Advice]) -> TextTable {
         "reads",
         "rare after",
         "stored",
+        "stored from",
         "transitions",
         "saving / month",
         "one-time cost",
@@ -557,7 +679,14 @@ fn advice_table(advice: &[Advice]) -> TextTable {
             count(a.reads),
             a.rare_after_days.map_or_else(|| "-".to_owned(), |d| format!("{d} d")),
             bytes(a.stored_bytes),
-            if steps.is_empty() {
+            if a.stored_from == advisor::STORED_FROM_LOGS {
+                "logs".to_owned()
+            } else {
+                "inventory".to_owned()
+            },
+            if steps.is_empty() && a.stored_bytes > 0 && a.already_moved_bytes >= a.stored_bytes {
+                "none (already out of STANDARD)".to_owned()
+            } else if steps.is_empty() {
                 "keep in STANDARD".to_owned()
             } else {
                 steps.join(", ")
@@ -572,6 +701,45 @@ fn advice_table(advice: &[Advice]) -> TextTable {
             } else {
                 money(a.one_time_transition_cost, &a.currency)
             },
+        ]);
+    }
+    table
+}
+
+/// Storage classes as `STANDARD 1.2 TiB, GLACIER 300 GiB`.
+fn classes(by_class: &BTreeMap<String, Count>) -> String {
+    by_class
+        .iter()
+        .map(|(class, n)| format!("{class} {}", bytes(n.bytes)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn stored_table(storage: &Storage, currency: &str) -> TextTable {
+    let mut table = TextTable::new([
+        "bucket",
+        "dataset",
+        "objects",
+        "bytes",
+        "classes",
+        "data of",
+        "requests",
+        "storage / month",
+    ]);
+    for d in &storage.datasets {
+        table.push([
+            d.bucket.clone(),
+            d.dataset.clone(),
+            count(d.objects),
+            bytes(d.bytes),
+            classes(&d.by_class),
+            match (d.first_day, d.last_day) {
+                (Some(a), Some(b)) if a == b => a.to_string(),
+                (Some(a), Some(b)) => format!("{a} .. {b}"),
+                _ => "-".to_owned(),
+            },
+            count(d.requests),
+            money(d.monthly_storage_cost, currency),
         ]);
     }
     table

@@ -34,9 +34,9 @@
 //! ends with one malformed line.
 //!
 //! Stored and never requested in the range (dark data, which only an S3 Inventory shows):
-//! `archive/clickstream-2019/` (120 objects of about 4 GiB in Glacier Deep Archive and Glacier
-//! Flexible Retrieval), `backups/legacy-db/` (40 dumps of about 12 GiB in Standard-IA, with two
-//! older versions and three delete markers) and the web bucket's `web/old-site/` (25 small pages).
+//! `archive/clickstream-2021/` (120 objects of about 4 GiB in Glacier Deep Archive and Glacier
+//! Flexible Retrieval), `backups/legacy-db/` (40 dumps of about 12 GiB in S3 Standard, with two
+//! older versions in Standard-IA and three delete markers) and the web bucket's `web/old-site/` (25 small pages).
 //! [`Lake::inventory`] lists every object stored at the end of the range, [`Lake::storage`]
 //! counts it per dataset; [`super::inventory::write`] writes it as S3 Inventory does.
 //!
@@ -372,7 +372,7 @@ const NOTEBOOKS: &str = "tmp/notebooks/";
 const WAREHOUSE: &str = "warehouse/orders/";
 const CAFE: &str = "raw/café données/";
 const ASSETS: &str = "web/assets/";
-const ARCHIVE: &str = "archive/clickstream-2019/";
+const ARCHIVE: &str = "archive/clickstream-2021/";
 const LEGACY_DB: &str = "backups/legacy-db/";
 const OLD_SITE: &str = "web/old-site/";
 
@@ -774,7 +774,7 @@ pub fn generate(start: NaiveDate, days: u32, seed: u64) -> Lake {
     for i in 0..40 {
         let size = b.size(12.0 * GIB);
         let key = format!("{LEGACY_DB}dump-{i:03}.sql.gz");
-        b.store(LAKE_BUCKET, LEGACY_DB, &key, size, before(400 + i, 4), "STANDARD_IA");
+        b.store(LAKE_BUCKET, LEGACY_DB, &key, size, before(400 + i, 4), "STANDARD");
     }
     for i in 0..25 {
         let size = b.rng.random_range(20_000..100_000);
