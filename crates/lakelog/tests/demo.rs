@@ -260,6 +260,35 @@ fn the_demo_reports_what_its_workload_holds() {
         .collect();
     assert!(advised.contains("backups/legacy-db/"), "dark data gets advice too");
 
+    // Expiration: the sensor batches are read once, the next night, by spark-etl: older than a
+    // day plus the 7-day margin nobody reads them. The never-requested dumps could all go; the
+    // Delta table's files never.
+    let advice_of = |dataset: &str| {
+        access["advice"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["dataset"] == dataset)
+            .unwrap()
+            .clone()
+    };
+    let sensors = advice_of("raw/sensors/");
+    let e = &sensors["expiration"];
+    assert_eq!(
+        (e["days"].as_i64(), e["oldest_read_days"].as_i64()),
+        (Some(8), Some(1)),
+        "{e}"
+    );
+    assert_eq!(
+        e["readers"][0]["requester"],
+        "arn:aws:sts::123456789012:assumed-role/spark-etl/session"
+    );
+    let dumps = advice_of("backups/legacy-db/");
+    assert_eq!(dumps["expiration"]["days"], LOG_DAYS);
+    assert_eq!(dumps["expiration"]["objects"], 42);
+    assert_eq!(dumps["expiration"]["oldest_read_days"], Value::Null);
+    assert_eq!(advice_of("warehouse/orders/")["expiration"], Value::Null);
+
     // Hygiene: each check counts what the lake made, and the scanner is the 403 hot spot.
     let checks: BTreeMap<&str, u64> = access["hygiene"]["checks"]
         .as_array()
@@ -326,6 +355,15 @@ fn the_demo_reports_what_its_workload_holds() {
         page.find("Bytes stored per dataset (S3 Inventory)").unwrap(),
     );
     assert!(section < chart && chart < page.find("<h2>Dark data").unwrap());
+    let hygiene_chart = std::fs::read_to_string(dir.join("reports/access/hygiene.svg")).unwrap();
+    for label in ["Signature Version 2", "TLS below 1.2", "cross-region", "refused (403)"] {
+        assert!(hygiene_chart.contains(label), "{label} in {hygiene_chart}");
+    }
+    let delays = std::fs::read_to_string(dir.join("reports/access/delivery-delay.svg")).unwrap();
+    assert!(
+        delays.contains("lake-web median") && delays.contains("lake-analytics max"),
+        "{delays}"
+    );
     let stored_chart = std::fs::read_to_string(dir.join("reports/access/stored-datasets.svg")).unwrap();
     assert!(stored_chart.contains("backups/legacy-db/ (dark)"), "{stored_chart}");
     let top = std::fs::read_to_string(dir.join("reports/access/top-datasets.svg")).unwrap();

@@ -170,17 +170,19 @@ fn the_report_prints_the_known_figures() {
         "STANDARD" => (0.023, 0.0004, 0.0, 0.0),
         "GLACIER_IR" => (0.004, 0.01, 0.03, 0.02),
         "GLACIER" => (0.0036, 0.0004, 0.01, 0.03),
+        "DEEP_ARCHIVE" => (0.00099, 0.0004, 0.02, 0.05),
         other => panic!("{other}"),
     };
     let (std_price, std_get, _, _) = p("STANDARD");
 
     // Exports: never read, so archived from day 1; of the 62 objects, 5 expired and 5 were already
-    // moved to Standard-IA; 51 of the other 52 are a day old or more. For objects of 10 MiB
-    // Glacier Instant Retrieval saves more than Glacier Flexible Retrieval: its transitions cost
-    // less and it has no per-object overhead.
+    // moved to Standard-IA; 51 of the other 52 are a day old or more. For objects of 10 MiB Deep
+    // Archive saves more than Glacier Instant Retrieval (whose transitions cost less) and Glacier
+    // Flexible Retrieval.
     let exports = advice(&r, "exports/legacy/");
     let (ir, ir_get, ir_retrieval, ir_transition) = p("GLACIER_IR");
     let (glacier, _, _, glacier_transition) = p("GLACIER");
+    let (deep, _, _, deep_transition) = p("DEEP_ARCHIVE");
     assert_eq!(exports["stored_objects"], 57);
     assert_eq!(exports["stored_bytes"], 57 * EXPORT_BYTES);
     assert_eq!(exports["already_moved_bytes"], 5 * EXPORT_BYTES);
@@ -189,26 +191,28 @@ fn the_report_prints_the_known_figures() {
     assert_eq!(t.as_array().unwrap().len(), 1, "{exports:#}");
     assert_eq!(
         (t[0]["storage_class"].as_str(), t[0]["days"].as_u64()),
-        (Some("GLACIER_IR"), Some(1))
+        (Some("DEEP_ARCHIVE"), Some(1))
     );
     assert_eq!(
         (t[0]["objects"].as_u64(), t[0]["bytes"].as_u64()),
         (Some(51), Some(51 * EXPORT_BYTES as u64))
     );
-    let storage = 51.0 * EXPORT_BYTES as f64 / GB * (std_price - ir);
+    let storage =
+        51.0 * EXPORT_BYTES as f64 / GB * (std_price - deep) - 51.0 * (32768.0 / GB * deep + 8192.0 / GB * std_price);
     close(&t[0]["monthly_storage_saving"], storage);
-    let transitions = 62.0 * 0.5 * ir_transition / 1000.0;
+    let transitions = 62.0 * 0.5 * deep_transition / 1000.0;
     close(&exports["monthly_transition_cost"], transitions);
     close(&exports["monthly_saving"], storage - transitions);
-    close(&exports["one_time_transition_cost"], 51.0 * ir_transition / 1000.0);
+    close(&exports["one_time_transition_cost"], 51.0 * deep_transition / 1000.0);
     let archived = 51.0 * EXPORT_BYTES as f64 / GB * (std_price - glacier)
         - 51.0 * (32768.0 / GB * glacier + 8192.0 / GB * std_price)
         - 62.0 * 0.5 * glacier_transition / 1000.0;
-    assert!(archived < storage - transitions);
+    let instant = 51.0 * EXPORT_BYTES as f64 / GB * (std_price - ir) - 62.0 * 0.5 * ir_transition / 1000.0;
+    assert!(archived < storage - transitions && instant < storage - transitions);
     assert_eq!(
         exports["lifecycle"],
         json!({"Rules": [{"ID": "lakelog-lake-analytics-exports-legacy", "Filter": {"Prefix": "exports/legacy/"},
-                          "Status": "Enabled", "Transitions": [{"Days": 1, "StorageClass": "GLACIER_IR"}]}]})
+                          "Status": "Enabled", "Transitions": [{"Days": 1, "StorageClass": "DEEP_ARCHIVE"}]}]})
     );
 
     // Clicks: read at 0, 3 and 40 days, so never archived; Glacier Instant Retrieval from 7 days
@@ -242,11 +246,11 @@ fn the_report_prints_the_known_figures() {
     assert_eq!(snapshots["transitions"][0]["objects"], 59);
 
     // The model is read every day at every age up to 59: only the old model (69 days old, last
-    // read at 10) can be archived, from 60 days.
+    // read at 10) can be archived (in Deep Archive, the cheapest), from 60 days.
     let models = advice(&r, "models/recommender/");
     assert_eq!(models["rare_after_days"], 57);
     assert_eq!(models["stored_bytes"], MODEL_BYTES + OLD_MODEL_BYTES);
-    assert_eq!(models["transitions"][0]["storage_class"], "GLACIER");
+    assert_eq!(models["transitions"][0]["storage_class"], "DEEP_ARCHIVE");
     assert_eq!(models["transitions"][0]["days"], 60);
     assert_eq!(models["transitions"][0]["bytes"], OLD_MODEL_BYTES);
 

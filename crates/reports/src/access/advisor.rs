@@ -1,5 +1,6 @@
 //! The storage-class advisor: for one dataset, at what age its data can move to S3 Standard-IA,
-//! Glacier Instant Retrieval and Glacier Flexible Retrieval, and what that saves per month.
+//! Glacier Instant Retrieval, and then Glacier Flexible Retrieval or Glacier Deep Archive, and what
+//! that saves per month; and whether its old data could expire ([`expiration`]).
 //!
 //! The inputs are what the access logs show (see [`super`] for the queries):
 //!
@@ -17,11 +18,12 @@
 //! the range to 30 days; less the transitions of the objects written per month. Objects under
 //! 128 KiB are never moved (S3 Lifecycle's default minimum transition size). A plan must keep to
 //! S3's rules: Standard-IA no sooner than 30 days, and each class kept at least its minimum
-//! storage duration before the next transition, so no early-deletion charge arises. Glacier
-//! Flexible Retrieval is only proposed from an age that no read reached in the range, since a GET
-//! of an archived object fails until it is restored: it would hurt its users; and never for the
-//! files of a table format (Delta Lake, Iceberg, Hudi), whose readers open any of them. The advisor proposes
-//! the plan that saves the most, if any saves anything.
+//! storage duration before the next transition, so no early-deletion charge arises. The archive
+//! classes (Glacier Flexible Retrieval, Deep Archive: one of them, last) are only proposed from an
+//! age that no read reached in the range, since a GET of an archived object fails until it is
+//! restored: it would hurt its users; and never for the files of a table format (Delta Lake,
+//! Iceberg, Hudi), whose readers open any of them. Deep Archive is tried only when the price table
+//! has it. The advisor proposes the plan that saves the most, if any saves anything.
 
 use std::collections::BTreeMap;
 
@@ -46,7 +48,10 @@ pub const STANDARD_IA_MIN_DAYS: u32 = 30;
 pub const CANDIDATE_DAYS: [u32; 12] = [1, 7, 14, 30, 60, 90, 120, 180, 270, 365, 540, 730];
 
 /// The classes the advisor moves data to, coldest last.
-pub const CLASSES: [&str; 3] = ["STANDARD_IA", "GLACIER_IR", "GLACIER"];
+pub const CLASSES: [&str; 4] = ["STANDARD_IA", "GLACIER_IR", "GLACIER", "DEEP_ARCHIVE"];
+
+/// The classes of [`CLASSES`] whose objects must be restored before a GET.
+pub const ARCHIVE_CLASSES: [&str; 2] = ["GLACIER", "DEEP_ARCHIVE"];
 
 /// Reads of one dataset of one age.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +96,104 @@ pub struct DatasetFacts {
     /// Hudi`), if any: its readers open any file without warning, so no class that needs a
     /// restore before a read is proposed.
     pub table_format: Option<&'static str>,
+    /// Each requester's oldest read, in days of age of the data read (reads of known age only).
+    pub oldest_reads: Vec<ReaderAge>,
+}
+
+/// The oldest data one requester read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReaderAge {
+    /// The requester.
+    pub requester: String,
+    /// The age of the oldest data it read, in days.
+    pub oldest_days: i64,
+}
+
+/// A proposal to expire (delete) a dataset's objects from some age on, because no reader of the
+/// range read data that old. It is not in the lifecycle files: deleting data is for its owner
+/// to decide.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Expiration {
+    /// Objects older than this many days would expire.
+    pub days: i64,
+    /// The oldest data read in the range, in days; `None` when nothing was read.
+    pub oldest_read_days: Option<i64>,
+    /// Days added to that age: a quarter of it, at least [`MIN_EXPIRATION_MARGIN_DAYS`].
+    pub margin_days: i64,
+    /// The readers that read the oldest data, oldest first (at most five).
+    pub readers: Vec<ReaderAge>,
+    /// Objects older than `days` now.
+    pub objects: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// What storing them costs a month (in the class the recommended transitions put them in;
+    /// objects already out of S3 Standard are not counted).
+    pub monthly_saving: f64,
+    /// The lifecycle rule that would do it, to merge by hand.
+    pub rule: Value,
+}
+
+/// The least margin an expiration keeps beyond the oldest data read.
+pub const MIN_EXPIRATION_MARGIN_DAYS: i64 = 7;
+
+/// The expiration proposal for a dataset whose transitions are `transitions`: objects older than
+/// the oldest data any reader read, plus a margin, or, when nothing was read in the range, older
+/// than the range. None when that would delete nothing, when the age of some reads is unknown,
+/// or for the files of a table format (expiring them breaks the table).
+pub fn expiration(
+    bucket: &str,
+    dataset: &str,
+    facts: &DatasetFacts,
+    transitions: &[Transition],
+    prices: &PriceTable,
+) -> Option<Expiration> {
+    if facts.table_format.is_some() || facts.reads.iter().any(|r| r.age.is_none()) || dataset.is_empty() {
+        return None;
+    }
+    let mut readers = facts.oldest_reads.clone();
+    readers.sort_by(|a, b| b.oldest_days.cmp(&a.oldest_days).then(a.requester.cmp(&b.requester)));
+    let oldest = facts.reads.iter().filter_map(|r| r.age).max();
+    let (days, margin_days) = match oldest {
+        Some(oldest) => {
+            let margin = (oldest / 4).max(MIN_EXPIRATION_MARGIN_DAYS);
+            (oldest + margin, margin)
+        }
+        None => (i64::from(facts.range_days.max(1)), 0),
+    };
+    let (mut objects, mut bytes, mut monthly_saving) = (0u64, 0u64, 0.0);
+    for s in facts.stored.iter().filter(|s| s.age.is_some_and(|a| a > days)) {
+        objects += s.objects;
+        bytes += s.bytes;
+        if !s.moved {
+            let age = s.age.unwrap_or(0);
+            let class = transitions
+                .iter()
+                .filter(|t| i64::from(t.days) <= age && s.movable)
+                .map(|t| t.storage_class.as_str())
+                .next_back()
+                .unwrap_or("STANDARD");
+            monthly_saving += s.bytes as f64 / GB * prices.class(class).storage_gb_month;
+        }
+    }
+    if objects == 0 {
+        return None;
+    }
+    let top = readers.iter().take(5).cloned().collect();
+    Some(Expiration {
+        days,
+        oldest_read_days: oldest,
+        margin_days,
+        readers: top,
+        objects,
+        bytes,
+        monthly_saving,
+        rule: json!({
+            "ID": rule_id(&format!("expire-{bucket}"), dataset),
+            "Filter": {"Prefix": dataset},
+            "Status": "Enabled",
+            "Expiration": {"Days": days},
+        }),
+    })
 }
 
 /// Directories that mark the files of a table format, as `(format, directory)`: a key of the
@@ -156,13 +259,16 @@ pub struct Advice {
     pub reason: String,
     /// Where the stored objects' figures come from: an S3 Inventory (exact) or the access logs.
     pub stored_from: String,
+    /// Whether to expire old objects: no reader read data that old.
+    pub expiration: Option<Expiration>,
     /// A lifecycle configuration with this dataset's rule, ready for
     /// `aws s3api put-bucket-lifecycle-configuration`; `None` without transitions.
     pub lifecycle: Option<Value>,
 }
 
-/// A candidate plan: the age of each class in [`CLASSES`], or `None` when it is skipped.
-type Plan = [Option<u32>; 3];
+/// A candidate plan: the age of each class in [`CLASSES`], or `None` when it is skipped (at most
+/// one of the archive classes).
+type Plan = [Option<u32>; 4];
 
 /// Evaluated plan.
 #[derive(Debug, Clone)]
@@ -219,7 +325,8 @@ pub fn advise(bucket: &str, dataset: &str, facts: &DatasetFacts, prices: &PriceT
         .sum();
     let already_moved_bytes = facts.stored.iter().filter(|s| s.moved).map(|s| s.bytes).sum();
     let mut best: Option<(Plan, Outcome)> = None;
-    for plan in plans() {
+    let deep_archive = prices.classes.contains_key("DEEP_ARCHIVE");
+    for plan in plans().into_iter().filter(|p| deep_archive || p[3].is_none()) {
         if let Some(outcome) = evaluate(&plan, facts, prices) {
             let better = match &best {
                 None => outcome.monthly_saving > 0.0,
@@ -274,15 +381,15 @@ pub fn advise(bucket: &str, dataset: &str, facts: &DatasetFacts, prices: &PriceT
     };
     let reason = match facts.table_format {
         Some(format) => format!(
-            "{reason}; the prefix holds {format} files, whose readers open any file without a restore, so Glacier \
-             Flexible Retrieval is not proposed"
+            "{reason}; the prefix holds {format} files, whose readers open any file without a restore, so no \
+             archive class (Glacier Flexible Retrieval, Deep Archive) is proposed"
         ),
         None => reason,
     };
     let reason = if reads_of_unknown_age > 0 {
         format!(
             "{reason}; {reads_of_unknown_age} reads of data of unknown age are not in the projection (and rule out \
-             Glacier Flexible Retrieval)"
+             the archive classes)"
         )
     } else {
         reason
@@ -296,6 +403,7 @@ pub fn advise(bucket: &str, dataset: &str, facts: &DatasetFacts, prices: &PriceT
     } else {
         reason
     };
+    let expiration = expiration(bucket, dataset, facts, &transitions, prices);
     Advice {
         bucket: bucket.to_owned(),
         dataset: dataset.to_owned(),
@@ -313,6 +421,7 @@ pub fn advise(bucket: &str, dataset: &str, facts: &DatasetFacts, prices: &PriceT
         currency,
         reason,
         stored_from: STORED_FROM_LOGS.to_owned(),
+        expiration,
         lifecycle,
     }
 }
@@ -335,8 +444,12 @@ fn plans() -> Vec<Plan> {
     let mut plans = Vec::new();
     for ia in options(0) {
         for ir in options(1) {
+            // The archive: none, Glacier Flexible Retrieval at some age, or Deep Archive.
             for glacier in options(2) {
-                plans.push([ia, ir, glacier]);
+                plans.push([ia, ir, glacier, None]);
+            }
+            for deep in options(3).into_iter().flatten() {
+                plans.push([ia, ir, None, Some(deep)]);
             }
         }
     }
@@ -376,11 +489,12 @@ fn evaluate(plan: &Plan, facts: &DatasetFacts, prices: &PriceTable) -> Option<Ou
             reads += r.reads;
             read_bytes += r.bytes;
         }
-        if CLASSES[class] == "GLACIER" && facts.table_format.is_some() {
+        let archive = ARCHIVE_CLASSES.contains(&CLASSES[class]);
+        if archive && facts.table_format.is_some() {
             // A table format's readers open any file of the table without a restore.
             return None;
         }
-        if CLASSES[class] == "GLACIER" {
+        if archive {
             // A read of the band (of any size), or of data of unknown age (which the rule would
             // archive too), means someone still reads data this old.
             if facts
@@ -494,13 +608,44 @@ mod tests {
             movable_writes: days as u64,
             range_days: days as u32,
             table_format: None,
+            oldest_reads: Vec::new(),
         }
     }
 
+    /// The default prices without Glacier Deep Archive, as a price table of an older shape.
+    fn prices_without_deep_archive() -> PriceTable {
+        let mut table = prices();
+        table.classes.remove("DEEP_ARCHIVE");
+        table
+    }
+
     #[test]
-    fn data_never_read_goes_to_glacier_early() {
+    fn data_never_read_goes_to_deep_archive_early() {
         let facts = daily(365, 1024 * MB, &[]);
         let advice = advise("b", "exports/", &facts, &prices(), 0.05);
+        let t = &advice.transitions[0];
+        assert_eq!(
+            (advice.transitions.len(), t.storage_class.as_str(), t.days),
+            (1, "DEEP_ARCHIVE", 1)
+        );
+        // 364 GB at (0.023 - 0.00099), less 40 KB of overhead per object; 30 transitions a
+        // month at 0.05 per 1000.
+        let overhead = 364.0 * (32768.0 / GB * 0.00099 + 8192.0 / GB * 0.023);
+        assert!((t.monthly_storage_saving - (364.0 * (0.023 - 0.00099) - overhead)).abs() < 1e-9);
+        assert!((advice.monthly_transition_cost - 30.0 * 0.05 / 1000.0).abs() < 1e-12);
+        assert!((advice.monthly_saving - (t.monthly_storage_saving - advice.monthly_transition_cost)).abs() < 1e-9);
+        assert!((advice.one_time_transition_cost - 364.0 * 0.05 / 1000.0).abs() < 1e-12);
+        let rule = &advice.lifecycle.as_ref().unwrap()["Rules"][0];
+        assert_eq!(
+            rule["Transitions"],
+            json!([{ "Days": 1, "StorageClass": "DEEP_ARCHIVE" }])
+        );
+    }
+
+    #[test]
+    fn data_never_read_goes_to_glacier_early_without_deep_archive_prices() {
+        let facts = daily(365, 1024 * MB, &[]);
+        let advice = advise("b", "exports/", &facts, &prices_without_deep_archive(), 0.05);
         assert_eq!(advice.reads, 0);
         assert_eq!(advice.rare_after_days, None);
         let classes: Vec<(&str, u32)> = advice
@@ -525,21 +670,95 @@ mod tests {
     }
 
     #[test]
+    fn expiration_keeps_a_margin_beyond_the_oldest_read_and_names_its_readers() {
+        // 365 daily objects of 1 GiB; analysts read data up to 20 days old, an auditor 40.
+        let mut facts = daily(365, 1024 * MB, &[(0, 20), (20, 1), (40, 1)]);
+        facts.oldest_reads = vec![
+            ReaderAge {
+                requester: "analyst".into(),
+                oldest_days: 20,
+            },
+            ReaderAge {
+                requester: "auditor".into(),
+                oldest_days: 40,
+            },
+        ];
+        let advice = advise("b", "events/", &facts, &prices(), 0.05);
+        let e = advice.expiration.as_ref().unwrap();
+        // 40 days plus a quarter of that: objects older than 50 days, 51..=364, expire.
+        assert_eq!((e.days, e.margin_days, e.oldest_read_days), (50, 10, Some(40)));
+        assert_eq!(e.readers[0].requester, "auditor");
+        assert_eq!((e.objects, e.bytes), (314, 314 * 1024 * MB));
+        // Their storage, each in the class the transitions give it at its age, to the cent.
+        let mut expected = 0.0;
+        for age in 51..365 {
+            let class = advice
+                .transitions
+                .iter()
+                .filter(|t| i64::from(t.days) <= age)
+                .map(|t| t.storage_class.as_str())
+                .next_back()
+                .unwrap_or("STANDARD");
+            expected += prices().class(class).storage_gb_month;
+        }
+        assert!(
+            (e.monthly_saving - expected).abs() < 0.005,
+            "{} vs {expected}",
+            e.monthly_saving
+        );
+        assert_eq!(e.rule["Expiration"]["Days"], 50);
+        assert_eq!(e.rule["Filter"]["Prefix"], "events/");
+        assert_eq!(e.rule["ID"], "lakelog-expire-b-events");
+
+        // Never read: everything older than the range would expire.
+        let facts = daily(365, 1024 * MB, &[]);
+        let mut short = facts.clone();
+        short.range_days = 30;
+        let e = advise("b", "tmp/", &short, &prices(), 0.05).expiration.unwrap();
+        assert_eq!((e.days, e.margin_days, e.oldest_read_days), (30, 0, None));
+        assert_eq!(e.objects, 334);
+        assert!(e.readers.is_empty());
+
+        // Never for a table's files, nor with reads of unknown age, nor with nothing to expire.
+        let mut table = facts.clone();
+        table.table_format = Some("Delta Lake");
+        assert_eq!(advise("b", "t/", &table, &prices(), 0.05).expiration, None);
+        let mut unknown = facts.clone();
+        unknown.reads.push(ReadsAt {
+            age: None,
+            movable: true,
+            reads: 1,
+            bytes: 1,
+        });
+        assert_eq!(advise("b", "u/", &unknown, &prices(), 0.05).expiration, None);
+        let young = daily(20, 1024 * MB, &[]);
+        assert_eq!(advise("b", "y/", &young, &prices(), 0.05).expiration, None);
+    }
+
+    #[test]
     fn the_files_of_a_table_format_never_need_a_restore() {
         let mut facts = daily(365, 1024 * MB, &[]);
         facts.table_format = Some("Delta Lake");
         let advice = advise("b", "warehouse/orders/", &facts, &prices(), 0.05);
         assert!(!advice.transitions.is_empty(), "{}", advice.reason);
         assert!(
-            advice.transitions.iter().all(|t| t.storage_class != "GLACIER"),
+            advice
+                .transitions
+                .iter()
+                .all(|t| !ARCHIVE_CLASSES.contains(&t.storage_class.as_str())),
             "{:?}",
             advice.transitions
         );
         assert!(advice.reason.contains("Delta Lake files"), "{}", advice.reason);
-        // The same data as plain files goes to Glacier Flexible Retrieval.
+        // The same data as plain files goes to an archive class.
         facts.table_format = None;
         let plain = advise("b", "exports/", &facts, &prices(), 0.05);
-        assert!(plain.transitions.iter().any(|t| t.storage_class == "GLACIER"));
+        assert!(
+            plain
+                .transitions
+                .iter()
+                .any(|t| ARCHIVE_CLASSES.contains(&t.storage_class.as_str()))
+        );
         assert!(plain.monthly_saving > advice.monthly_saving);
     }
 
@@ -550,8 +769,11 @@ mod tests {
         let facts = daily(365, 1024 * MB, &[(0, 30), (3, 5), (40, 1)]);
         let advice = advise("b", "events/", &facts, &prices(), 0.05);
         assert_eq!(advice.rare_after_days, Some(4));
-        let glacier = advice.transitions.iter().find(|t| t.storage_class == "GLACIER");
-        assert!(glacier.is_none_or(|g| g.days > 40), "{advice:?}");
+        let archive = advice
+            .transitions
+            .iter()
+            .find(|t| ARCHIVE_CLASSES.contains(&t.storage_class.as_str()));
+        assert!(archive.is_none_or(|g| g.days > 40), "{advice:?}");
         assert!(advice.monthly_saving > 0.0);
         for pair in advice.transitions.windows(2) {
             assert!(pair[1].days >= pair[0].days + 30, "{advice:?}");
@@ -604,6 +826,7 @@ mod tests {
             movable_writes: 0,
             range_days: 30,
             table_format: None,
+            oldest_reads: Vec::new(),
         };
         let advice = advise("b", "raw/", &facts, &prices(), 0.05);
         assert!(advice.transitions.is_empty());

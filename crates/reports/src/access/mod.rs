@@ -44,7 +44,7 @@ use std::collections::{BTreeMap, HashMap};
 use chrono::{DateTime, Days, NaiveDate, TimeDelta, Utc};
 use serde::{Serialize, Serializer};
 
-pub use advisor::{Advice, DatasetFacts, ReadsAt, StoredAt, Transition};
+pub use advisor::{Advice, DatasetFacts, Expiration, ReaderAge, ReadsAt, StoredAt, Transition};
 pub use dataset::{DEFAULT_DEPTH, DatasetRule, key_date};
 pub use hygiene::{Completeness, Hygiene};
 pub use inventory::Inventory;
@@ -526,6 +526,7 @@ pub async fn access_report(
     let writers = writers(session, &window).await?;
     let days = day_usage(session, &window).await?;
     let formats = table_formats(session, &until).await?;
+    let mut oldest = oldest_reads(session, &window, &until).await?;
 
     let mut reads_by_dataset: HashMap<(String, String), Vec<ReadsAt>> = HashMap::new();
     for (key, reads) in ages {
@@ -594,6 +595,7 @@ pub async fn access_report(
                     .get(&key)
                     .copied()
                     .or_else(|| inventory.and_then(|i| i.table_format(&key.1))),
+                oldest_reads: oldest.remove(&key).unwrap_or_default(),
             };
             let mut advice = advisor::advise(&key.0, &key.1, &facts, &options.prices, options.rare_share);
             if let Some(i) = inventory {
@@ -857,6 +859,58 @@ async fn dataset_usage(session: &ReportSession, window: &str) -> Result<Vec<Data
         .collect())
 }
 
+/// The reads in `window` as the CTE `aged`, each with the age of the data it read (`age`, in
+/// days: from the key's date, else from the key's first write seen up to `until`; null when
+/// unknown).
+fn aged_reads(window: &str, until: &str) -> String {
+    format!(
+        "WITH first_write AS (\
+           SELECT bucket, key, MIN(request_time) AS written FROM {OPS} \
+           WHERE {until} AND class = 'write' GROUP BY bucket, key), \
+         reads AS (\
+           SELECT bucket, key, dataset, requester, request_time, request_date, key_day, operation, bytes_sent, \
+           object_size FROM {OPS} WHERE {window} AND class = 'read'), \
+         aged AS (SELECT r.*, \
+           CASE WHEN r.key_day IS NOT NULL \
+                  THEN GREATEST(CAST(r.request_date AS INT) - r.key_day, 0) \
+                WHEN w.written <= r.request_time \
+                  THEN CAST(r.request_date AS INT) - CAST(CAST(w.written AS DATE) AS INT) \
+           END AS age \
+           FROM reads r LEFT JOIN first_write w ON r.bucket = w.bucket AND r.key = w.key)"
+    )
+}
+
+/// Each requester's oldest read of each dataset, by the age of the data read.
+async fn oldest_reads(
+    session: &ReportSession,
+    window: &str,
+    until: &str,
+) -> Result<HashMap<(String, String), Vec<ReaderAge>>, ReportError> {
+    let rows = session
+        .query(
+            "oldest data read per requester",
+            &format!(
+                "{} SELECT bucket, dataset, requester, MAX(age) AS oldest FROM aged WHERE age IS NOT NULL \
+                 GROUP BY 1, 2, 3",
+                aged_reads(window, until)
+            ),
+        )
+        .await?;
+    let (buckets, names) = (rows.strings("bucket")?, rows.strings("dataset")?);
+    let (requesters, oldest) = (rows.strings("requester")?, rows.i64s("oldest")?);
+    let mut out: HashMap<(String, String), Vec<ReaderAge>> = HashMap::new();
+    for i in 0..rows.len() {
+        let (Some(bucket), Some(dataset), Some(oldest_days)) = (buckets[i].clone(), names[i].clone(), oldest[i]) else {
+            continue;
+        };
+        out.entry((bucket, dataset)).or_default().push(ReaderAge {
+            requester: requesters[i].clone().unwrap_or_else(|| "-".to_owned()),
+            oldest_days,
+        });
+    }
+    Ok(out)
+}
+
 /// Reads per dataset by the age of the data read, whether the object is movable, with the bytes
 /// they retrieved.
 async fn read_ages(
@@ -868,24 +922,12 @@ async fn read_ages(
         .query(
             "ages of the data read",
             &format!(
-                "WITH first_write AS (\
-                   SELECT bucket, key, MIN(request_time) AS written FROM {OPS} \
-                   WHERE {until} AND class = 'write' GROUP BY bucket, key), \
-                 reads AS (\
-                   SELECT bucket, key, dataset, request_time, request_date, key_day, operation, bytes_sent, \
-                   object_size FROM {OPS} WHERE {window} AND class = 'read') \
-                 SELECT r.bucket, r.dataset, \
-                   CASE WHEN r.key_day IS NOT NULL \
-                          THEN GREATEST(CAST(r.request_date AS INT) - r.key_day, 0) \
-                        WHEN w.written <= r.request_time \
-                          THEN CAST(r.request_date AS INT) - CAST(CAST(w.written AS DATE) AS INT) \
-                   END AS age, \
-                   COALESCE(r.object_size, {min}) >= {min} AS movable, \
+                "{} SELECT bucket, dataset, age, COALESCE(object_size, {min}) >= {min} AS movable, \
                    COUNT(*) AS reads, \
-                   SUM(CASE WHEN starts_with(r.operation, 'REST.COPY.') THEN COALESCE(r.object_size, 0) \
-                            ELSE COALESCE(r.bytes_sent, 0) END) AS bytes \
-                 FROM reads r LEFT JOIN first_write w ON r.bucket = w.bucket AND r.key = w.key \
-                 GROUP BY 1, 2, 3, 4",
+                   SUM(CASE WHEN starts_with(operation, 'REST.COPY.') THEN COALESCE(object_size, 0) \
+                            ELSE COALESCE(bytes_sent, 0) END) AS bytes \
+                 FROM aged GROUP BY 1, 2, 3, 4",
+                aged_reads(window, until),
                 min = advisor::MIN_TRANSITION_BYTES,
             ),
         )

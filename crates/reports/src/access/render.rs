@@ -75,6 +75,14 @@ impl AccessReport {
                 }
                 charts_written = true;
             }
+            for (section, prefix) in [("Access hygiene", "hygiene"), ("Log completeness", "delivery")] {
+                if title.starts_with(section) {
+                    for (name, svg) in charts.iter().filter(|(n, _)| n.starts_with(prefix)) {
+                        dir.write_chart(name, svg)?;
+                        page.chart(svg);
+                    }
+                }
+            }
             if title == "Stored per dataset" {
                 for (name, svg) in charts.iter().filter(|(n, _)| n.starts_with("stored")) {
                     dir.write_chart(name, svg)?;
@@ -414,6 +422,43 @@ impl AccessReport {
                     .join("\n\n"),
             ),
         ));
+        let mut expire = TextTable::new([
+            "bucket",
+            "dataset",
+            "expire after",
+            "oldest data read",
+            "read by",
+            "objects",
+            "bytes",
+            "storage saved / month",
+        ]);
+        for a in &self.advice {
+            let Some(e) = &a.expiration else { continue };
+            expire.push([
+                a.bucket.clone(),
+                a.dataset.clone(),
+                format!("{} d", e.days),
+                e.oldest_read_days.map_or_else(
+                    || format!("none read in the {}", plural(u64::from(s.range_days), "day")),
+                    |d| format!("{d} d (+{} d margin)", e.margin_days),
+                ),
+                e.readers
+                    .iter()
+                    .take(3)
+                    .map(|r| format!("{} ({} d)", short_requester(&r.requester), r.oldest_days))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                count(e.objects),
+                bytes(e.bytes),
+                money(e.monthly_saving, &a.currency),
+            ]);
+        }
+        sections.push((
+            "Expiration proposals (no reader of the range read data this old; deleting is the data owner's call, so \
+             these rules are not in the lifecycle files)"
+                .to_owned(),
+            Body::Table(expire),
+        ));
         let blocks: Vec<(String, String)> = self
             .advice
             .iter()
@@ -521,6 +566,37 @@ impl AccessReport {
     /// The charts of the page, with their file names.
     fn charts(&self) -> Result<Vec<(String, chart::Svg)>, ReportError> {
         let mut charts = Vec::new();
+        let mut bars: Vec<(String, f64)> = self
+            .hygiene
+            .checks
+            .iter()
+            .map(|c| (check_label(&c.check).to_owned(), c.requests as f64))
+            .collect();
+        bars.push((
+            "refused (403)".to_owned(),
+            self.hygiene.forbidden.iter().map(|f| f.requests).sum::<u64>() as f64,
+        ));
+        charts.push((
+            "hygiene.svg".to_owned(),
+            chart::bar_chart("Requests a bucket owner should look at", Unit::Count("requests"), &bars)?,
+        ));
+        let bars: Vec<(String, f64)> = self
+            .completeness
+            .iter()
+            .flat_map(|c| {
+                [
+                    (format!("{} median", c.bucket), c.delivery.median_minutes),
+                    (format!("{} max", c.bucket), c.delivery.max_minutes),
+                ]
+            })
+            .filter_map(|(name, minutes)| Some((name, minutes?)))
+            .collect();
+        if !bars.is_empty() {
+            charts.push((
+                "delivery-delay.svg".to_owned(),
+                chart::bar_chart("Delay from request to log object", Unit::Count("minutes"), &bars)?,
+            ));
+        }
         if let Some(storage) = &self.storage {
             let bars: Vec<(String, f64)> = storage
                 .datasets
@@ -745,6 +821,28 @@ fn stored_table(storage: &Storage, currency: &str) -> TextTable {
     table
 }
 
+/// A hygiene check's short name for a chart.
+fn check_label(check: &str) -> &str {
+    match check {
+        "sigv2" => "Signature Version 2",
+        "old_tls" => "TLS below 1.2",
+        "anonymous" => "anonymous",
+        "acl_required" => "ACL-authorised",
+        "cross_region" => "cross-region",
+        other => other,
+    }
+}
+
+/// A requester as people call it: the role or user name of an IAM ARN, else as logged.
+fn short_requester(requester: &str) -> &str {
+    for marker in [":assumed-role/", ":user/", ":role/"] {
+        if let Some((_, rest)) = requester.split_once(marker) {
+            return rest.split('/').next().unwrap_or(rest);
+        }
+    }
+    requester
+}
+
 fn label(d: &DatasetUsage) -> String {
     label_of(&d.bucket, &d.dataset)
 }
@@ -806,5 +904,11 @@ mod tests {
         assert_eq!(plural(1, "day"), "1 day");
         assert_eq!(plural(1500, "day"), "1,500 days");
         assert_eq!(file_safe("my.bucket/../x"), "my.bucket_.._x");
+        assert_eq!(
+            short_requester("arn:aws:sts::123456789012:assumed-role/etl/session"),
+            "etl"
+        );
+        assert_eq!(short_requester("arn:aws:iam::123456789012:user/ana"), "ana");
+        assert_eq!(short_requester("svc:s3.amazonaws.com"), "svc:s3.amazonaws.com");
     }
 }
