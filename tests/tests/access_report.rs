@@ -449,3 +449,63 @@ fn the_saved_queries_group_and_date_keys_as_the_report_does() {
     let ages = read_ages(&query("AccessReadAgesQuery"), 0);
     assert_eq!(ages, want_ages);
 }
+
+/// An S3 Inventory read from its destination bucket on S3 (`s3://` manifest, data files by their
+/// keys) is the one read from a local copy of that bucket; a missing manifest is a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inventory_on_s3_reads_as_its_local_copy_does() {
+    use lakelog_reports::access::{DatasetRule, Inventory};
+    use s3_access_log::workload::inventory::{InventoryFormat, write};
+
+    let standin = StandIn::connect().await.unwrap();
+    let lake = workload::lake::generate(NaiveDate::from_ymd_opt(2024, 3, 1).unwrap(), 6, 9);
+    let root = tempfile::tempdir().unwrap();
+    let mut manifests = Vec::new();
+    for (bucket, format, files) in [
+        (LAKE_BUCKET, InventoryFormat::Csv, 2),
+        (WEB_BUCKET, InventoryFormat::Parquet, 1),
+    ] {
+        let objects: Vec<_> = lake.inventory.iter().filter(|o| o.bucket == bucket).collect();
+        manifests.push(write(root.path(), bucket, &objects, format, lake.inventory_taken, files).unwrap());
+    }
+    // The destination bucket, as S3 Inventory fills it.
+    let destination = standin.create_bucket("inventory").await.unwrap();
+    let s3 = standin.s3();
+    let mut stack = vec![root.path().to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let key = path.strip_prefix(root.path()).unwrap().to_str().unwrap().to_owned();
+            s3.put_object()
+                .bucket(&destination)
+                .key(key)
+                .body(ByteStream::from(std::fs::read(&path).unwrap()))
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+    let rule = DatasetRule::default();
+    for manifest in &manifests {
+        let local = Inventory::read(manifest.to_str().unwrap(), &StorageConfig::default(), &rule)
+            .await
+            .unwrap();
+        let key = manifest.strip_prefix(root.path()).unwrap().to_str().unwrap();
+        let url = StandIn::s3_uri(&destination, key);
+        let mut remote = Inventory::read(&url, &storage(&standin), &rule).await.unwrap();
+        assert_eq!(remote.location, url);
+        remote.location = local.location.clone();
+        assert_eq!(remote, local, "{url}");
+        assert!(local.total.objects > 0);
+    }
+    let missing = StandIn::s3_uri(&destination, "nowhere/manifest.json");
+    let e = Inventory::read(&missing, &storage(&standin), &rule)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&missing) && e.contains("cannot read"), "{e}");
+}

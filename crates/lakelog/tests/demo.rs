@@ -283,6 +283,12 @@ fn the_demo_reports_what_its_workload_holds() {
         e["readers"][0]["requester"],
         "arn:aws:sts::123456789012:assumed-role/spark-etl/session"
     );
+    // Intelligent-Tiering instead: estimated, monitoring fee included, and below the rules for
+    // data read once the next night (it would wait 30 days to move what the rules move at 7).
+    let it = &sensors["intelligent_tiering"];
+    let fee = it["monthly_monitoring_fee"].as_f64().unwrap();
+    assert!(fee > 0.0, "{it}");
+    assert!(it["monthly_saving"].as_f64().unwrap() < sensors["monthly_saving"].as_f64().unwrap());
     let dumps = advice_of("backups/legacy-db/");
     assert_eq!(dumps["expiration"]["days"], LOG_DAYS);
     assert_eq!(dumps["expiration"]["objects"], 42);

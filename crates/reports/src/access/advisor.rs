@@ -133,6 +133,92 @@ pub struct Expiration {
     pub rule: Value,
 }
 
+/// What S3 Intelligent-Tiering would save instead of lifecycle rules: it moves each object of at
+/// least 128 KiB to its infrequent tier after 30 days without access and to its archive instant
+/// tier after 90, and back on a read, for a monitoring fee per object; it has no retrieval
+/// charges. Its opt-in archive access tiers need restores and are not assumed.
+///
+/// The estimate ages each object from its last write (the logs' ages), and counts each read of
+/// data of an age past the first tier as warming that many bytes back to the frequent tier for a
+/// month, at most undoing the tier's whole saving: exact for data read once at most, a bound
+/// otherwise.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TieringEstimate {
+    /// Objects it would monitor (at least 128 KiB; smaller ones are not monitored and not moved).
+    pub monitored_objects: u64,
+    /// Bytes in each tier, frequent first, as the objects' ages put them.
+    pub tier_bytes: Vec<u64>,
+    /// The monitoring fee a month.
+    pub monthly_monitoring_fee: f64,
+    /// What the reads of older data cost by warming it back, a month.
+    pub monthly_rewarming_cost: f64,
+    /// Transitions into the class of the objects written per month.
+    pub monthly_transition_cost: f64,
+    /// Net saving a month against S3 Standard.
+    pub monthly_saving: f64,
+    /// Transitions of the objects there now, once.
+    pub one_time_transition_cost: f64,
+}
+
+/// The class name of S3 Intelligent-Tiering in lifecycle rules and price tables.
+pub const INTELLIGENT_TIERING: &str = "INTELLIGENT_TIERING";
+
+/// The Intelligent-Tiering estimate of `facts`, when the price table has the class and the
+/// dataset has objects of known age to move.
+pub fn intelligent_tiering(facts: &DatasetFacts, prices: &PriceTable) -> Option<TieringEstimate> {
+    let it = prices.classes.get(INTELLIGENT_TIERING)?;
+    let standard = prices.class("STANDARD");
+    // The price of an object `days` after its last access, and the index of its tier.
+    let tier = |days: i64| -> (usize, f64) {
+        it.tiers
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| days >= i64::from(t.after_days))
+            .map(|(k, t)| (k + 1, t.storage_gb_month))
+            .next_back()
+            .unwrap_or((0, it.storage_gb_month))
+    };
+    let per_month = MONTH_DAYS / f64::from(facts.range_days.max(1));
+    let tiers = it.tiers.len() + 1;
+    let mut tier_bytes = vec![0u64; tiers];
+    let mut tier_saving = vec![0.0; tiers];
+    let mut objects = 0u64;
+    for s in facts.stored.iter().filter(|s| !s.moved && s.movable) {
+        let Some(age) = s.age else { continue };
+        let (k, price) = tier(age);
+        tier_bytes[k] += s.bytes;
+        objects += s.objects;
+        tier_saving[k] += s.bytes as f64 / GB * (standard.storage_gb_month - price);
+    }
+    if objects == 0 {
+        return None;
+    }
+    // Reads warm data back into the frequent tier: at most all of a tier, whatever the reads.
+    let mut tier_rewarming = vec![0.0; tiers];
+    for r in facts.reads.iter().filter(|r| r.movable) {
+        let Some(age) = r.age else { continue };
+        let (k, price) = tier(age);
+        tier_rewarming[k] += r.bytes as f64 / GB * (it.storage_gb_month - price) * per_month;
+    }
+    let storage: f64 = tier_saving.iter().sum();
+    let rewarming: f64 = tier_rewarming
+        .iter()
+        .zip(&tier_saving)
+        .map(|(warm, saved)| warm.min(*saved))
+        .sum();
+    let monitoring = objects as f64 / 1000.0 * it.monitoring_per_1000;
+    let transitions = facts.movable_writes as f64 * per_month * it.transition_per_1000 / 1000.0;
+    Some(TieringEstimate {
+        monitored_objects: objects,
+        tier_bytes,
+        monthly_monitoring_fee: monitoring,
+        monthly_rewarming_cost: rewarming,
+        monthly_transition_cost: transitions,
+        monthly_saving: storage - rewarming - monitoring - transitions,
+        one_time_transition_cost: objects as f64 / 1000.0 * it.transition_per_1000,
+    })
+}
+
 /// The least margin an expiration keeps beyond the oldest data read.
 pub const MIN_EXPIRATION_MARGIN_DAYS: i64 = 7;
 
@@ -261,6 +347,8 @@ pub struct Advice {
     pub stored_from: String,
     /// Whether to expire old objects: no reader read data that old.
     pub expiration: Option<Expiration>,
+    /// What S3 Intelligent-Tiering would save instead of the transitions.
+    pub intelligent_tiering: Option<TieringEstimate>,
     /// A lifecycle configuration with this dataset's rule, ready for
     /// `aws s3api put-bucket-lifecycle-configuration`; `None` without transitions.
     pub lifecycle: Option<Value>,
@@ -404,6 +492,15 @@ pub fn advise(bucket: &str, dataset: &str, facts: &DatasetFacts, prices: &PriceT
         reason
     };
     let expiration = expiration(bucket, dataset, facts, &transitions, prices);
+    let intelligent_tiering = intelligent_tiering(facts, prices);
+    let reason = match &intelligent_tiering {
+        Some(it) if it.monthly_saving > monthly_saving + 0.005 => format!(
+            "{reason}; S3 Intelligent-Tiering would save more, {:.2} {currency} a month after its monitoring fee \
+             (it follows each object's own reads)",
+            it.monthly_saving
+        ),
+        _ => reason,
+    };
     Advice {
         bucket: bucket.to_owned(),
         dataset: dataset.to_owned(),
@@ -422,6 +519,7 @@ pub fn advise(bucket: &str, dataset: &str, facts: &DatasetFacts, prices: &PriceT
         reason,
         stored_from: STORED_FROM_LOGS.to_owned(),
         expiration,
+        intelligent_tiering,
         lifecycle,
     }
 }
@@ -733,6 +831,42 @@ mod tests {
         assert_eq!(advise("b", "u/", &unknown, &prices(), 0.05).expiration, None);
         let young = daily(20, 1024 * MB, &[]);
         assert_eq!(advise("b", "y/", &young, &prices(), 0.05).expiration, None);
+    }
+
+    #[test]
+    fn intelligent_tiering_charges_monitoring_and_warms_read_data_back() {
+        // 365 daily objects of 1 GiB, never read: 30 in the frequent tier, 60 in the infrequent
+        // one (30-89 days), 275 in archive instant access; 365 monitored objects; one written a
+        // day, so 30 transitions a month.
+        let facts = daily(365, 1024 * MB, &[]);
+        let it = intelligent_tiering(&facts, &prices()).unwrap();
+        assert_eq!(it.monitored_objects, 365);
+        assert_eq!(it.tier_bytes, [30 * 1024 * MB, 60 * 1024 * MB, 275 * 1024 * MB]);
+        let storage = 60.0 * (0.023 - 0.0125) + 275.0 * (0.023 - 0.004);
+        let (monitoring, transitions) = (365.0 * 0.0025 / 1000.0, 30.0 * 0.01 / 1000.0);
+        assert!((it.monthly_monitoring_fee - monitoring).abs() < 1e-12);
+        assert!((it.monthly_transition_cost - transitions).abs() < 1e-12);
+        assert!((it.monthly_saving - (storage - monitoring - transitions)).abs() < 1e-9);
+        assert!((it.one_time_transition_cost - 365.0 * 0.01 / 1000.0).abs() < 1e-12);
+
+        // Data of 100 days read in full once a day warms one object a day back: 1 GiB a day for a
+        // month at the archive instant tier's difference.
+        let read = daily(365, 1024 * MB, &[(100, 1)]);
+        let warmed = intelligent_tiering(&read, &prices()).unwrap();
+        assert!((warmed.monthly_rewarming_cost - 30.0 * (0.023 - 0.004)).abs() < 1e-9);
+        assert!(warmed.monthly_saving < it.monthly_saving);
+        // Read far more than it holds: warming undoes at most the tier's saving.
+        let hammered = daily(365, 1024 * MB, &[(100, 1000)]);
+        let hot = intelligent_tiering(&hammered, &prices()).unwrap();
+        assert!((hot.monthly_rewarming_cost - 275.0 * (0.023 - 0.004)).abs() < 1e-9);
+
+        // Small objects are not monitored: nothing to estimate; nor without the class's prices.
+        let mut small = daily(30, 1024, &[]);
+        small.stored.iter_mut().for_each(|s| s.movable = false);
+        assert_eq!(intelligent_tiering(&small, &prices()), None);
+        let mut table = prices();
+        table.classes.remove(INTELLIGENT_TIERING);
+        assert_eq!(intelligent_tiering(&facts, &table), None);
     }
 
     #[test]

@@ -44,7 +44,7 @@ use std::collections::{BTreeMap, HashMap};
 use chrono::{DateTime, Days, NaiveDate, TimeDelta, Utc};
 use serde::{Serialize, Serializer};
 
-pub use advisor::{Advice, DatasetFacts, Expiration, ReaderAge, ReadsAt, StoredAt, Transition};
+pub use advisor::{Advice, DatasetFacts, Expiration, ReaderAge, ReadsAt, StoredAt, TieringEstimate, Transition};
 pub use dataset::{DEFAULT_DEPTH, DatasetRule, key_date};
 pub use hygiene::{Completeness, Hygiene};
 pub use inventory::Inventory;

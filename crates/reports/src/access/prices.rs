@@ -39,6 +39,24 @@ pub struct ClassPrices {
     /// Metadata S3 stores per object at S3 Standard's price (archive classes).
     #[serde(default)]
     pub overhead_bytes_in_standard: u64,
+    /// Monitoring and automation, per 1,000 objects a month (S3 Intelligent-Tiering, for objects
+    /// of at least 128 KiB).
+    #[serde(default)]
+    pub monitoring_per_1000: f64,
+    /// Cheaper tiers an object moves to after days without access (S3 Intelligent-Tiering's
+    /// automatic tiers), youngest first; `storage_gb_month` is the price before the first.
+    #[serde(default)]
+    pub tiers: Vec<Tier>,
+}
+
+/// An access tier of a class whose objects move between tiers by themselves.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tier {
+    /// Days without access after which an object is in this tier.
+    pub after_days: u32,
+    /// Storage, per GB-month.
+    pub storage_gb_month: f64,
 }
 
 /// A price table: where the prices apply and a [`ClassPrices`] per storage class.
@@ -90,7 +108,15 @@ impl PriceTable {
                 ("retrieval_gb", prices.retrieval_gb),
                 ("transition_per_1000", prices.transition_per_1000),
                 ("restore_per_1000", prices.restore_per_1000),
-            ] {
+                ("monitoring_per_1000", prices.monitoring_per_1000),
+            ]
+            .into_iter()
+            .chain(
+                prices
+                    .tiers
+                    .iter()
+                    .map(|t| ("tiers.storage_gb_month", t.storage_gb_month)),
+            ) {
                 if !value.is_finite() || value < 0.0 {
                     return Err(invalid(format!(
                         "classes.{name}.{field} is {value}: a price must be a number >= 0"
@@ -121,6 +147,8 @@ static FREE: ClassPrices = ClassPrices {
     restore_per_1000: 0.0,
     overhead_bytes_in_class: 0,
     overhead_bytes_in_standard: 0,
+    monitoring_per_1000: 0.0,
+    tiers: Vec::new(),
 };
 
 #[cfg(test)]
@@ -137,6 +165,17 @@ mod tests {
             assert!(table.class(class).retrieval_gb > 0.0, "{class}");
         }
         assert_eq!(table.class("GLACIER").overhead_bytes_in_class, 32 * 1024);
+        let tiering = table.class("INTELLIGENT_TIERING");
+        assert_eq!(tiering.storage_gb_month, standard);
+        assert_eq!(
+            tiering
+                .tiers
+                .iter()
+                .map(|t| (t.after_days, t.storage_gb_month))
+                .collect::<Vec<_>>(),
+            [(30, 0.0125), (90, 0.004)]
+        );
+        assert_eq!(tiering.monitoring_per_1000, 0.0025);
     }
 
     #[test]

@@ -742,6 +742,7 @@ fn advice_table(advice: &[Advice]) -> TextTable {
         "transitions",
         "saving / month",
         "one-time cost",
+        "Intelligent-Tiering instead / month",
     ]);
     for a in advice {
         let steps: Vec<String> = a
@@ -777,6 +778,9 @@ fn advice_table(advice: &[Advice]) -> TextTable {
             } else {
                 money(a.one_time_transition_cost, &a.currency)
             },
+            a.intelligent_tiering
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |it| money(it.monthly_saving, &a.currency)),
         ]);
     }
     table
