@@ -160,13 +160,17 @@ fn the_demo_reports_what_its_workload_holds() {
         "{saving} USD a month on {} TB",
         lake.written_bytes() / 1_000_000_000_000
     );
+    let advice_of = |dataset: &str| {
+        access["advice"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["dataset"] == dataset)
+            .unwrap()
+            .clone()
+    };
     // The Delta table's files are never advised into a class that needs a restore.
-    let orders = access["advice"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["dataset"] == "warehouse/orders/")
-        .unwrap();
+    let orders = advice_of("warehouse/orders/");
     let classes: Vec<&str> = orders["transitions"]
         .as_array()
         .unwrap()
@@ -263,15 +267,6 @@ fn the_demo_reports_what_its_workload_holds() {
     // Expiration: the sensor batches are read once, the next night, by spark-etl: older than a
     // day plus the 7-day margin nobody reads them. The never-requested dumps could all go; the
     // Delta table's files never.
-    let advice_of = |dataset: &str| {
-        access["advice"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["dataset"] == dataset)
-            .unwrap()
-            .clone()
-    };
     let sensors = advice_of("raw/sensors/");
     let e = &sensors["expiration"];
     assert_eq!(
@@ -361,6 +356,16 @@ fn the_demo_reports_what_its_workload_holds() {
         page.find("Bytes stored per dataset (S3 Inventory)").unwrap(),
     );
     assert!(section < chart && chart < page.find("<h2>Dark data").unwrap());
+    // Each chart is drawn once, in one figure.
+    for title in [
+        "Most read datasets",
+        "Requests a bucket owner should look at",
+        "Bytes stored per dataset (S3 Inventory)",
+        "Delay from request to log object",
+    ] {
+        let figure = format!("<figure aria-label=\"{title}\">");
+        assert_eq!(page.matches(&figure).count(), 1, "{title} is drawn once");
+    }
     let hygiene_chart = std::fs::read_to_string(dir.join("reports/access/hygiene.svg")).unwrap();
     for label in ["Signature Version 2", "TLS below 1.2", "cross-region", "refused (403)"] {
         assert!(hygiene_chart.contains(label), "{label} in {hygiene_chart}");

@@ -500,11 +500,7 @@ async fn access_report(
     storage: &StorageConfig,
 ) -> anyhow::Result<PathBuf> {
     let mut options = AccessOptions::new(PriceTable::default_table()?);
-    for manifest in inventories {
-        options
-            .inventories
-            .push(Inventory::read(manifest, storage, &options.rule).await?);
-    }
+    options.inventories = Inventory::read_all(inventories, storage, &options.rule).await?;
     let report = lakelog_reports::access::run(tables, storage, &TimeRange::default(), &options).await?;
     let page = report.write_html(&ReportDir::create(out)?)?;
     println!("  access patterns of {} datasets:", report.datasets.len());

@@ -45,11 +45,7 @@ async fn access_command(args: &AccessReportArgs) -> anyhow::Result<ExitCode> {
     let range = range(&args.output)?;
     let storage = StorageConfig::from_env();
     let mut options = access_options(args)?;
-    for manifest in &args.inventories {
-        options
-            .inventories
-            .push(Inventory::read(manifest, &storage, &options.rule).await?);
-    }
+    options.inventories = Inventory::read_all(&args.inventories, &storage, &options.rule).await?;
     let report = lakelog_reports::access::run(&args.tables, &storage, &range, &options).await?;
     match args.output.format {
         Format::Table => print!("{}", report.render_text()),

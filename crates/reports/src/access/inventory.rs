@@ -169,6 +169,19 @@ impl Inventory {
         Ok(inventory)
     }
 
+    /// Reads the inventories whose manifests are at `locations`, one after the other.
+    pub async fn read_all(
+        locations: &[String],
+        storage: &lake::StorageConfig,
+        rule: &DatasetRule,
+    ) -> Result<Vec<Self>, ReportError> {
+        let mut inventories = Vec::with_capacity(locations.len());
+        for location in locations {
+            inventories.push(Self::read(location, storage, rule).await?);
+        }
+        Ok(inventories)
+    }
+
     fn add(&mut self, row: Row<'_>, rule: &DatasetRule) {
         if row.delete_marker {
             return;

@@ -13,6 +13,17 @@ use crate::chart::{self, Series, Unit};
 use crate::figures::{bytes, count, money, percent as share};
 use crate::{HtmlPage, ReportDir, ReportError, TextTable};
 
+/// The section each chart is drawn in, as `(start of the chart's file name, start of the
+/// section's title)`.
+const CHART_SECTIONS: [(&str, &str); 6] = [
+    ("top-datasets", "Most used"),
+    ("reads-per-day", "Most used"),
+    ("stored", "Stored per dataset"),
+    ("ages", "Age of the data read"),
+    ("hygiene", "Access hygiene"),
+    ("delivery", "Log completeness"),
+];
+
 /// Datasets the per-day table and chart show at most.
 const DAILY_DATASETS: usize = 5;
 
@@ -62,38 +73,16 @@ impl AccessReport {
         let mut page = HtmlPage::new("Access patterns");
         page.headline(&self.headline_figures());
         let charts = self.charts()?;
-        let mut charts_written = false;
         for (title, body) in self.sections() {
             page.heading(&title);
-            if !charts_written && title.starts_with("Most used") {
-                for (name, svg) in charts
+            let here = |name: &str| {
+                CHART_SECTIONS
                     .iter()
-                    .filter(|(n, _)| !n.starts_with("age") && !n.starts_with("stored"))
-                {
-                    dir.write_chart(name, svg)?;
-                    page.chart(svg);
-                }
-                charts_written = true;
-            }
-            for (section, prefix) in [("Access hygiene", "hygiene"), ("Log completeness", "delivery")] {
-                if title.starts_with(section) {
-                    for (name, svg) in charts.iter().filter(|(n, _)| n.starts_with(prefix)) {
-                        dir.write_chart(name, svg)?;
-                        page.chart(svg);
-                    }
-                }
-            }
-            if title == "Stored per dataset" {
-                for (name, svg) in charts.iter().filter(|(n, _)| n.starts_with("stored")) {
-                    dir.write_chart(name, svg)?;
-                    page.chart(svg);
-                }
-            }
-            if title.starts_with("Age of the data read") {
-                for (name, svg) in charts.iter().filter(|(n, _)| n.starts_with("age")) {
-                    dir.write_chart(name, svg)?;
-                    page.chart(svg);
-                }
+                    .any(|(chart, section)| name.starts_with(chart) && title.starts_with(section))
+            };
+            for (name, svg) in charts.iter().filter(|(name, _)| here(name)) {
+                dir.write_chart(name, svg)?;
+                page.chart(svg);
             }
             match body {
                 Body::Text(text) => {
