@@ -293,6 +293,15 @@ async fn duckdb_agrees_with_every_section() {
     );
 }
 
+/// A plan as the saved advice query gives it: the days after which data moves to Standard-IA,
+/// Glacier Instant Retrieval, Glacier Flexible Retrieval, Deep Archive and Intelligent-Tiering,
+/// and the Intelligent-Tiering archive tier it turns on with its days without access.
+#[derive(Debug, Clone, PartialEq)]
+struct SavedPlan {
+    after: [Option<u32>; 5],
+    tier: Option<(String, u32)>,
+}
+
 /// Runs the template's saved advice query on `table` with DuckDB and checks it advises what
 /// `report` (of that table over all its days) does: the same transitions per dataset, and the same
 /// amounts (compared unrounded, since the small test lake's savings are a few cents). Returns what
@@ -301,7 +310,7 @@ fn assert_saved_advice_is_the_reports(
     standin: &StandIn,
     table: &str,
     report: &AccessReport,
-) -> BTreeMap<String, ([Option<u32>; 4], f64, f64)> {
+) -> BTreeMap<String, (SavedPlan, f64, f64)> {
     let sql = athena_query(
         "AccessStorageClassAdviceQuery",
         ACCESS_LOG_TABLE,
@@ -312,42 +321,47 @@ fn assert_saved_advice_is_the_reports(
     .replace("round(b.one_time_transition_cost, 2)", "b.one_time_transition_cost");
     let amount = |v: &Value| v.as_f64().unwrap_or_else(|| panic!("{v} is not an amount"));
     let days = |v: &Value| v.as_u64().map(|d| d as u32);
-    let advised: BTreeMap<String, ([Option<u32>; 4], f64, f64)> = duckdb(standin.endpoint(), &sql)
+    let advised: BTreeMap<String, (SavedPlan, f64, f64)> = duckdb(standin.endpoint(), &sql)
         .unwrap()
         .iter()
         .map(|r| {
-            (
-                text(&r[1]),
-                (
-                    [days(&r[2]), days(&r[3]), days(&r[4]), days(&r[5])],
-                    amount(&r[6]),
-                    amount(&r[7]),
-                ),
-            )
+            let tier = r[7]
+                .as_str()
+                .map(|tier| (tier.to_owned(), days(&r[8]).unwrap_or_default()));
+            let plan = SavedPlan {
+                after: [days(&r[2]), days(&r[3]), days(&r[4]), days(&r[5]), days(&r[6])],
+                tier,
+            };
+            (text(&r[1]), (plan, amount(&r[9]), amount(&r[10])))
         })
         .collect();
-    let want: BTreeMap<String, ([Option<u32>; 4], f64, f64)> = report
+    let want: BTreeMap<String, (SavedPlan, f64, f64)> = report
         .advice
         .iter()
         .filter(|a| !a.transitions.is_empty())
         .map(|a| {
             let after = |class: &str| a.transitions.iter().find(|t| t.storage_class == class).map(|t| t.days);
-            let plan = [
-                after("STANDARD_IA"),
-                after("GLACIER_IR"),
-                after("GLACIER"),
-                after("DEEP_ARCHIVE"),
-            ];
+            let plan = SavedPlan {
+                after: [
+                    after("STANDARD_IA"),
+                    after("GLACIER_IR"),
+                    after("GLACIER"),
+                    after("DEEP_ARCHIVE"),
+                    after("INTELLIGENT_TIERING"),
+                ],
+                tier: a.chosen_archive_tier().map(|t| (t.access_tier.clone(), t.days)),
+            };
             (a.dataset.clone(), (plan, a.monthly_saving, a.one_time_transition_cost))
         })
         .collect();
     assert_eq!(
-        advised.iter().map(|(k, v)| (k, v.0)).collect::<Vec<_>>(),
-        want.iter().map(|(k, v)| (k, v.0)).collect::<Vec<_>>(),
+        advised.iter().map(|(k, v)| (k, &v.0)).collect::<Vec<_>>(),
+        want.iter().map(|(k, v)| (k, &v.0)).collect::<Vec<_>>(),
         "{table}: storage classes to move to"
     );
     for (dataset, (_, saving, once)) in &advised {
-        let (_, want_saving, want_once) = want[dataset];
+        let (_, want_saving, want_once) = &want[dataset];
+        let (want_saving, want_once) = (*want_saving, *want_once);
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
         assert!(
             close(*saving, want_saving) && close(*once, want_once),
@@ -372,13 +386,52 @@ async fn table_formats_stay_out_of_glacier_in_the_report_and_the_saved_query() {
         .await
         .unwrap();
     let advised = assert_saved_advice_is_the_reports(&standin, table, &report);
-    let orders = &advised["warehouse/orders/"];
+    let orders = &advised["warehouse/orders/"].0;
     assert!(
-        orders.0[2].is_none() && orders.0[3].is_none() && orders.0.iter().any(Option::is_some),
+        orders.after[2].is_none()
+            && orders.after[3].is_none()
+            && orders.tier.is_none()
+            && orders.after.iter().any(Option::is_some),
         "{orders:?}"
     );
     let sensors = &advised["raw/sensors/"].0;
-    assert!(sensors[2].is_some() || sensors[3].is_some(), "{advised:?}");
+    assert!(
+        sensors.after[2].is_some() || sensors.after[3].is_some() || sensors.tier.is_some(),
+        "{advised:?}"
+    );
+}
+
+/// Old data read regularly: the report moves it into Intelligent-Tiering (a GB read from Glacier
+/// Instant Retrieval would cost more than warming it back) with its Deep Archive Access tier for
+/// what nobody reads, and the saved query advises the same to the same amounts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_data_read_regularly_goes_to_intelligent_tiering_in_the_report_and_the_saved_query() {
+    let standin = StandIn::connect().await.unwrap();
+    let generated = workload::backtest(NaiveDate::from_ymd_opt(2024, 6, 1).unwrap(), 30);
+    let tables = ingest(&standin, &generated).await;
+    let table = &tables[0];
+    let options = AccessOptions::new(PriceTable::default_table().unwrap());
+    let whole = TimeRange::parse(None, None).unwrap();
+    let report = lakelog_reports::access::run(std::slice::from_ref(table), &storage(&standin), &whole, &options)
+        .await
+        .unwrap();
+    let advised = assert_saved_advice_is_the_reports(&standin, table, &report);
+    let ticks = &advised["history/ticks/"].0;
+    assert_eq!(
+        *ticks,
+        SavedPlan {
+            after: [None, None, None, None, Some(0)],
+            tier: Some(("DEEP_ARCHIVE_ACCESS".to_owned(), 365)),
+        },
+        "{advised:?}"
+    );
+    let advice = report.advice.iter().find(|a| a.dataset == "history/ticks/").unwrap();
+    assert_eq!(advice.stored_objects, 530);
+    assert!(
+        advice.reason.contains("INTELLIGENT_TIERING after 0 days"),
+        "{}",
+        advice.reason
+    );
 }
 
 /// The saved Athena queries group keys into datasets and date them as the report does, on keys of

@@ -495,3 +495,117 @@ fn ranges_rules_prices_text_and_errors() {
         (json!(0), json!(0.0))
     );
 }
+
+/// `workload::backtest` (old data read regularly) with an S3 Inventory listing its 530
+/// partitions: the advisor moves the dataset into Intelligent-Tiering with the Deep Archive
+/// Access tier after 365 days without access (the backtest reads data up to 300 days old),
+/// figures to the cent, and writes the Intelligent-Tiering configuration beside the lifecycle
+/// rule.
+#[test]
+fn old_data_read_regularly_goes_to_intelligent_tiering_with_its_archive_tier() {
+    use s3_access_log::workload::TICKS_PART_BYTES;
+    let dir = tempfile::tempdir().unwrap();
+    let start = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
+    let generated = workload::backtest(start, 30);
+    let raw = dir.path().join("raw");
+    generated.write_to(&raw).unwrap();
+    let template = format!("{}/lake/access_logs/{{bucket}}", dir.path().display());
+    let (ok, out, err) = lakelog(&["ingest", "-q", "--table", &template, raw.to_str().unwrap()]);
+    assert!(ok, "{out}{err}");
+    let table = format!("{}/lake/access_logs/{LAKE_BUCKET}", dir.path().display());
+    let end = generated.last_day();
+    let listed: Vec<InventoryObject> = (0..530)
+        .map(|age| {
+            let day = end - chrono::TimeDelta::days(age);
+            InventoryObject {
+                bucket: LAKE_BUCKET,
+                key: format!("history/ticks/dt={day}/part-00000.parquet"),
+                size: Some(TICKS_PART_BYTES),
+                last_modified: day.and_hms_opt(1, 0, 0).unwrap(),
+                storage_class: "STANDARD",
+                is_latest: true,
+                is_delete_marker: false,
+            }
+        })
+        .collect();
+    let refs: Vec<&InventoryObject> = listed.iter().collect();
+    let taken = (end + chrono::TimeDelta::days(1)).and_hms_opt(0, 0, 0).unwrap();
+    let manifest = inventory::write(
+        &dir.path().join("inventory"),
+        LAKE_BUCKET,
+        &refs,
+        InventoryFormat::Csv,
+        taken,
+        2,
+    )
+    .unwrap();
+    let out = dir.path().join("report");
+    let r = report(
+        &[table],
+        &[
+            "--inventory",
+            manifest.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let a = advice(&r, "history/ticks/");
+    assert_eq!(
+        a["transitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t["storage_class"].as_str().unwrap(), t["days"].as_u64().unwrap()))
+            .collect::<Vec<_>>(),
+        [("INTELLIGENT_TIERING", 0)],
+        "{a:#}"
+    );
+    let it = &a["intelligent_tiering"];
+    assert_eq!(
+        it["archive_tier"],
+        json!({"access_tier": "DEEP_ARCHIVE_ACCESS", "days": 365, "access_time": "within 12 hours",
+               "storage_gb_month": 0.00099})
+    );
+    // Ages 0-29 frequent, 30-89 infrequent, 90-364 archive instant, 365-529 Deep Archive Access.
+    let gib = TICKS_PART_BYTES;
+    assert_eq!(it["tier_bytes"], json!([30 * gib, 60 * gib, 275 * gib, 165 * gib]));
+    // The backtest reads 5 GiB of data 100 to 300 days old a day: 150 GiB a month warmed back
+    // from archive instant; 530 objects monitored, all written in the 30 days (the backfill).
+    let storage = 60.0 * (0.023 - 0.0125) + 275.0 * (0.023 - 0.004) + 165.0 * (0.023 - 0.00099);
+    let rewarming = 150.0 * (0.023 - 0.004);
+    let (monitoring, transitions) = (530.0 * 0.0025 / 1000.0, 530.0 * 0.01 / 1000.0);
+    close(&a["monthly_saving"], storage - rewarming - monitoring - transitions);
+    close(&it["monthly_monitoring_fee"], monitoring);
+    close(&a["one_time_transition_cost"], 530.0 * 0.01 / 1000.0);
+    assert_eq!(a["stored_objects"], 530);
+    let reason = a["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("DEEP_ARCHIVE_ACCESS tier after 365 days without access"),
+        "{reason}"
+    );
+
+    let expected = json!({
+        "Id": "lakelog-history-ticks",
+        "Filter": {"Prefix": "history/ticks/"},
+        "Status": "Enabled",
+        "Tierings": [{"Days": 365, "AccessTier": "DEEP_ARCHIVE_ACCESS"}],
+    });
+    assert_eq!(it["configuration"], expected);
+    let file = out.join("intelligent-tiering-lake-analytics-lakelog-history-ticks.json");
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(written, expected);
+    let lifecycle: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("lifecycle-lake-analytics.json")).unwrap()).unwrap();
+    assert_eq!(
+        lifecycle["Rules"][0]["Transitions"],
+        json!([{"Days": 0, "StorageClass": "INTELLIGENT_TIERING"}])
+    );
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(
+        page.contains(
+            "put-bucket-intelligent-tiering-configuration --bucket lake-analytics --id lakelog-history-ticks"
+        ),
+        "the page says how to apply it"
+    );
+    assert!(page.contains("INTELLIGENT_TIERING at 0 d (DEEP_ARCHIVE_ACCESS after 365 d without access)"));
+}

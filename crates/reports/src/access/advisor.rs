@@ -1,6 +1,7 @@
 //! The storage-class advisor: for one dataset, at what age its data can move to S3 Standard-IA,
-//! Glacier Instant Retrieval, and then Glacier Flexible Retrieval or Glacier Deep Archive, and what
-//! that saves per month; and whether its old data could expire ([`expiration`]).
+//! Glacier Instant Retrieval, and then Glacier Flexible Retrieval or Glacier Deep Archive, or
+//! whether S3 Intelligent-Tiering does better ([`TieringEstimate`]), and what that saves per
+//! month; and whether its old data could expire ([`expiration`]).
 //!
 //! The inputs are what the access logs show (see [`super`] for the queries):
 //!
@@ -23,14 +24,15 @@
 //! age that no read reached in the range, since a GET of an archived object fails until it is
 //! restored: it would hurt its users; and never for the files of a table format (Delta Lake,
 //! Iceberg, Hudi), whose readers open any of them. Deep Archive is tried only when the price table
-//! has it. The advisor proposes the plan that saves the most, if any saves anything.
+//! has it. The Intelligent-Tiering plans are tried after these, when the price table has the
+//! class. The advisor proposes the plan that saves the most, if any saves anything.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::prices::PriceTable;
+use super::prices::{ClassPrices, PriceTable};
 
 /// Bytes S3 bills as one GB.
 pub const GB: f64 = (1u64 << 30) as f64;
@@ -133,20 +135,26 @@ pub struct Expiration {
     pub rule: Value,
 }
 
-/// What S3 Intelligent-Tiering would save instead of lifecycle rules: it moves each object of at
-/// least 128 KiB to its infrequent tier after 30 days without access and to its archive instant
-/// tier after 90, and back on a read, for a monitoring fee per object; it has no retrieval
-/// charges. Its opt-in archive access tiers need restores and are not assumed.
+/// An S3 Intelligent-Tiering plan: a lifecycle rule moves the dataset's objects of at least
+/// 128 KiB into the class on their first day; S3 then moves each object to its infrequent tier
+/// after 30 days without access and to its archive instant tier after 90, and back on a read, for
+/// a monitoring fee per object, without retrieval charges. A bucket's Intelligent-Tiering
+/// configuration can also turn on one opt-in archive tier for the prefix (`ARCHIVE_ACCESS`,
+/// `DEEP_ARCHIVE_ACCESS`) after some days without access; objects there must be restored before a
+/// GET (hours), so, like the archive classes, it is only planned from an age no read reached in
+/// the range, and never for the files of a table format.
 ///
-/// The estimate ages each object from its last write (the logs' ages), and counts each read of
-/// data of an age past the first tier as warming that many bytes back to the frequent tier for a
-/// month, at most undoing the tier's whole saving: exact for data read once at most, a bound
-/// otherwise.
+/// The figures age each object from its last write (the logs' ages) and count each read of data
+/// past the first tier as warming that many bytes back to the frequent tier for a month, at most
+/// undoing the tier's whole saving: exact for data read once at most, a bound otherwise.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TieringEstimate {
+    /// The opt-in archive tier the plan turns on; `None`: the automatic tiers only.
+    pub archive_tier: Option<ArchiveAccess>,
     /// Objects it would monitor (at least 128 KiB; smaller ones are not monitored and not moved).
     pub monitored_objects: u64,
-    /// Bytes in each tier, frequent first, as the objects' ages put them.
+    /// Bytes in each tier as the objects' ages put them: frequent, infrequent, archive instant,
+    /// then the archive tier if any.
     pub tier_bytes: Vec<u64>,
     /// The monitoring fee a month.
     pub monthly_monitoring_fee: f64,
@@ -158,30 +166,129 @@ pub struct TieringEstimate {
     pub monthly_saving: f64,
     /// Transitions of the objects there now, once.
     pub one_time_transition_cost: f64,
+    /// The Intelligent-Tiering configuration that turns the archive tier on for the prefix, ready
+    /// for `aws s3api put-bucket-intelligent-tiering-configuration`; `None` without an archive
+    /// tier or for the bucket's root.
+    pub configuration: Option<Value>,
+}
+
+/// The opt-in archive tier of an Intelligent-Tiering plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ArchiveAccess {
+    /// The tier, as in an Intelligent-Tiering configuration (`ARCHIVE_ACCESS`, ...).
+    pub access_tier: String,
+    /// Days without access after which objects move there.
+    pub days: u32,
+    /// How long a restore takes before a GET can read an object there.
+    pub access_time: String,
+    /// Its storage price, per GB-month.
+    pub storage_gb_month: f64,
 }
 
 /// The class name of S3 Intelligent-Tiering in lifecycle rules and price tables.
 pub const INTELLIGENT_TIERING: &str = "INTELLIGENT_TIERING";
 
-/// The Intelligent-Tiering estimate of `facts`, when the price table has the class and the
-/// dataset has objects of known age to move.
-pub fn intelligent_tiering(facts: &DatasetFacts, prices: &PriceTable) -> Option<TieringEstimate> {
-    let it = prices.classes.get(INTELLIGENT_TIERING)?;
-    let standard = prices.class("STANDARD");
-    // The price of an object `days` after its last access, and the index of its tier.
-    let tier = |days: i64| -> (usize, f64) {
-        it.tiers
+/// The age at which the lifecycle rule of an Intelligent-Tiering plan moves objects there: its
+/// first day (S3 accepts 0 days for this class), so its own tiers do the rest.
+pub const INTELLIGENT_TIERING_AFTER_DAYS: u32 = 0;
+
+/// The best Intelligent-Tiering plan for `facts` (automatic tiers only, or with one of the
+/// archive tiers after one of [`CANDIDATE_DAYS`] that S3 accepts), when the price table has the
+/// class and the dataset has objects of known age to move.
+pub fn intelligent_tiering(dataset: &str, facts: &DatasetFacts, prices: &PriceTable) -> Option<TieringEstimate> {
+    best_tiering(dataset, facts, prices).map(|(_, estimate)| estimate)
+}
+
+/// [`intelligent_tiering`] with the plan's outcome: the first plan of [`tiering_plans`] that
+/// saves the most.
+fn best_tiering(dataset: &str, facts: &DatasetFacts, prices: &PriceTable) -> Option<(Outcome, TieringEstimate)> {
+    let mut best: Option<(Outcome, TieringEstimate)> = None;
+    for archive in tiering_plans(prices) {
+        if let Some(found) = evaluate_tiering(archive, dataset, facts, prices)
+            && best
+                .as_ref()
+                .is_none_or(|(b, _)| found.0.monthly_saving > b.monthly_saving + 1e-12)
+        {
+            best = Some(found);
+        }
+    }
+    best
+}
+
+/// The Intelligent-Tiering plans to try, as the opt-in archive tier of each (index in the class's
+/// `archive_tiers`, days without access): none first, then each tier from its fewest days.
+fn tiering_plans(prices: &PriceTable) -> Vec<Option<(usize, u32)>> {
+    let Some(it) = prices.classes.get(INTELLIGENT_TIERING) else {
+        return Vec::new();
+    };
+    let mut plans = vec![None];
+    for (k, tier) in it.archive_tiers.iter().enumerate() {
+        plans.extend(
+            CANDIDATE_DAYS
+                .iter()
+                .filter(|&&d| d >= tier.min_days && d <= tier.max_days)
+                .map(|&d| Some((k, d))),
+        );
+    }
+    plans
+}
+
+/// The slot (frequent, then the automatic tiers in the price table's order, then the archive
+/// tier) and the price of an object of Intelligent-Tiering `days` after its last access.
+fn tier_of(it: &ClassPrices, archive: Option<&ArchiveAccess>, days: i64) -> (usize, f64) {
+    match archive {
+        Some(a) if days >= i64::from(a.days) => (it.tiers.len() + 1, a.storage_gb_month),
+        _ => it
+            .tiers
             .iter()
             .enumerate()
             .filter(|(_, t)| days >= i64::from(t.after_days))
-            .map(|(k, t)| (k + 1, t.storage_gb_month))
-            .next_back()
-            .unwrap_or((0, it.storage_gb_month))
+            .max_by_key(|(_, t)| t.after_days)
+            .map_or((0, it.storage_gb_month), |(k, t)| (k + 1, t.storage_gb_month)),
+    }
+}
+
+/// The outcome of the Intelligent-Tiering plan with the opt-in `archive` tier, or `None` when
+/// there is nothing to move, or the archive tier would hold data still read (or of unknown age),
+/// or a table format's files.
+fn evaluate_tiering(
+    archive: Option<(usize, u32)>,
+    dataset: &str,
+    facts: &DatasetFacts,
+    prices: &PriceTable,
+) -> Option<(Outcome, TieringEstimate)> {
+    let it = prices.classes.get(INTELLIGENT_TIERING)?;
+    let standard = prices.class("STANDARD");
+    let archive_tier = match archive {
+        Some((k, days)) => {
+            let tier = it.archive_tiers.get(k)?;
+            Some(ArchiveAccess {
+                access_tier: tier.access_tier.clone(),
+                days,
+                access_time: tier.access_time.clone(),
+                storage_gb_month: tier.storage_gb_month,
+            })
+        }
+        None => None,
     };
+    if let Some(from) = archive_tier.as_ref().map(|a| i64::from(a.days)) {
+        if facts.table_format.is_some() {
+            return None;
+        }
+        // A read of data that old (of any size), or of data of unknown age, would need a restore.
+        if facts
+            .reads
+            .iter()
+            .any(|r| r.reads > 0 && r.age.is_none_or(|a| a >= from))
+        {
+            return None;
+        }
+    }
+    let tier = |days: i64| tier_of(it, archive_tier.as_ref(), days);
     let per_month = MONTH_DAYS / f64::from(facts.range_days.max(1));
-    let tiers = it.tiers.len() + 1;
-    let mut tier_bytes = vec![0u64; tiers];
-    let mut tier_saving = vec![0.0; tiers];
+    let slots = it.tiers.len() + 1 + usize::from(archive_tier.is_some());
+    let mut tier_bytes = vec![0u64; slots];
+    let mut tier_saving = vec![0.0; slots];
     let mut objects = 0u64;
     for s in facts.stored.iter().filter(|s| !s.moved && s.movable) {
         let Some(age) = s.age else { continue };
@@ -194,11 +301,13 @@ pub fn intelligent_tiering(facts: &DatasetFacts, prices: &PriceTable) -> Option<
         return None;
     }
     // Reads warm data back into the frequent tier: at most all of a tier, whatever the reads.
-    let mut tier_rewarming = vec![0.0; tiers];
+    let mut tier_rewarming = vec![0.0; slots];
+    let mut reads = 0u64;
     for r in facts.reads.iter().filter(|r| r.movable) {
         let Some(age) = r.age else { continue };
         let (k, price) = tier(age);
         tier_rewarming[k] += r.bytes as f64 / GB * (it.storage_gb_month - price) * per_month;
+        reads += r.reads;
     }
     let storage: f64 = tier_saving.iter().sum();
     let rewarming: f64 = tier_rewarming
@@ -206,23 +315,54 @@ pub fn intelligent_tiering(facts: &DatasetFacts, prices: &PriceTable) -> Option<
         .zip(&tier_saving)
         .map(|(warm, saved)| warm.min(*saved))
         .sum();
+    let requests = reads as f64 / 1000.0 * (it.get_per_1000 - standard.get_per_1000) * per_month;
     let monitoring = objects as f64 / 1000.0 * it.monitoring_per_1000;
     let transitions = facts.movable_writes as f64 * per_month * it.transition_per_1000 / 1000.0;
-    Some(TieringEstimate {
+    let bytes = tier_bytes.iter().sum();
+    let monthly_saving = storage - rewarming - requests - monitoring - transitions;
+    let one_time = objects as f64 / 1000.0 * it.transition_per_1000;
+    let configuration = match &archive_tier {
+        Some(a) if !dataset.is_empty() => Some(json!({
+            "Id": tiering_id(dataset),
+            "Filter": {"Prefix": dataset},
+            "Status": "Enabled",
+            "Tierings": [{"Days": a.days, "AccessTier": a.access_tier}],
+        })),
+        _ => None,
+    };
+    let outcome = Outcome {
+        transitions: vec![Transition {
+            storage_class: INTELLIGENT_TIERING.to_owned(),
+            days: INTELLIGENT_TIERING_AFTER_DAYS,
+            objects,
+            bytes,
+            monthly_storage_saving: storage - monitoring,
+            monthly_retrieval_cost: rewarming,
+            monthly_request_cost: requests,
+        }],
+        monthly_transition_cost: transitions,
+        one_time_transition_cost: one_time,
+        monthly_saving,
+    };
+    let estimate = TieringEstimate {
+        archive_tier,
         monitored_objects: objects,
         tier_bytes,
         monthly_monitoring_fee: monitoring,
         monthly_rewarming_cost: rewarming,
         monthly_transition_cost: transitions,
-        monthly_saving: storage - rewarming - monitoring - transitions,
-        one_time_transition_cost: objects as f64 / 1000.0 * it.transition_per_1000,
-    })
+        monthly_saving,
+        one_time_transition_cost: one_time,
+        configuration,
+    };
+    Some((outcome, estimate))
 }
 
 /// The least margin an expiration keeps beyond the oldest data read.
 pub const MIN_EXPIRATION_MARGIN_DAYS: i64 = 7;
 
-/// The expiration proposal for a dataset whose transitions are `transitions`: objects older than
+/// The expiration proposal for a dataset whose transitions are `transitions` (with `tiering`, the
+/// Intelligent-Tiering plan, when they are its transition): objects older than
 /// the oldest data any reader read, plus a margin, or, when nothing was read in the range, older
 /// than the range. None when that would delete nothing, when the age of some reads is unknown,
 /// or for the files of a table format (expiring them breaks the table).
@@ -231,6 +371,7 @@ pub fn expiration(
     dataset: &str,
     facts: &DatasetFacts,
     transitions: &[Transition],
+    tiering: Option<&TieringEstimate>,
     prices: &PriceTable,
 ) -> Option<Expiration> {
     if facts.table_format.is_some() || facts.reads.iter().any(|r| r.age.is_none()) || dataset.is_empty() {
@@ -258,7 +399,11 @@ pub fn expiration(
                 .map(|t| t.storage_class.as_str())
                 .next_back()
                 .unwrap_or("STANDARD");
-            monthly_saving += s.bytes as f64 / GB * prices.class(class).storage_gb_month;
+            let price = match (class, tiering) {
+                (INTELLIGENT_TIERING, Some(it)) => tier_of(prices.class(class), it.archive_tier.as_ref(), age).1,
+                _ => prices.class(class).storage_gb_month,
+            };
+            monthly_saving += s.bytes as f64 / GB * price;
         }
     }
     if objects == 0 {
@@ -412,19 +557,29 @@ pub fn advise(bucket: &str, dataset: &str, facts: &DatasetFacts, prices: &PriceT
         .map(|s| s.bytes)
         .sum();
     let already_moved_bytes = facts.stored.iter().filter(|s| s.moved).map(|s| s.bytes).sum();
-    let mut best: Option<(Plan, Outcome)> = None;
+    let better = |outcome: &Outcome, best: &Option<Outcome>| match best {
+        None => outcome.monthly_saving > 0.0,
+        Some(b) => outcome.monthly_saving > b.monthly_saving + 1e-12,
+    };
+    let mut best: Option<Outcome> = None;
     let deep_archive = prices.classes.contains_key("DEEP_ARCHIVE");
     for plan in plans().into_iter().filter(|p| deep_archive || p[3].is_none()) {
-        if let Some(outcome) = evaluate(&plan, facts, prices) {
-            let better = match &best {
-                None => outcome.monthly_saving > 0.0,
-                Some((_, b)) => outcome.monthly_saving > b.monthly_saving + 1e-12,
-            };
-            if better {
-                best = Some((plan, outcome));
-            }
+        if let Some(outcome) = evaluate(&plan, facts, prices)
+            && better(&outcome, &best)
+        {
+            best = Some(outcome);
         }
     }
+    // Intelligent-Tiering is tried after the lifecycle plans: it wins only by saving more.
+    let tiering = best_tiering(dataset, facts, prices);
+    let mut tiering_chosen = false;
+    if let Some((outcome, _)) = &tiering
+        && better(outcome, &best)
+    {
+        best = Some(outcome.clone());
+        tiering_chosen = true;
+    }
+    let intelligent_tiering = tiering.map(|(_, estimate)| estimate);
     let movable_known: u64 = facts
         .stored
         .iter()
@@ -433,17 +588,32 @@ pub fn advise(bucket: &str, dataset: &str, facts: &DatasetFacts, prices: &PriceT
         .sum();
     let currency = prices.currency.clone();
     let (transitions, monthly_transition_cost, monthly_saving, one_time_transition_cost, reason) = match best {
-        Some((_, outcome)) => {
+        Some(outcome) => {
             let steps: Vec<String> = outcome
                 .transitions
                 .iter()
                 .map(|t| format!("{} after {} days", t.storage_class, t.days))
                 .collect();
-            let reason = format!(
-                "{} saves {:.2} {currency} per month after retrieval and transition charges",
-                steps.join(", then "),
-                outcome.monthly_saving
-            );
+            let reason = match intelligent_tiering.as_ref().filter(|_| tiering_chosen) {
+                Some(it) => format!(
+                    "{}{} saves {:.2} {currency} per month after its monitoring fee, the reads that warm data back and \
+                     transition charges",
+                    steps.join(", then "),
+                    it.archive_tier.as_ref().map_or_else(
+                        || " (its automatic tiers only)".to_owned(),
+                        |a| format!(
+                            ", with its {} tier after {} days without access (a restore takes {})",
+                            a.access_tier, a.days, a.access_time
+                        )
+                    ),
+                    outcome.monthly_saving
+                ),
+                None => format!(
+                    "{} saves {:.2} {currency} per month after retrieval and transition charges",
+                    steps.join(", then "),
+                    outcome.monthly_saving
+                ),
+            };
             (
                 outcome.transitions,
                 outcome.monthly_transition_cost,
@@ -470,7 +640,7 @@ pub fn advise(bucket: &str, dataset: &str, facts: &DatasetFacts, prices: &PriceT
     let reason = match facts.table_format {
         Some(format) => format!(
             "{reason}; the prefix holds {format} files, whose readers open any file without a restore, so no \
-             archive class (Glacier Flexible Retrieval, Deep Archive) is proposed"
+             archive class (Glacier Flexible Retrieval, Deep Archive) nor Intelligent-Tiering archive tier is proposed"
         ),
         None => reason,
     };
@@ -491,16 +661,8 @@ pub fn advise(bucket: &str, dataset: &str, facts: &DatasetFacts, prices: &PriceT
     } else {
         reason
     };
-    let expiration = expiration(bucket, dataset, facts, &transitions, prices);
-    let intelligent_tiering = intelligent_tiering(facts, prices);
-    let reason = match &intelligent_tiering {
-        Some(it) if it.monthly_saving > monthly_saving + 0.005 => format!(
-            "{reason}; S3 Intelligent-Tiering would save more, {:.2} {currency} a month after its monitoring fee \
-             (it follows each object's own reads)",
-            it.monthly_saving
-        ),
-        _ => reason,
-    };
+    let chosen_tiering = intelligent_tiering.as_ref().filter(|_| tiering_chosen);
+    let expiration = expiration(bucket, dataset, facts, &transitions, chosen_tiering, prices);
     Advice {
         bucket: bucket.to_owned(),
         dataset: dataset.to_owned(),
@@ -521,6 +683,25 @@ pub fn advise(bucket: &str, dataset: &str, facts: &DatasetFacts, prices: &PriceT
         expiration,
         intelligent_tiering,
         lifecycle,
+    }
+}
+
+impl Advice {
+    /// The Intelligent-Tiering archive tier the recommended plan turns on, if its transition is
+    /// into Intelligent-Tiering.
+    pub fn chosen_archive_tier(&self) -> Option<&ArchiveAccess> {
+        self.chosen_tiering()?.archive_tier.as_ref()
+    }
+
+    /// The Intelligent-Tiering configuration to apply with the lifecycle rule, when the
+    /// recommended plan turns on one of its archive tiers.
+    pub fn intelligent_tiering_configuration(&self) -> Option<&Value> {
+        self.chosen_tiering()?.configuration.as_ref()
+    }
+
+    fn chosen_tiering(&self) -> Option<&TieringEstimate> {
+        let chosen = self.transitions.iter().any(|t| t.storage_class == INTELLIGENT_TIERING);
+        self.intelligent_tiering.as_ref().filter(|_| chosen)
     }
 }
 
@@ -656,7 +837,20 @@ pub fn lifecycle_rule(bucket: &str, dataset: &str, transitions: &[Transition]) -
 
 /// A rule ID (at most 255 characters) naming the dataset.
 fn rule_id(bucket: &str, dataset: &str) -> String {
-    let name: String = dataset
+    let id = format!("lakelog-{bucket}-{}", id_name(dataset));
+    id.chars().take(255).collect()
+}
+
+/// The Id of a dataset's Intelligent-Tiering configuration (unique within its bucket; S3 takes at
+/// most 64 characters).
+fn tiering_id(dataset: &str) -> String {
+    let id = format!("lakelog-{}", id_name(dataset));
+    id.chars().take(64).collect()
+}
+
+/// A dataset's prefix as the name part of an Id: `/` and anything unusual made `-`.
+fn id_name(dataset: &str) -> String {
+    dataset
         .trim_end_matches('/')
         .chars()
         .map(|c| {
@@ -666,9 +860,7 @@ fn rule_id(bucket: &str, dataset: &str) -> String {
                 '-'
             }
         })
-        .collect();
-    let id = format!("lakelog-{bucket}-{name}");
-    id.chars().take(255).collect()
+        .collect()
 }
 
 #[cfg(test)]
@@ -833,13 +1025,25 @@ mod tests {
         assert_eq!(advise("b", "y/", &young, &prices(), 0.05).expiration, None);
     }
 
+    /// The default prices without Intelligent-Tiering's opt-in archive tiers.
+    fn prices_without_archive_tiers() -> PriceTable {
+        let mut table = prices();
+        if let Some(it) = table.classes.get_mut(INTELLIGENT_TIERING) {
+            it.archive_tiers.clear();
+        }
+        table
+    }
+
     #[test]
     fn intelligent_tiering_charges_monitoring_and_warms_read_data_back() {
         // 365 daily objects of 1 GiB, never read: 30 in the frequent tier, 60 in the infrequent
         // one (30-89 days), 275 in archive instant access; 365 monitored objects; one written a
         // day, so 30 transitions a month.
         let facts = daily(365, 1024 * MB, &[]);
-        let it = intelligent_tiering(&facts, &prices()).unwrap();
+        let automatic = prices_without_archive_tiers();
+        let it = intelligent_tiering("p/", &facts, &automatic).unwrap();
+        assert_eq!(it.archive_tier, None);
+        assert_eq!(it.configuration, None);
         assert_eq!(it.monitored_objects, 365);
         assert_eq!(it.tier_bytes, [30 * 1024 * MB, 60 * 1024 * MB, 275 * 1024 * MB]);
         let storage = 60.0 * (0.023 - 0.0125) + 275.0 * (0.023 - 0.004);
@@ -852,21 +1056,119 @@ mod tests {
         // Data of 100 days read in full once a day warms one object a day back: 1 GiB a day for a
         // month at the archive instant tier's difference.
         let read = daily(365, 1024 * MB, &[(100, 1)]);
-        let warmed = intelligent_tiering(&read, &prices()).unwrap();
+        let warmed = intelligent_tiering("p/", &read, &automatic).unwrap();
         assert!((warmed.monthly_rewarming_cost - 30.0 * (0.023 - 0.004)).abs() < 1e-9);
         assert!(warmed.monthly_saving < it.monthly_saving);
         // Read far more than it holds: warming undoes at most the tier's saving.
         let hammered = daily(365, 1024 * MB, &[(100, 1000)]);
-        let hot = intelligent_tiering(&hammered, &prices()).unwrap();
+        let hot = intelligent_tiering("p/", &hammered, &automatic).unwrap();
         assert!((hot.monthly_rewarming_cost - 275.0 * (0.023 - 0.004)).abs() < 1e-9);
 
         // Small objects are not monitored: nothing to estimate; nor without the class's prices.
         let mut small = daily(30, 1024, &[]);
         small.stored.iter_mut().for_each(|s| s.movable = false);
-        assert_eq!(intelligent_tiering(&small, &prices()), None);
+        assert_eq!(intelligent_tiering("p/", &small, &prices()), None);
         let mut table = prices();
         table.classes.remove(INTELLIGENT_TIERING);
-        assert_eq!(intelligent_tiering(&facts, &table), None);
+        assert_eq!(intelligent_tiering("p/", &facts, &table), None);
+    }
+
+    #[test]
+    fn intelligent_tiering_archives_only_what_no_one_reads() {
+        // Never read: the Deep Archive Access tier from its fewest days, 180, beats Archive
+        // Access (0.0036 from 90 days) on these ages: 30 frequent, 60 infrequent, 90 archive
+        // instant (90-179), 185 in Deep Archive Access.
+        let facts = daily(365, 1024 * MB, &[]);
+        let it = intelligent_tiering("exports/", &facts, &prices()).unwrap();
+        let tier = it.archive_tier.as_ref().unwrap();
+        assert_eq!((tier.access_tier.as_str(), tier.days), ("DEEP_ARCHIVE_ACCESS", 180));
+        assert_eq!(tier.access_time, "within 12 hours");
+        let gib = 1024 * MB;
+        assert_eq!(it.tier_bytes, [30 * gib, 60 * gib, 90 * gib, 185 * gib]);
+        let storage = 60.0 * (0.023 - 0.0125) + 90.0 * (0.023 - 0.004) + 185.0 * (0.023 - 0.00099);
+        let expected = storage - 365.0 * 0.0025 / 1000.0 - 30.0 * 0.01 / 1000.0;
+        assert!((it.monthly_saving - expected).abs() < 1e-9, "{}", it.monthly_saving);
+        assert_eq!(
+            it.configuration,
+            Some(json!({
+                "Id": "lakelog-exports",
+                "Filter": {"Prefix": "exports/"},
+                "Status": "Enabled",
+                "Tierings": [{"Days": 180, "AccessTier": "DEEP_ARCHIVE_ACCESS"}],
+            }))
+        );
+
+        // Data of 200 days still read: no archive tier before 201 days without access, so
+        // Archive Access after 270 days or Deep Archive Access after 270, whichever saves more.
+        let read = daily(365, 1024 * MB, &[(200, 1)]);
+        let it = intelligent_tiering("exports/", &read, &prices()).unwrap();
+        assert!(it.archive_tier.as_ref().is_some_and(|a| a.days > 200), "{it:?}");
+        assert!((it.monthly_rewarming_cost - 30.0 * (0.023 - 0.004)).abs() < 1e-9);
+        // Reads of unknown age or a table format's files: the automatic tiers only.
+        let mut unknown = facts.clone();
+        unknown.reads.push(ReadsAt {
+            age: None,
+            movable: true,
+            reads: 1,
+            bytes: 1,
+        });
+        assert_eq!(
+            intelligent_tiering("u/", &unknown, &prices()).unwrap().archive_tier,
+            None
+        );
+        let mut table = facts.clone();
+        table.table_format = Some("Apache Iceberg");
+        let it = intelligent_tiering("t/", &table, &prices()).unwrap();
+        assert_eq!((it.archive_tier, it.configuration), (None, None));
+    }
+
+    #[test]
+    fn intelligent_tiering_is_chosen_where_reads_of_old_data_would_cost_more_in_retrieval() {
+        // 365 daily objects of 1 GiB; data of 100, 150, 200, 250 and 300 days each read once a
+        // day: 150 GiB of old data a month. Glacier Instant Retrieval from day 1 would save
+        // 364 x 0.019 but pay 0.03 a GB read; Intelligent-Tiering pays 0.019 a GB read (a month
+        // in the frequent tier) and saves less on the young data.
+        let facts = daily(365, 1024 * MB, &[(100, 1), (150, 1), (200, 1), (250, 1), (300, 1)]);
+        let advice = advise("b", "events/", &facts, &prices(), 0.05);
+        assert_eq!(advice.transitions.len(), 1, "{advice:?}");
+        let t = &advice.transitions[0];
+        assert_eq!((t.storage_class.as_str(), t.days), (INTELLIGENT_TIERING, 0));
+        let storage = 60.0 * (0.023 - 0.0125) + 275.0 * (0.023 - 0.004);
+        let (monitoring, transitions) = (365.0 * 0.0025 / 1000.0, 30.0 * 0.01 / 1000.0);
+        let rewarming = 150.0 * (0.023 - 0.004);
+        let expected = storage - rewarming - monitoring - transitions;
+        assert!(
+            (advice.monthly_saving - expected).abs() < 1e-9,
+            "{}",
+            advice.monthly_saving
+        );
+        assert!((t.monthly_storage_saving - (storage - monitoring)).abs() < 1e-9);
+        assert!((t.monthly_retrieval_cost - rewarming).abs() < 1e-9);
+        let it = advice.intelligent_tiering.as_ref().unwrap();
+        assert_eq!(
+            (it.archive_tier.as_ref(), it.monthly_saving),
+            (None, advice.monthly_saving)
+        );
+        assert!(advice.reason.contains("automatic tiers only"), "{}", advice.reason);
+        let rule = &advice.lifecycle.as_ref().unwrap()["Rules"][0];
+        assert_eq!(
+            rule["Transitions"],
+            json!([{ "Days": 0, "StorageClass": INTELLIGENT_TIERING }])
+        );
+
+        // Without the class in the price table, the rules' best: Glacier Instant Retrieval from
+        // day 1, 364 x 0.019 less 150 GB of retrieval at 0.03 and 150 GETs at 0.0096 per 1,000.
+        let mut table = prices();
+        table.classes.remove(INTELLIGENT_TIERING);
+        let rules = advise("b", "events/", &facts, &table, 0.05);
+        assert_eq!(
+            (rules.transitions[0].storage_class.as_str(), rules.transitions[0].days),
+            ("GLACIER_IR", 1)
+        );
+        let ir = 364.0 * (0.023 - 0.004) - 150.0 * 0.03 - 0.15 * (0.01 - 0.0004) - 30.0 * 0.02 / 1000.0;
+        assert!((rules.monthly_saving - ir).abs() < 1e-9, "{}", rules.monthly_saving);
+        assert!(rules.monthly_saving < advice.monthly_saving);
+        assert_eq!(rules.intelligent_tiering, None);
     }
 
     #[test]
@@ -1011,5 +1313,7 @@ mod tests {
     fn rule_ids_are_safe_and_bounded() {
         assert_eq!(rule_id("bkt", "raw/café data/"), "lakelog-bkt-raw-caf--data");
         assert_eq!(rule_id("b", &"x/".repeat(300)).chars().count(), 255);
+        assert_eq!(tiering_id("raw/café data/"), "lakelog-raw-caf--data");
+        assert_eq!(tiering_id(&"x/".repeat(300)).chars().count(), 64);
     }
 }

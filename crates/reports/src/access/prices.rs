@@ -47,6 +47,26 @@ pub struct ClassPrices {
     /// automatic tiers), youngest first; `storage_gb_month` is the price before the first.
     #[serde(default)]
     pub tiers: Vec<Tier>,
+    /// Tiers a bucket's Intelligent-Tiering configuration can turn on for a prefix: objects move
+    /// there after days without access, and must be restored before a GET.
+    #[serde(default)]
+    pub archive_tiers: Vec<ArchiveTier>,
+}
+
+/// An opt-in archive tier of S3 Intelligent-Tiering (`ARCHIVE_ACCESS`, `DEEP_ARCHIVE_ACCESS`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArchiveTier {
+    /// Its name in an Intelligent-Tiering configuration (`AccessTier`).
+    pub access_tier: String,
+    /// The fewest days without access S3 accepts for it.
+    pub min_days: u32,
+    /// The most days without access S3 accepts for it.
+    pub max_days: u32,
+    /// Storage, per GB-month.
+    pub storage_gb_month: f64,
+    /// How long a restore takes before the object can be read, as AWS states it.
+    pub access_time: String,
 }
 
 /// An access tier of a class whose objects move between tiers by themselves.
@@ -116,10 +136,24 @@ impl PriceTable {
                     .tiers
                     .iter()
                     .map(|t| ("tiers.storage_gb_month", t.storage_gb_month)),
+            )
+            .chain(
+                prices
+                    .archive_tiers
+                    .iter()
+                    .map(|t| ("archive_tiers.storage_gb_month", t.storage_gb_month)),
             ) {
                 if !value.is_finite() || value < 0.0 {
                     return Err(invalid(format!(
                         "classes.{name}.{field} is {value}: a price must be a number >= 0"
+                    )));
+                }
+            }
+            for tier in &prices.archive_tiers {
+                if tier.min_days > tier.max_days {
+                    return Err(invalid(format!(
+                        "classes.{name}.archive_tiers {}: min_days {} is above max_days {}",
+                        tier.access_tier, tier.min_days, tier.max_days
                     )));
                 }
             }
@@ -149,6 +183,7 @@ static FREE: ClassPrices = ClassPrices {
     overhead_bytes_in_standard: 0,
     monitoring_per_1000: 0.0,
     tiers: Vec::new(),
+    archive_tiers: Vec::new(),
 };
 
 #[cfg(test)]
@@ -176,6 +211,17 @@ mod tests {
             [(30, 0.0125), (90, 0.004)]
         );
         assert_eq!(tiering.monitoring_per_1000, 0.0025);
+        assert_eq!(
+            tiering
+                .archive_tiers
+                .iter()
+                .map(|t| (t.access_tier.as_str(), t.min_days, t.max_days, t.storage_gb_month))
+                .collect::<Vec<_>>(),
+            [
+                ("ARCHIVE_ACCESS", 90, 730, 0.0036),
+                ("DEEP_ARCHIVE_ACCESS", 180, 730, 0.00099)
+            ]
+        );
     }
 
     #[test]
@@ -189,6 +235,13 @@ mod tests {
         value["classes"].as_object_mut().unwrap().remove("GLACIER");
         let err = PriceTable::parse("p.json", &value.to_string()).unwrap_err().to_string();
         assert!(err.contains("classes.GLACIER is missing"), "{err}");
+        let mut tiers: serde_json::Value = serde_json::from_str(DEFAULT_PRICES).unwrap();
+        tiers["classes"]["INTELLIGENT_TIERING"]["archive_tiers"][1]["min_days"] = serde_json::json!(800);
+        let err = PriceTable::parse("p.json", &tiers.to_string()).unwrap_err().to_string();
+        assert!(
+            err.contains("DEEP_ARCHIVE_ACCESS: min_days 800 is above max_days 730"),
+            "{err}"
+        );
         let err = PriceTable::parse("p.json", r#"{"region":"x","currency":"USD","classes":{},"typo":1}"#)
             .unwrap_err()
             .to_string();

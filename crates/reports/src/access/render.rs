@@ -133,6 +133,44 @@ impl AccessReport {
             }
             page.table(&files);
         }
+        let tierings: Vec<&Advice> = self
+            .advice
+            .iter()
+            .filter(|a| a.intelligent_tiering_configuration().is_some())
+            .collect();
+        if !tierings.is_empty() {
+            page.heading("Intelligent-Tiering configuration files");
+            page.paragraph(
+                "One file per dataset whose plan turns on an archive tier of S3 Intelligent-Tiering; each is a \
+                 configuration of its own (by its Id) and leaves the bucket's others as they are. Apply it with the \
+                 lifecycle rule that moves the dataset into the class.",
+            );
+            let mut files = TextTable::new(["bucket", "dataset", "file", "apply with"]);
+            for a in tierings {
+                let Some(configuration) = a.intelligent_tiering_configuration() else {
+                    continue;
+                };
+                let id = configuration["Id"].as_str().unwrap_or_default();
+                let name = format!("intelligent-tiering-{}-{}.json", file_safe(&a.bucket), file_safe(id));
+                let text = serde_json::to_string_pretty(configuration).map_err(|e| ReportError::InvalidArgument {
+                    argument: "--out".to_owned(),
+                    value: name.clone(),
+                    reason: e.to_string(),
+                })?;
+                dir.write(&name, &text)?;
+                files.push([
+                    a.bucket.clone(),
+                    a.dataset.clone(),
+                    name.clone(),
+                    format!(
+                        "aws s3api put-bucket-intelligent-tiering-configuration --bucket {} --id {id} \
+                         --intelligent-tiering-configuration file://{name}",
+                        a.bucket
+                    ),
+                ]);
+            }
+            page.table(&files);
+        }
         dir.write("index.html", &page.finish())
     }
 
@@ -462,6 +500,22 @@ impl AccessReport {
                 Body::Blocks(blocks),
             ));
         }
+        let blocks: Vec<(String, String)> = self
+            .advice
+            .iter()
+            .filter_map(|a| {
+                let text = serde_json::to_string_pretty(a.intelligent_tiering_configuration()?).ok()?;
+                Some((label_of(&a.bucket, &a.dataset), text))
+            })
+            .collect();
+        if !blocks.is_empty() {
+            sections.push((
+                "Intelligent-Tiering archive tiers (aws s3api put-bucket-intelligent-tiering-configuration \
+                 --intelligent-tiering-configuration)"
+                    .to_owned(),
+                Body::Blocks(blocks),
+            ));
+        }
 
         let mut checks = TextTable::new(["check", "requests", "requesters", "first request ids"]);
         for c in &self.hygiene.checks {
@@ -731,13 +785,24 @@ fn advice_table(advice: &[Advice]) -> TextTable {
         "transitions",
         "saving / month",
         "one-time cost",
-        "Intelligent-Tiering instead / month",
+        "best with Intelligent-Tiering / month",
     ]);
     for a in advice {
         let steps: Vec<String> = a
             .transitions
             .iter()
-            .map(|t| format!("{} at {} d", t.storage_class, t.days))
+            .map(|t| {
+                match a
+                    .chosen_archive_tier()
+                    .filter(|_| t.storage_class == advisor::INTELLIGENT_TIERING)
+                {
+                    Some(tier) => format!(
+                        "{} at {} d ({} after {} d without access)",
+                        t.storage_class, t.days, tier.access_tier, tier.days
+                    ),
+                    None => format!("{} at {} d", t.storage_class, t.days),
+                }
+            })
             .collect();
         table.push([
             a.bucket.clone(),

@@ -458,6 +458,59 @@ pub fn generate(start: NaiveDate, days: u32) -> Workload {
     render(start, days, requests)
 }
 
+/// Size of each partition of [`backtest`]'s `history/ticks/`.
+pub const TICKS_PART_BYTES: i64 = 1 << 30;
+
+/// The days before a [`backtest`] workload's first day that `history/ticks/` has partitions of.
+pub const TICKS_DAYS_BEFORE: u32 = 500;
+
+/// The ages, in days, of the partitions the backtest reads each day.
+pub const BACKTEST_AGES: [u32; 5] = [100, 150, 200, 250, 300];
+
+/// A workload of `days` days from `start` whose one dataset is old data read regularly: where S3
+/// Intelligent-Tiering beats lifecycle rules, since a GB read from Glacier Instant Retrieval costs
+/// more than warming it back for a month.
+///
+/// Bucket [`LAKE_BUCKET`], **`history/ticks/`**, daily partitions
+/// `history/ticks/dt=YYYY-MM-DD/part-00000.parquet` of [`TICKS_PART_BYTES`], from
+/// [`TICKS_DAYS_BEFORE`] days before day 0: `backfill-ticks` PUTs every older one again on day 0
+/// from 00:00, one a second, oldest first (a backfill); `ingest-ticks` PUTs day `d`'s at 01:00;
+/// `backtest` GETs the partitions [`BACKTEST_AGES`] days older than day `d` at 20:00 to 20:04 on
+/// every day `d`. Nothing reads data older than 300 days: an archive tier fits from 365 days.
+pub fn backtest(start: NaiveDate, days: u32) -> Workload {
+    let date = |d: i64| start.checked_add_signed(chrono::TimeDelta::days(d)).unwrap_or(start);
+    let part = |date: NaiveDate| format!("history/ticks/dt={date}/part-00000.parquet");
+    let mut requests = Vec::new();
+    for d in 0..i64::from(days) {
+        let mut day = Day {
+            date: date(d),
+            out: &mut requests,
+        };
+        day.put((1, 0, 0), "ingest-ticks", part(date(d)), TICKS_PART_BYTES);
+        if d == 0 {
+            for (n, before) in (1..=i64::from(TICKS_DAYS_BEFORE)).rev().enumerate() {
+                let n = n as u32;
+                day.put(
+                    (0, n / 60, n % 60),
+                    "backfill-ticks",
+                    part(date(-before)),
+                    TICKS_PART_BYTES,
+                );
+            }
+        }
+        for (minute, age) in BACKTEST_AGES.into_iter().enumerate() {
+            day.get(
+                (20, minute as u32, 0),
+                LAKE_BUCKET,
+                Some("backtest"),
+                part(date(d - i64::from(age))),
+                TICKS_PART_BYTES,
+            );
+        }
+    }
+    render(start, days, requests)
+}
+
 /// Renders the requests as log objects, one per bucket and day, named by when S3 delivered it:
 /// five minutes after its last request (at the latest 23:59:59).
 fn render(start: NaiveDate, days: u32, mut requests: Vec<Request>) -> Workload {
