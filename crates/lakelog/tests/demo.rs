@@ -284,6 +284,21 @@ fn the_demo_reports_what_its_workload_holds() {
     let fee = it["monthly_monitoring_fee"].as_f64().unwrap();
     assert!(fee > 0.0, "{it}");
     assert!(it["monthly_saving"].as_f64().unwrap() < sensors["monthly_saving"].as_f64().unwrap());
+    // The feature store's old partitions are read every night: Intelligent-Tiering beats the
+    // rules there, with Deep Archive Access for what the backtest never reaches (older than 300
+    // days), and its configuration is written beside the lifecycle rules.
+    let features = advice_of("features/store/");
+    assert_eq!(
+        features["transitions"][0]["storage_class"], "INTELLIGENT_TIERING",
+        "{features}"
+    );
+    assert_eq!(features["transitions"][0]["days"], 0);
+    let it = &features["intelligent_tiering"];
+    assert_eq!(it["archive_tier"]["access_tier"], "DEEP_ARCHIVE_ACCESS", "{it}");
+    assert_eq!(it["archive_tier"]["days"], 365);
+    assert_eq!(it["monthly_saving"], features["monthly_saving"]);
+    let file = dir.join("reports/access/intelligent-tiering-lake-analytics-lakelog-features-store.json");
+    assert_eq!(read_json(&file), it["configuration"]);
     let dumps = advice_of("backups/legacy-db/");
     assert_eq!(dumps["expiration"]["days"], LOG_DAYS);
     assert_eq!(dumps["expiration"]["objects"], 42);

@@ -563,7 +563,7 @@ fn old_data_read_regularly_goes_to_intelligent_tiering_with_its_archive_tier() {
     let it = &a["intelligent_tiering"];
     assert_eq!(
         it["archive_tier"],
-        json!({"access_tier": "DEEP_ARCHIVE_ACCESS", "days": 365, "access_time": "within 12 hours",
+        json!({"access_tier": "DEEP_ARCHIVE_ACCESS", "days": 365, "access_time": "up to 12 hours",
                "storage_gb_month": 0.00099})
     );
     // Ages 0-29 frequent, 30-89 infrequent, 90-364 archive instant, 365-529 Deep Archive Access.

@@ -44,7 +44,10 @@ pub fn bytes(n: u64) -> String {
 /// An amount with its currency: four decimals under 10 (the advisor's small savings), else two
 /// with thousands separators: `0.0123 USD`, `1,234.50 USD`.
 pub fn money(amount: f64, currency: &str) -> String {
-    if amount.abs() < 10.0 {
+    if amount.abs() < 0.00005 {
+        // No "-0.0000" for a rounding error below a hundredth of a cent.
+        format!("{:.4} {currency}", 0.0)
+    } else if amount.abs() < 10.0 {
         format!("{amount:.4} {currency}")
     } else {
         let cents = (amount.abs() * 100.0).round() as u64;
@@ -73,6 +76,8 @@ mod tests {
         assert_eq!(bytes(300 << 40), "300.0 TiB");
         assert_eq!(byte_unit(5.0 * 1024.0 * 1024.0 * 1024.0), 3);
         assert_eq!(money(0.01234, "USD"), "0.0123 USD");
+        assert_eq!(money(-0.000001, "USD"), "0.0000 USD");
+        assert_eq!(money(-0.0012, "USD"), "-0.0012 USD");
         assert_eq!(money(1234.5, "USD"), "1,234.50 USD");
         assert_eq!(money(-1234.5, "EUR"), "-1,234.50 EUR");
         assert_eq!(percent(Some(0.5)), "50.0%");

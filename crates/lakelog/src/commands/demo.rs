@@ -537,7 +537,10 @@ async fn access_report(
         );
     }
     let savings: f64 = report.advice.iter().map(|a| a.monthly_saving).sum();
-    println!("    storage-class advice: {savings:.2} USD a month to save with the lifecycle rules in the report");
+    println!(
+        "    storage-class advice: {savings:.2} USD a month to save with the lifecycle rules (and Intelligent-Tiering \
+         configurations) in the report"
+    );
     Ok(page)
 }
 

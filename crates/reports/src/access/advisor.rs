@@ -1082,7 +1082,7 @@ mod tests {
         let it = intelligent_tiering("exports/", &facts, &prices()).unwrap();
         let tier = it.archive_tier.as_ref().unwrap();
         assert_eq!((tier.access_tier.as_str(), tier.days), ("DEEP_ARCHIVE_ACCESS", 180));
-        assert_eq!(tier.access_time, "within 12 hours");
+        assert_eq!(tier.access_time, "up to 12 hours");
         let gib = 1024 * MB;
         assert_eq!(it.tier_bytes, [30 * gib, 60 * gib, 90 * gib, 185 * gib]);
         let storage = 60.0 * (0.023 - 0.0125) + 90.0 * (0.023 - 0.004) + 185.0 * (0.023 - 0.00099);

@@ -26,6 +26,9 @@
 //! * `warehouse/orders/`, a Delta Lake table: 20-30 data files of about 1 GiB a day in
 //!   `order_date=DATE/` partitions and a commit in `_delta_log/` (a few KiB) per day, by
 //!   `spark-orders`; `trino` reads the log and the last week's partitions every working hour.
+//! * `features/store/dt=DATE/part-NNN.parquet`: 12 parts of about 1 GiB a day by
+//!   `feature-pipeline` at 03:00, and those of the 400 days before the logs; `ml-backtest` reads
+//!   40-60 parts of partitions 60-300 days old in full every night.
 //! * `raw/café données/file+1.json` and `file+2.json` (1 KiB, older than the logs) read by
 //!   `spark` every morning: keys with spaces, `+` and accents.
 //!
@@ -375,6 +378,12 @@ const ASSETS: &str = "web/assets/";
 const ARCHIVE: &str = "archive/clickstream-2021/";
 const LEGACY_DB: &str = "backups/legacy-db/";
 const OLD_SITE: &str = "web/old-site/";
+const FEATURES: &str = "features/store/";
+
+/// The days of feature partitions there before the logs.
+const FEATURE_DAYS_BEFORE: u32 = 400;
+/// Feature partitions' parts.
+const FEATURE_PARTS: u32 = 12;
 
 /// The website's files and their sizes.
 const WEB_FILES: [(&str, f64); 6] = [
@@ -418,9 +427,46 @@ pub fn generate(start: NaiveDate, days: u32, seed: u64) -> Lake {
         .iter()
         .map(|(name, size)| (format!("{ASSETS}{name}"), *size as i64))
         .collect();
+    // Feature partitions by date, those before the logs stored now: (key, size) per part.
+    let mut features: BTreeMap<NaiveDate, Vec<(String, i64)>> = BTreeMap::new();
+    for before in 1..=FEATURE_DAYS_BEFORE {
+        let Some(day) = start.checked_sub_days(Days::new(u64::from(before))) else {
+            continue;
+        };
+        let at = day.and_time(NaiveTime::from_hms_opt(3, 0, 0).unwrap_or(NaiveTime::MIN));
+        let parts: Vec<(String, i64)> = (0..FEATURE_PARTS)
+            .map(|i| (format!("{FEATURES}dt={day}/part-{i:03}.parquet"), b.size(GIB)))
+            .collect();
+        for (key, size) in &parts {
+            b.store(LAKE_BUCKET, FEATURES, key, *size, at, "STANDARD");
+        }
+        features.insert(day, parts);
+    }
     for d in 0..days {
         let today = date(d);
         let off = weekend(today);
+
+        // Features: a partition a day, and a backtest reading partitions 60 to 300 days old in
+        // full every night.
+        let parts: Vec<(String, i64)> = (0..FEATURE_PARTS)
+            .map(|i| (format!("{FEATURES}dt={today}/part-{i:03}.parquet"), b.size(GIB)))
+            .collect();
+        for (key, size) in &parts {
+            let at = b.at(today, 3);
+            b.put(at, FEATURES, "feature-pipeline", key.clone(), *size);
+        }
+        features.insert(today, parts);
+        for _ in 0..b.rng.random_range(40..=60) {
+            let age = b.rng.random_range(60..=300);
+            let Some(day) = today.checked_sub_days(Days::new(age)) else {
+                continue;
+            };
+            let Some(list) = features.get(&day) else { continue };
+            let (key, size) = list[b.rng.random_range(0..list.len())].clone();
+            let hour = b.rng.random_range(20..=23);
+            let at = b.at(today, hour);
+            b.get(at, LAKE_BUCKET, FEATURES, Some("ml-backtest"), key, size, 1.0);
+        }
 
         // Clicks, written at 01:00 and read through the day.
         let parts = b.rng.random_range(140..=180);
@@ -851,6 +897,7 @@ mod tests {
         let mut hygiene = HygieneTruth::default();
         let mut ids: BTreeMap<(String, String), u64> = BTreeMap::new();
         let mut in_lost_hour = 0;
+        let mut written_keys: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for object in &lake.workload.objects {
             for (_, _, parsed) in crate::parse_lines(&object.data) {
                 let Ok(record) = parsed else {
@@ -860,6 +907,7 @@ mod tests {
                 let key = record.key.as_deref().unwrap_or_default().to_owned();
                 let dataset = [
                     CLICKS, APP_LOGS, SENSORS, BACKUPS, SNAPSHOTS, MODELS, EXPORTS, NOTEBOOKS, WAREHOUSE, CAFE, ASSETS,
+                    FEATURES,
                 ]
                 .into_iter()
                 .find(|d| key.starts_with(d))
@@ -905,6 +953,7 @@ mod tests {
                 } else {
                     t.writes += 1;
                     t.written_bytes += record.object_size.unwrap_or(0) as u64;
+                    written_keys.entry(dataset.to_owned()).or_default().insert(key.clone());
                 }
             }
         }
@@ -943,15 +992,15 @@ mod tests {
         let saturday = NaiveDate::from_ymd_opt(2024, 3, 2).unwrap();
         let tuesday = NaiveDate::from_ymd_opt(2024, 3, 5).unwrap();
         assert!(per_day(LAKE_BUCKET, saturday) < per_day(LAKE_BUCKET, tuesday));
-        // The inventory: every object the logs saw written, once, at its last size; the ones
-        // older than the logs; the dark datasets, which no request touched.
-        let writes: BTreeMap<(String, String), u64> = lake.truth.iter().map(|(k, t)| (k.clone(), t.writes)).collect();
+        // The inventory: every object the logs saw written, once (S3 logs some writes twice), at
+        // its last size; the ones older than the logs; the dark datasets, which no request touched.
         let stored = |bucket: &str, dataset: &str| &lake.storage[&(bucket.to_owned(), dataset.to_owned())];
-        assert_eq!(
-            stored(LAKE_BUCKET, CLICKS).objects,
-            writes[&(LAKE_BUCKET.to_owned(), CLICKS.to_owned())]
-        );
+        assert_eq!(stored(LAKE_BUCKET, CLICKS).objects, written_keys[CLICKS].len() as u64);
         assert_eq!(stored(LAKE_BUCKET, MODELS).objects, 1, "one key, overwritten");
+        assert_eq!(
+            stored(LAKE_BUCKET, FEATURES).objects,
+            u64::from(FEATURE_PARTS * (FEATURE_DAYS_BEFORE + 60))
+        );
         assert_eq!(stored(LAKE_BUCKET, CAFE).objects, 2);
         assert_eq!(stored(WEB_BUCKET, ASSETS).objects, WEB_FILES.len() as u64);
         assert_eq!(stored(LAKE_BUCKET, ARCHIVE).by_class["DEEP_ARCHIVE"].0, 80);
