@@ -371,21 +371,31 @@ fn assert_saved_advice_is_the_reports(
     advised
 }
 
+/// `generated` ingested, the report of its [`LAKE_BUCKET`] table over all its days, and what the
+/// saved advice query advised on that table (checked to be the report's advice).
+async fn advised_alike(
+    standin: &StandIn,
+    generated: &workload::Workload,
+) -> (AccessReport, BTreeMap<String, (SavedPlan, f64, f64)>) {
+    let tables = ingest(standin, generated).await;
+    let table = &tables[0];
+    assert!(table.ends_with(LAKE_BUCKET), "{table}");
+    let options = AccessOptions::new(PriceTable::default_table().unwrap());
+    let whole = TimeRange::parse(None, None).unwrap();
+    let report = lakelog_reports::access::run(std::slice::from_ref(table), &storage(standin), &whole, &options)
+        .await
+        .unwrap();
+    let advised = assert_saved_advice_is_the_reports(standin, table, &report);
+    (report, advised)
+}
+
 /// The demo lake has a Delta table: neither the report nor the saved query advises its files into
 /// Glacier Flexible Retrieval, where the lake's plain files of the same age go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn table_formats_stay_out_of_glacier_in_the_report_and_the_saved_query() {
     let standin = StandIn::connect().await.unwrap();
     let generated = workload::lake::generate(NaiveDate::from_ymd_opt(2024, 3, 1).unwrap(), 21, 5).workload;
-    let tables = ingest(&standin, &generated).await;
-    let table = &tables[0];
-    assert!(table.ends_with(LAKE_BUCKET), "{table}");
-    let options = AccessOptions::new(PriceTable::default_table().unwrap());
-    let whole = TimeRange::parse(None, None).unwrap();
-    let report = lakelog_reports::access::run(std::slice::from_ref(table), &storage(&standin), &whole, &options)
-        .await
-        .unwrap();
-    let advised = assert_saved_advice_is_the_reports(&standin, table, &report);
+    let (_, advised) = advised_alike(&standin, &generated).await;
     let orders = &advised["warehouse/orders/"].0;
     assert!(
         orders.after[2].is_none()
@@ -408,14 +418,7 @@ async fn table_formats_stay_out_of_glacier_in_the_report_and_the_saved_query() {
 async fn old_data_read_regularly_goes_to_intelligent_tiering_in_the_report_and_the_saved_query() {
     let standin = StandIn::connect().await.unwrap();
     let generated = workload::backtest(NaiveDate::from_ymd_opt(2024, 6, 1).unwrap(), 30);
-    let tables = ingest(&standin, &generated).await;
-    let table = &tables[0];
-    let options = AccessOptions::new(PriceTable::default_table().unwrap());
-    let whole = TimeRange::parse(None, None).unwrap();
-    let report = lakelog_reports::access::run(std::slice::from_ref(table), &storage(&standin), &whole, &options)
-        .await
-        .unwrap();
-    let advised = assert_saved_advice_is_the_reports(&standin, table, &report);
+    let (report, advised) = advised_alike(&standin, &generated).await;
     let ticks = &advised["history/ticks/"].0;
     assert_eq!(
         *ticks,

@@ -902,6 +902,18 @@ mod tests {
         }
     }
 
+    /// `facts` with one more read, of data of unknown age.
+    fn with_a_read_of_unknown_age(facts: &DatasetFacts) -> DatasetFacts {
+        let mut unknown = facts.clone();
+        unknown.reads.push(ReadsAt {
+            age: None,
+            movable: true,
+            reads: 1,
+            bytes: 1,
+        });
+        unknown
+    }
+
     /// The default prices without Glacier Deep Archive, as a price table of an older shape.
     fn prices_without_deep_archive() -> PriceTable {
         let mut table = prices();
@@ -1013,13 +1025,7 @@ mod tests {
         let mut table = facts.clone();
         table.table_format = Some("Delta Lake");
         assert_eq!(advise("b", "t/", &table, &prices(), 0.05).expiration, None);
-        let mut unknown = facts.clone();
-        unknown.reads.push(ReadsAt {
-            age: None,
-            movable: true,
-            reads: 1,
-            bytes: 1,
-        });
+        let unknown = with_a_read_of_unknown_age(&facts);
         assert_eq!(advise("b", "u/", &unknown, &prices(), 0.05).expiration, None);
         let young = daily(20, 1024 * MB, &[]);
         assert_eq!(advise("b", "y/", &young, &prices(), 0.05).expiration, None);
@@ -1105,13 +1111,7 @@ mod tests {
         assert!(it.archive_tier.as_ref().is_some_and(|a| a.days > 200), "{it:?}");
         assert!((it.monthly_rewarming_cost - 30.0 * (0.023 - 0.004)).abs() < 1e-9);
         // Reads of unknown age or a table format's files: the automatic tiers only.
-        let mut unknown = facts.clone();
-        unknown.reads.push(ReadsAt {
-            age: None,
-            movable: true,
-            reads: 1,
-            bytes: 1,
-        });
+        let unknown = with_a_read_of_unknown_age(&facts);
         assert_eq!(
             intelligent_tiering("u/", &unknown, &prices()).unwrap().archive_tier,
             None

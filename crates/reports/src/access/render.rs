@@ -116,12 +116,7 @@ impl AccessReport {
             let mut files = TextTable::new(["bucket", "file", "apply with"]);
             for (bucket, configuration) in configurations {
                 let name = format!("lifecycle-{}.json", file_safe(&bucket));
-                let text = serde_json::to_string_pretty(&configuration).map_err(|e| ReportError::InvalidArgument {
-                    argument: "--out".to_owned(),
-                    value: name.clone(),
-                    reason: e.to_string(),
-                })?;
-                dir.write(&name, &text)?;
+                write_json(dir, &name, &configuration)?;
                 files.push([
                     bucket.clone(),
                     name.clone(),
@@ -152,12 +147,7 @@ impl AccessReport {
                 };
                 let id = configuration["Id"].as_str().unwrap_or_default();
                 let name = format!("intelligent-tiering-{}-{}.json", file_safe(&a.bucket), file_safe(id));
-                let text = serde_json::to_string_pretty(configuration).map_err(|e| ReportError::InvalidArgument {
-                    argument: "--out".to_owned(),
-                    value: name.clone(),
-                    reason: e.to_string(),
-                })?;
-                dir.write(&name, &text)?;
+                write_json(dir, &name, configuration)?;
                 files.push([
                     a.bucket.clone(),
                     a.dataset.clone(),
@@ -938,6 +928,17 @@ fn minute(t: DateTime<Utc>) -> String {
 }
 
 /// `name` with anything but letters, digits, `.`, `-` and `_` replaced, for a file name.
+/// Writes `value` as pretty JSON into the file `name` of `dir`.
+fn write_json(dir: &ReportDir, name: &str, value: &Value) -> Result<(), ReportError> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| ReportError::InvalidArgument {
+        argument: "--out".to_owned(),
+        value: name.to_owned(),
+        reason: e.to_string(),
+    })?;
+    dir.write(name, &text)?;
+    Ok(())
+}
+
 fn file_safe(name: &str) -> String {
     name.chars()
         .map(|c| {
