@@ -362,9 +362,8 @@ fn evaluate_tiering(
 pub const MIN_EXPIRATION_MARGIN_DAYS: i64 = 7;
 
 /// The expiration proposal for a dataset whose transitions are `transitions` (with `tiering`, the
-/// Intelligent-Tiering plan, when they are its transition): objects older than
-/// the oldest data any reader read, plus a margin, or, when nothing was read in the range, older
-/// than the range. None when that would delete nothing, when the age of some reads is unknown,
+/// Intelligent-Tiering plan, when they are its transition): objects older than the oldest data
+/// any reader read, plus a margin, or, when nothing was read in the range, older than the range. None when that would delete nothing, when the age of some reads is unknown,
 /// or for the files of a table format (expiring them breaks the table).
 pub fn expiration(
     bucket: &str,
