@@ -303,6 +303,21 @@ fn the_demo_reports_what_its_workload_holds() {
     assert_eq!(dumps["expiration"]["days"], LOG_DAYS);
     assert_eq!(dumps["expiration"]["objects"], 42);
     assert_eq!(dumps["expiration"]["oldest_read_days"], Value::Null);
+    // The archived clickstream (Deep Archive, Flexible Retrieval) could all go too: what that
+    // saves is its storage at its classes' prices, which the inventory names.
+    let archive = &advice_of("archive/clickstream-2021/")["expiration"];
+    let archived = &lake.storage[&("lake-analytics".to_owned(), "archive/clickstream-2021/".to_owned())];
+    let archived_cost: f64 = archived
+        .by_class
+        .iter()
+        .map(|(class, (_, bytes))| *bytes as f64 / (1u64 << 30) as f64 * prices.classes[class].storage_gb_month)
+        .sum();
+    assert_eq!(archive["objects"], 120);
+    let saved = archive["monthly_saving"].as_f64().unwrap();
+    assert!(
+        archived_cost > 0.0 && (saved - archived_cost).abs() < 0.005,
+        "{saved} vs {archived_cost}"
+    );
     assert_eq!(advice_of("warehouse/orders/")["expiration"], Value::Null);
 
     // Hygiene: each check counts what the lake made, and the scanner is the 403 hot spot.

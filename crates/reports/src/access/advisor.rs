@@ -52,6 +52,26 @@ pub const CANDIDATE_DAYS: [u32; 12] = [1, 7, 14, 30, 60, 90, 120, 180, 270, 365,
 /// The classes the advisor moves data to, coldest last.
 pub const CLASSES: [&str; 4] = ["STANDARD_IA", "GLACIER_IR", "GLACIER", "DEEP_ARCHIVE"];
 
+/// S3's storage classes, as S3 Inventory and lifecycle rules name them.
+pub const STORAGE_CLASSES: [&str; 11] = [
+    "STANDARD",
+    "REDUCED_REDUNDANCY",
+    "STANDARD_IA",
+    "ONEZONE_IA",
+    "INTELLIGENT_TIERING",
+    "GLACIER_IR",
+    "GLACIER",
+    "DEEP_ARCHIVE",
+    "OUTPOSTS",
+    "SNOW",
+    "EXPRESS_ONEZONE",
+];
+
+/// `name` as one of [`STORAGE_CLASSES`], if it is one.
+pub fn storage_class(name: &str) -> Option<&'static str> {
+    STORAGE_CLASSES.into_iter().find(|c| *c == name)
+}
+
 /// The classes of [`CLASSES`] whose objects must be restored before a GET.
 pub const ARCHIVE_CLASSES: [&str; 2] = ["GLACIER", "DEEP_ARCHIVE"];
 
@@ -75,6 +95,8 @@ pub struct StoredAt {
     pub age: Option<i64>,
     /// Whether a lifecycle transition already moved them out of S3 Standard.
     pub moved: bool,
+    /// The class they are in, when they are out of S3 Standard and an S3 Inventory names it.
+    pub class: Option<&'static str>,
     /// Whether they are large enough to be moved (at least 128 KiB).
     pub movable: bool,
     /// Objects.
@@ -128,8 +150,9 @@ pub struct Expiration {
     pub objects: u64,
     /// Their bytes.
     pub bytes: u64,
-    /// What storing them costs a month (in the class the recommended transitions put them in;
-    /// objects already out of S3 Standard are not counted).
+    /// What storing them costs a month: in the class the recommended transitions put them in, or,
+    /// for objects already out of S3 Standard, in their class when an S3 Inventory names it
+    /// (else they are not counted).
     pub monthly_saving: f64,
     /// The lifecycle rule that would do it, to merge by hand.
     pub rule: Value,
@@ -390,20 +413,28 @@ pub fn expiration(
     for s in facts.stored.iter().filter(|s| s.age.is_some_and(|a| a > days)) {
         objects += s.objects;
         bytes += s.bytes;
-        if !s.moved {
-            let age = s.age.unwrap_or(0);
+        let age = s.age.unwrap_or(0);
+        let price = if s.moved {
+            // Already in an Intelligent-Tiering tier: at least as cold as its age puts it.
+            s.class
+                .and_then(|class| prices.classes.get(class))
+                .map(|p| match s.class {
+                    Some(INTELLIGENT_TIERING) => tier_of(p, None, age).1,
+                    _ => p.storage_gb_month,
+                })
+        } else {
             let class = transitions
                 .iter()
                 .filter(|t| i64::from(t.days) <= age && s.movable)
                 .map(|t| t.storage_class.as_str())
                 .next_back()
                 .unwrap_or("STANDARD");
-            let price = match (class, tiering) {
+            Some(match (class, tiering) {
                 (INTELLIGENT_TIERING, Some(it)) => tier_of(prices.class(class), it.archive_tier.as_ref(), age).1,
                 _ => prices.class(class).storage_gb_month,
-            };
-            monthly_saving += s.bytes as f64 / GB * price;
-        }
+            })
+        };
+        monthly_saving += s.bytes as f64 / GB * price.unwrap_or(0.0);
     }
     if objects == 0 {
         return None;
@@ -445,9 +476,11 @@ pub struct Transition {
     pub objects: u64,
     /// Their bytes.
     pub bytes: u64,
-    /// Storage saved per month on them (price difference, less per-object overhead).
+    /// Storage saved per month on them (price difference, less per-object overhead; for
+    /// Intelligent-Tiering, its tiers' prices less its monitoring fee).
     pub monthly_storage_saving: f64,
-    /// Retrieval charges per month for the reads observed in the band.
+    /// Retrieval charges per month for the reads observed in the band (for Intelligent-Tiering,
+    /// what the reads cost by warming data back to its frequent tier).
     pub monthly_retrieval_cost: f64,
     /// Extra GET charges per month for those reads.
     pub monthly_request_cost: f64,
@@ -880,6 +913,7 @@ mod tests {
                 .map(|age| StoredAt {
                     age: Some(age),
                     moved: false,
+                    class: None,
                     movable: true,
                     objects: 1,
                     bytes: size,
@@ -1026,6 +1060,25 @@ mod tests {
         assert_eq!(advise("b", "t/", &table, &prices(), 0.05).expiration, None);
         let unknown = with_a_read_of_unknown_age(&facts);
         assert_eq!(advise("b", "u/", &unknown, &prices(), 0.05).expiration, None);
+        // Objects already out of S3 Standard count at their class's price when it is known.
+        let mut archived = facts.clone();
+        archived.range_days = 30;
+        for s in archived.stored.iter_mut().filter(|s| s.age.is_some_and(|a| a >= 300)) {
+            s.moved = true;
+            s.class = Some("DEEP_ARCHIVE");
+        }
+        let e = expiration("b", "a/", &archived, &[], None, &prices()).unwrap();
+        // Ages 31-299 in S3 Standard, 300-364 in Deep Archive.
+        let expected = 269.0 * 0.023 + 65.0 * 0.00099;
+        assert!((e.monthly_saving - expected).abs() < 1e-9, "{}", e.monthly_saving);
+        archived.stored.iter_mut().for_each(|s| s.class = None);
+        let e = expiration("b", "a/", &archived, &[], None, &prices()).unwrap();
+        assert!(
+            (e.monthly_saving - 269.0 * 0.023).abs() < 1e-9,
+            "unknown class: not counted"
+        );
+        assert_eq!(storage_class("GLACIER"), Some("GLACIER"));
+        assert_eq!(storage_class("glacier"), None);
         let young = daily(20, 1024 * MB, &[]);
         assert_eq!(advise("b", "y/", &young, &prices(), 0.05).expiration, None);
     }
@@ -1246,6 +1299,7 @@ mod tests {
         let stored = |age, moved, movable| StoredAt {
             age,
             moved,
+            class: None,
             movable,
             objects: 10,
             bytes: 10 * MB,

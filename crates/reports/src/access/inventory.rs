@@ -219,6 +219,9 @@ impl Inventory {
             out.entry(group.dataset.clone()).or_default().push(StoredAt {
                 age: group.day.map(|d| (end_day - d).num_days().max(0)),
                 moved: group.class != DEFAULT_CLASS,
+                class: Some(group.class.as_str())
+                    .filter(|c| *c != DEFAULT_CLASS)
+                    .and_then(advisor::storage_class),
                 movable: group.movable,
                 objects: count.objects,
                 bytes: count.bytes,
@@ -533,6 +536,7 @@ mod tests {
                 StoredAt {
                     age: Some(2),
                     moved: false,
+                    class: None,
                     movable: true,
                     objects: 1,
                     bytes: 1048576
@@ -540,6 +544,7 @@ mod tests {
                 StoredAt {
                     age: Some(2),
                     moved: true,
+                    class: Some("GLACIER_IR"),
                     movable: true,
                     objects: 1,
                     bytes: 2097152

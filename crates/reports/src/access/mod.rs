@@ -1001,6 +1001,7 @@ async fn stored_objects(
             let at = StoredAt {
                 age: ages[i],
                 moved: moved[i] == Some(true),
+                class: None,
                 movable: movable[i] == Some(true),
                 objects: objects[i].unwrap_or(0).max(0) as u64,
                 bytes: bytes[i].unwrap_or(0).max(0) as u64,
