@@ -216,14 +216,9 @@ pub const INTELLIGENT_TIERING: &str = "INTELLIGENT_TIERING";
 pub const INTELLIGENT_TIERING_AFTER_DAYS: u32 = 0;
 
 /// The best Intelligent-Tiering plan for `facts` (automatic tiers only, or with one of the
-/// archive tiers after one of [`CANDIDATE_DAYS`] that S3 accepts), when the price table has the
-/// class and the dataset has objects of known age to move.
-pub fn intelligent_tiering(dataset: &str, facts: &DatasetFacts, prices: &PriceTable) -> Option<TieringEstimate> {
-    best_tiering(dataset, facts, prices).map(|(_, estimate)| estimate)
-}
-
-/// [`intelligent_tiering`] with the plan's outcome: the first plan of [`tiering_plans`] that
-/// saves the most.
+/// archive tiers after one of [`CANDIDATE_DAYS`] that S3 accepts), with its outcome, when the
+/// price table has the class and the dataset has objects of known age to move: the first plan of
+/// [`tiering_plans`] that saves the most.
 fn best_tiering(dataset: &str, facts: &DatasetFacts, prices: &PriceTable) -> Option<(Outcome, TieringEstimate)> {
     let mut best: Option<(Outcome, TieringEstimate)> = None;
     for archive in tiering_plans(prices) {
@@ -236,6 +231,18 @@ fn best_tiering(dataset: &str, facts: &DatasetFacts, prices: &PriceTable) -> Opt
         }
     }
     best
+}
+
+/// Whether data of `from` days and older may go where a GET needs a restore first (an archive
+/// class or an Intelligent-Tiering archive tier): not for a table format's files, whose readers
+/// open any file without warning, nor when a read (of any size) reached that age, or read data of
+/// unknown age (which the move would take too).
+fn restores_allowed_from(facts: &DatasetFacts, from: i64) -> bool {
+    facts.table_format.is_none()
+        && !facts
+            .reads
+            .iter()
+            .any(|r| r.reads > 0 && r.age.is_none_or(|a| a >= from))
 }
 
 /// The Intelligent-Tiering plans to try, as the opt-in archive tier of each (index in the class's
@@ -294,18 +301,11 @@ fn evaluate_tiering(
         }
         None => None,
     };
-    if let Some(from) = archive_tier.as_ref().map(|a| i64::from(a.days)) {
-        if facts.table_format.is_some() {
-            return None;
-        }
-        // A read of data that old (of any size), or of data of unknown age, would need a restore.
-        if facts
-            .reads
-            .iter()
-            .any(|r| r.reads > 0 && r.age.is_none_or(|a| a >= from))
-        {
-            return None;
-        }
+    if archive_tier
+        .as_ref()
+        .is_some_and(|a| !restores_allowed_from(facts, i64::from(a.days)))
+    {
+        return None;
     }
     let tier = |days: i64| tier_of(it, archive_tier.as_ref(), days);
     let per_month = MONTH_DAYS / f64::from(facts.range_days.max(1));
@@ -416,12 +416,13 @@ pub fn expiration(
         let age = s.age.unwrap_or(0);
         let price = if s.moved {
             // Already in an Intelligent-Tiering tier: at least as cold as its age puts it.
-            s.class
-                .and_then(|class| prices.classes.get(class))
-                .map(|p| match s.class {
-                    Some(INTELLIGENT_TIERING) => tier_of(p, None, age).1,
+            s.class.and_then(|class| {
+                let p = prices.classes.get(class)?;
+                Some(match class {
+                    INTELLIGENT_TIERING => tier_of(p, None, age).1,
                     _ => p.storage_gb_month,
                 })
+            })
         } else {
             let class = transitions
                 .iter()
@@ -800,21 +801,9 @@ fn evaluate(plan: &Plan, facts: &DatasetFacts, prices: &PriceTable) -> Option<Ou
             reads += r.reads;
             read_bytes += r.bytes;
         }
-        let archive = ARCHIVE_CLASSES.contains(&CLASSES[class]);
-        if archive && facts.table_format.is_some() {
-            // A table format's readers open any file of the table without a restore.
+        // The archive class is the plan's last step: its band is every age from `from` on.
+        if ARCHIVE_CLASSES.contains(&CLASSES[class]) && !restores_allowed_from(facts, i64::from(from)) {
             return None;
-        }
-        if archive {
-            // A read of the band (of any size), or of data of unknown age (which the rule would
-            // archive too), means someone still reads data this old.
-            if facts
-                .reads
-                .iter()
-                .any(|r| r.reads > 0 && (r.age.is_none() || in_band(r.age)))
-            {
-                return None;
-            }
         }
         let storage = bytes as f64 / GB * (standard.storage_gb_month - p.storage_gb_month)
             - objects as f64
@@ -1092,6 +1081,11 @@ mod tests {
         table
     }
 
+    /// The best Intelligent-Tiering plan the advice of `facts` carries.
+    fn tiering(dataset: &str, facts: &DatasetFacts, prices: &PriceTable) -> Option<TieringEstimate> {
+        advise("b", dataset, facts, prices, 0.05).intelligent_tiering
+    }
+
     #[test]
     fn intelligent_tiering_charges_monitoring_and_warms_read_data_back() {
         // 365 daily objects of 1 GiB, never read: 30 in the frequent tier, 60 in the infrequent
@@ -1099,7 +1093,7 @@ mod tests {
         // day, so 30 transitions a month.
         let facts = daily(365, 1024 * MB, &[]);
         let automatic = prices_without_archive_tiers();
-        let it = intelligent_tiering("p/", &facts, &automatic).unwrap();
+        let it = tiering("p/", &facts, &automatic).unwrap();
         assert_eq!(it.archive_tier, None);
         assert_eq!(it.configuration, None);
         assert_eq!(it.monitored_objects, 365);
@@ -1114,21 +1108,21 @@ mod tests {
         // Data of 100 days read in full once a day warms one object a day back: 1 GiB a day for a
         // month at the archive instant tier's difference.
         let read = daily(365, 1024 * MB, &[(100, 1)]);
-        let warmed = intelligent_tiering("p/", &read, &automatic).unwrap();
+        let warmed = tiering("p/", &read, &automatic).unwrap();
         assert!((warmed.monthly_rewarming_cost - 30.0 * (0.023 - 0.004)).abs() < 1e-9);
         assert!(warmed.monthly_saving < it.monthly_saving);
         // Read far more than it holds: warming undoes at most the tier's saving.
         let hammered = daily(365, 1024 * MB, &[(100, 1000)]);
-        let hot = intelligent_tiering("p/", &hammered, &automatic).unwrap();
+        let hot = tiering("p/", &hammered, &automatic).unwrap();
         assert!((hot.monthly_rewarming_cost - 275.0 * (0.023 - 0.004)).abs() < 1e-9);
 
         // Small objects are not monitored: nothing to estimate; nor without the class's prices.
         let mut small = daily(30, 1024, &[]);
         small.stored.iter_mut().for_each(|s| s.movable = false);
-        assert_eq!(intelligent_tiering("p/", &small, &prices()), None);
+        assert_eq!(tiering("p/", &small, &prices()), None);
         let mut table = prices();
         table.classes.remove(INTELLIGENT_TIERING);
-        assert_eq!(intelligent_tiering("p/", &facts, &table), None);
+        assert_eq!(tiering("p/", &facts, &table), None);
     }
 
     #[test]
@@ -1137,7 +1131,7 @@ mod tests {
         // Access (0.0036 from 90 days) on these ages: 30 frequent, 60 infrequent, 90 archive
         // instant (90-179), 185 in Deep Archive Access.
         let facts = daily(365, 1024 * MB, &[]);
-        let it = intelligent_tiering("exports/", &facts, &prices()).unwrap();
+        let it = tiering("exports/", &facts, &prices()).unwrap();
         let tier = it.archive_tier.as_ref().unwrap();
         assert_eq!((tier.access_tier.as_str(), tier.days), ("DEEP_ARCHIVE_ACCESS", 180));
         assert_eq!(tier.access_time, "up to 12 hours");
@@ -1159,18 +1153,15 @@ mod tests {
         // Data of 200 days still read: no archive tier before 201 days without access, so
         // Archive Access after 270 days or Deep Archive Access after 270, whichever saves more.
         let read = daily(365, 1024 * MB, &[(200, 1)]);
-        let it = intelligent_tiering("exports/", &read, &prices()).unwrap();
+        let it = tiering("exports/", &read, &prices()).unwrap();
         assert!(it.archive_tier.as_ref().is_some_and(|a| a.days > 200), "{it:?}");
         assert!((it.monthly_rewarming_cost - 30.0 * (0.023 - 0.004)).abs() < 1e-9);
         // Reads of unknown age or a table format's files: the automatic tiers only.
         let unknown = with_a_read_of_unknown_age(&facts);
-        assert_eq!(
-            intelligent_tiering("u/", &unknown, &prices()).unwrap().archive_tier,
-            None
-        );
+        assert_eq!(tiering("u/", &unknown, &prices()).unwrap().archive_tier, None);
         let mut table = facts.clone();
         table.table_format = Some("Apache Iceberg");
-        let it = intelligent_tiering("t/", &table, &prices()).unwrap();
+        let it = tiering("t/", &table, &prices()).unwrap();
         assert_eq!((it.archive_tier, it.configuration), (None, None));
     }
 

@@ -716,11 +716,10 @@ async fn storage(
             ))
         })
         .collect();
-    let gib = (1u64 << 30) as f64;
     let cost = |by_class: &BTreeMap<String, inventory::Count>| -> f64 {
         by_class
             .iter()
-            .map(|(class, n)| n.bytes as f64 / gib * prices.class(class).storage_gb_month)
+            .map(|(class, n)| n.bytes as f64 / advisor::GB * prices.class(class).storage_gb_month)
             .sum()
     };
     let mut datasets = Vec::new();

@@ -128,10 +128,10 @@ impl AccessReport {
             }
             page.table(&files);
         }
-        let tierings: Vec<&Advice> = self
+        let tierings: Vec<(&Advice, &Value)> = self
             .advice
             .iter()
-            .filter(|a| a.intelligent_tiering_configuration().is_some())
+            .filter_map(|a| Some((a, a.intelligent_tiering_configuration()?)))
             .collect();
         if !tierings.is_empty() {
             page.heading("Intelligent-Tiering configuration files");
@@ -141,10 +141,7 @@ impl AccessReport {
                  lifecycle rule that moves the dataset into the class.",
             );
             let mut files = TextTable::new(["bucket", "dataset", "file", "apply with"]);
-            for a in tierings {
-                let Some(configuration) = a.intelligent_tiering_configuration() else {
-                    continue;
-                };
+            for (a, configuration) in tierings {
                 let id = configuration["Id"].as_str().unwrap_or_default();
                 let name = format!("intelligent-tiering-{}-{}.json", file_safe(&a.bucket), file_safe(id));
                 write_json(dir, &name, configuration)?;
@@ -476,28 +473,14 @@ impl AccessReport {
                 .to_owned(),
             Body::Table(expire),
         ));
-        let blocks: Vec<(String, String)> = self
-            .advice
-            .iter()
-            .filter_map(|a| {
-                let text = serde_json::to_string_pretty(a.lifecycle.as_ref()?).ok()?;
-                Some((label_of(&a.bucket, &a.dataset), text))
-            })
-            .collect();
+        let blocks = json_blocks(&self.advice, |a| a.lifecycle.as_ref());
         if !blocks.is_empty() {
             sections.push((
                 "Lifecycle rules (aws s3api put-bucket-lifecycle-configuration --lifecycle-configuration)".to_owned(),
                 Body::Blocks(blocks),
             ));
         }
-        let blocks: Vec<(String, String)> = self
-            .advice
-            .iter()
-            .filter_map(|a| {
-                let text = serde_json::to_string_pretty(a.intelligent_tiering_configuration()?).ok()?;
-                Some((label_of(&a.bucket, &a.dataset), text))
-            })
-            .collect();
+        let blocks = json_blocks(&self.advice, Advice::intelligent_tiering_configuration);
         if !blocks.is_empty() {
             sections.push((
                 "Intelligent-Tiering archive tiers (aws s3api put-bucket-intelligent-tiering-configuration \
@@ -928,6 +911,17 @@ fn minute(t: DateTime<Utc>) -> String {
 }
 
 /// `name` with anything but letters, digits, `.`, `-` and `_` replaced, for a file name.
+/// The `(dataset label, pretty JSON)` of what `value` gives for each piece of advice that has it.
+fn json_blocks(advice: &[Advice], value: impl Fn(&Advice) -> Option<&Value>) -> Vec<(String, String)> {
+    advice
+        .iter()
+        .filter_map(|a| {
+            let text = serde_json::to_string_pretty(value(a)?).ok()?;
+            Some((label_of(&a.bucket, &a.dataset), text))
+        })
+        .collect()
+}
+
 /// Writes `value` as pretty JSON into the file `name` of `dir`.
 fn write_json(dir: &ReportDir, name: &str, value: &Value) -> Result<(), ReportError> {
     let text = serde_json::to_string_pretty(value).map_err(|e| ReportError::InvalidArgument {

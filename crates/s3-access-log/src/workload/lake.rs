@@ -160,6 +160,13 @@ impl Builder {
         date.and_time(NaiveTime::from_hms_opt(hour.min(23), seconds / 60, seconds % 60).unwrap_or(NaiveTime::MIN))
     }
 
+    /// The parts of the feature partition of `day`: keys and sizes.
+    fn feature_partition(&mut self, day: NaiveDate) -> Vec<(String, i64)> {
+        (0..FEATURE_PARTS)
+            .map(|i| (format!("{FEATURES}dt={day}/part-{i:03}.parquet"), self.size(GIB)))
+            .collect()
+    }
+
     /// A size of about `mean` bytes (within 20%).
     fn size(&mut self, mean: f64) -> i64 {
         (mean * self.rng.random_range(0.8..1.2)) as i64
@@ -434,9 +441,7 @@ pub fn generate(start: NaiveDate, days: u32, seed: u64) -> Lake {
             continue;
         };
         let at = day.and_time(NaiveTime::from_hms_opt(3, 0, 0).unwrap_or(NaiveTime::MIN));
-        let parts: Vec<(String, i64)> = (0..FEATURE_PARTS)
-            .map(|i| (format!("{FEATURES}dt={day}/part-{i:03}.parquet"), b.size(GIB)))
-            .collect();
+        let parts = b.feature_partition(day);
         for (key, size) in &parts {
             b.store(LAKE_BUCKET, FEATURES, key, *size, at, "STANDARD");
         }
@@ -448,9 +453,7 @@ pub fn generate(start: NaiveDate, days: u32, seed: u64) -> Lake {
 
         // Features: a partition a day, and a backtest reading partitions 60 to 300 days old in
         // full every night.
-        let parts: Vec<(String, i64)> = (0..FEATURE_PARTS)
-            .map(|i| (format!("{FEATURES}dt={today}/part-{i:03}.parquet"), b.size(GIB)))
-            .collect();
+        let parts = b.feature_partition(today);
         for (key, size) in &parts {
             let at = b.at(today, 3);
             b.put(at, FEATURES, "feature-pipeline", key.clone(), *size);
