@@ -11,6 +11,7 @@ use tracing::debug;
 
 use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit};
 use crate::error::LakeError;
+use crate::progress::{self, Advance};
 
 /// Microseconds since the Unix epoch, now.
 pub fn now_micros() -> i64 {
@@ -155,7 +156,7 @@ pub async fn commit_sources(
     sources: Vec<SourceFiles>,
     retry: &Retry,
 ) -> Result<AppendOutcome, LakeError> {
-    commit_files(uri, table, sources, true, retry).await
+    commit_files(uri, table, sources, true, &[], retry).await
 }
 
 /// Commits the files of `sources` as one new version of `table`, as plain appends: no `txn` is
@@ -169,7 +170,25 @@ pub async fn commit_appends(
     sources: Vec<SourceFiles>,
     retry: &Retry,
 ) -> Result<AppendOutcome, LakeError> {
-    commit_files(uri, table, sources, false, retry).await
+    commit_files(uri, table, sources, false, &[], retry).await
+}
+
+/// Commits the files of `sources` as plain appends together with the new positions of the
+/// streams their rows came from (see [`crate::progress`]), so that the rows and the record of
+/// how far each stream is in land atomically: a writer handed the same records again reads the
+/// positions ([`crate::progress::position`]) and skips what the table has.
+///
+/// The commit is refused with [`LakeError::Conflict`] (nothing written, files deleted) when
+/// another writer moved one of the streams since [`Advance::from`] was read; failures otherwise
+/// behave as in [`commit_sources`].
+pub async fn commit_appends_at(
+    uri: &str,
+    table: &mut DeltaTable,
+    sources: Vec<SourceFiles>,
+    advances: &[Advance],
+    retry: &Retry,
+) -> Result<AppendOutcome, LakeError> {
+    commit_files(uri, table, sources, false, advances, retry).await
 }
 
 async fn commit_files(
@@ -177,9 +196,10 @@ async fn commit_files(
     table: &mut DeltaTable,
     sources: Vec<SourceFiles>,
     record_sources: bool,
+    advances: &[Advance],
     retry: &Retry,
 ) -> Result<AppendOutcome, LakeError> {
-    if sources.is_empty() {
+    if sources.is_empty() && advances.is_empty() {
         return Ok(AppendOutcome::default());
     }
     let now_ms = now_micros() / 1000;
@@ -197,6 +217,9 @@ async fn commit_files(
         outcome.files += files.adds.len();
         actions.extend(files.adds.into_iter().map(Action::Add));
     }
+    for advance in advances {
+        transactions.extend(progress::transactions(uri, &advance.stream, &advance.to, now_ms)?);
+    }
     if actions.is_empty() && transactions.is_empty() {
         return Ok(outcome);
     }
@@ -213,6 +236,8 @@ async fn commit_files(
     };
     let guard = if record_sources {
         Guard::NewTransactions
+    } else if !advances.is_empty() {
+        Guard::Positions(advances)
     } else {
         Guard::None
     };
@@ -324,6 +349,114 @@ mod tests {
             .unwrap();
         assert_eq!(nothing.version, None);
         assert_eq!(table.version(), Some(2));
+    }
+
+    #[tokio::test]
+    async fn stream_positions_land_with_their_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("t").to_str().unwrap().to_owned();
+        let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+        let shard = "kinesis:arn:aws:kinesis:us-east-1:1:stream/s/shardId-000000000000";
+        assert_eq!(crate::progress::position(&uri, &table, shard).await.unwrap(), None);
+        let first = "49590338271490256608559692538361571095921575989136588898";
+        let files = write_source(&uri, &table, "kinesis", &["1"]).await;
+        let advance = Advance {
+            stream: shard.into(),
+            from: None,
+            to: first.into(),
+        };
+        let outcome = commit_appends_at(&uri, &mut table, vec![files], &[advance], &Retry::default())
+            .await
+            .unwrap();
+        assert_eq!(outcome.version, Some(1));
+        let reopened = open_table(&uri, &StorageConfig::default()).await.unwrap();
+        assert_eq!(
+            crate::progress::position(&uri, &reopened, shard)
+                .await
+                .unwrap()
+                .as_deref(),
+            Some(first)
+        );
+        // Another shard's position is its own.
+        assert_eq!(
+            crate::progress::position(&uri, &reopened, "kinesis:other")
+                .await
+                .unwrap(),
+            None
+        );
+
+        // A writer that read the old position loses to the one that moved it, and writes nothing.
+        let mut stale = open_table(&uri, &StorageConfig::default()).await.unwrap();
+        let second = "49590338271490256608559692540925702759324208523137515618";
+        let files = write_source(&uri, &table, "kinesis", &["2"]).await;
+        commit_appends_at(
+            &uri,
+            &mut table,
+            vec![files],
+            &[Advance {
+                stream: shard.into(),
+                from: Some(first.into()),
+                to: second.into(),
+            }],
+            &Retry::default(),
+        )
+        .await
+        .unwrap();
+        let files = write_source(&uri, &stale, "kinesis", &["3"]).await;
+        let err = commit_appends_at(
+            &uri,
+            &mut stale,
+            vec![files],
+            &[Advance {
+                stream: shard.into(),
+                from: Some(first.into()),
+                to: "49590338271490256608559692540925702759324208523137515619".into(),
+            }],
+            &Retry::default(),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(err, LakeError::Conflict { .. }), "{err}");
+        let table = open_table(&uri, &StorageConfig::default()).await.unwrap();
+        assert_eq!(row_count(&table), 4);
+        assert_eq!(
+            crate::progress::position(&uri, &table, shard).await.unwrap().as_deref(),
+            Some(second)
+        );
+        // A shorter number after a longer one reads back as itself, not with the old digits.
+        let mut table = table;
+        commit_appends_at(
+            &uri,
+            &mut table,
+            Vec::new(),
+            &[Advance {
+                stream: shard.into(),
+                from: Some(second.into()),
+                to: "7".into(),
+            }],
+            &Retry::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            crate::progress::position(&uri, &table, shard).await.unwrap().as_deref(),
+            Some("7")
+        );
+        // A position that is not a number is refused before anything is written.
+        let err = commit_appends_at(
+            &uri,
+            &mut table,
+            Vec::new(),
+            &[Advance {
+                stream: shard.into(),
+                from: None,
+                to: "12a".into(),
+            }],
+            &Retry::default(),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(err, LakeError::InvalidPosition { .. }), "{err}");
     }
 
     #[tokio::test]

@@ -28,6 +28,7 @@ use tracing::{debug, warn};
 
 use crate::append::is_committed;
 use crate::error::LakeError;
+use crate::progress::{self, Advance};
 
 /// The `commitInfo` key under which each commit records its own id.
 pub const COMMIT_ID_KEY: &str = "lakelog.commitId";
@@ -131,6 +132,8 @@ pub(crate) enum Guard<'a> {
     NewTransactions,
     /// Each of these files (paths as the log writes them) must still be active.
     Active(&'a [&'a str]),
+    /// Each stream must still be where the writer read it ([`Advance::from`]).
+    Positions(&'a [Advance]),
 }
 
 /// One commit to make.
@@ -389,6 +392,21 @@ async fn check_guard(
                         "version {} or earlier already records {}",
                         snapshot.version(),
                         txn.app_id
+                    )));
+                }
+            }
+            Ok(None)
+        }
+        Guard::Positions(advances) => {
+            for advance in advances.iter() {
+                let now = progress::position(uri, table, &advance.stream).await?;
+                if now != advance.from {
+                    return Ok(Some(format!(
+                        "version {} moved stream {} to {} (this commit read {})",
+                        snapshot.version(),
+                        advance.stream,
+                        now.as_deref().unwrap_or("no position"),
+                        advance.from.as_deref().unwrap_or("no position")
                     )));
                 }
             }

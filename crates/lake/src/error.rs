@@ -69,6 +69,18 @@ pub enum LakeError {
         #[source]
         source: Box<DeltaTableError>,
     },
+    /// A stream position that is not a decimal number of at most
+    /// [`MAX_POSITION_DIGITS`](crate::progress::MAX_POSITION_DIGITS) digits, or a recorded one
+    /// whose `txn` actions do not make one.
+    #[error("table {uri}: stream {stream}: {position:?} is not a position (a decimal number of at most 129 digits)")]
+    InvalidPosition {
+        /// The table.
+        uri: String,
+        /// The stream.
+        stream: String,
+        /// The position given, or what was found.
+        position: String,
+    },
     /// A data file of the table could not be read.
     #[error("table {uri}: data file {file}: {reason}")]
     ReadFile {

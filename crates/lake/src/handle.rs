@@ -2,9 +2,12 @@
 
 use deltalake::DeltaTable;
 
-use crate::append::{AppendOutcome, SourceFiles, SourceWriter, commit_appends, commit_sources, is_committed};
+use crate::append::{
+    AppendOutcome, SourceFiles, SourceWriter, commit_appends, commit_appends_at, commit_sources, is_committed,
+};
 use crate::commit::Retry;
 use crate::error::LakeError;
+use crate::progress::{self, Advance};
 use crate::storage::StorageConfig;
 use crate::table::{TableSpec, open_or_create, open_table};
 
@@ -74,6 +77,23 @@ impl Table {
         retry: &Retry,
     ) -> Result<AppendOutcome, LakeError> {
         commit_appends(&self.uri, &mut self.delta, sources, retry).await
+    }
+
+    /// How far `stream` is in the loaded version (see [`crate::progress`]); `None` when no commit
+    /// recorded a position of it.
+    pub async fn position(&self, stream: &str) -> Result<Option<String>, LakeError> {
+        progress::position(&self.uri, &self.delta, stream).await
+    }
+
+    /// Commits `sources` as plain appends with the streams' new positions; see
+    /// [`commit_appends_at`].
+    pub async fn commit_appends_at(
+        &mut self,
+        sources: Vec<SourceFiles>,
+        advances: &[Advance],
+        retry: &Retry,
+    ) -> Result<AppendOutcome, LakeError> {
+        commit_appends_at(&self.uri, &mut self.delta, sources, advances, retry).await
     }
 
     /// The schema of the version loaded, as Arrow has it.

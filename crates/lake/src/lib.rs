@@ -34,14 +34,19 @@ pub mod maintenance;
 mod maintenance_compact;
 #[cfg(test)]
 mod maintenance_tests;
+pub mod progress;
 pub mod sources;
 mod storage;
 mod table;
 
-pub use append::{AppendOutcome, SourceFiles, SourceWriter, commit_appends, commit_sources, is_committed, now_micros};
+pub use append::{
+    AppendOutcome, SourceFiles, SourceWriter, commit_appends, commit_appends_at, commit_sources, is_committed,
+    now_micros,
+};
 pub use commit::{COMMIT_ID_KEY, Retry};
 pub use error::LakeError;
 pub use handle::Table;
+pub use progress::Advance;
 pub use storage::{StorageConfig, table_url};
 pub use table::{FileStats, TableSpec, file_stats, open_or_create, open_table};
 

@@ -54,8 +54,9 @@ pub struct CompactOptions {
     /// A partition is compacted once its date ended this long ago (a file of a table without a
     /// date partition column, once it is this old). Default 48 hours.
     pub grace: TimeDelta,
-    /// Drop rows whose value in this column was already seen in the partition (the first is
-    /// kept). Rows where it is null are all kept.
+    /// Drop rows whose key was already seen in the partition (the first is kept): one column,
+    /// or several joined by `+` (`gameId+eventId`), whose values together are the key.
+    /// Rows whose key columns are all null are all kept.
     pub dedup_key: Option<String>,
     /// The time that decides which partitions are closed.
     pub now: DateTime<Utc>,
@@ -263,7 +264,8 @@ pub fn plan_compaction(
                 .is_some_and(|f| f.data_type() == &DataType::DATE)
         })
         .cloned();
-    if let Some(key) = &options.dedup_key {
+    for key in options.dedup_key.iter().flat_map(|k| key_columns(k)) {
+        let key = &key.to_owned();
         let reason = match schema.field(key) {
             None => Some("no such column".to_owned()),
             Some(_) if partition_columns.contains(key) => Some("is a partition column".to_owned()),
@@ -481,6 +483,16 @@ pub async fn compact(
     Ok(report)
 }
 
+/// The columns of a deduplication key: `gameId+eventId` is two.
+fn key_columns(key: &str) -> impl Iterator<Item = &str> {
+    key.split('+').map(str::trim).filter(|c| !c.is_empty())
+}
+
+/// Separates the values of a key's columns in the text that is fingerprinted.
+const KEY_SEPARATOR: char = '\u{1f}';
+/// Stands for a null value of one of a key's columns.
+const KEY_NULL: char = '\u{0}';
+
 fn past(stop_at: Option<Instant>) -> bool {
     stop_at.is_some_and(|at| Instant::now() >= at)
 }
@@ -544,19 +556,22 @@ impl<'a> PartitionWork<'a> {
     /// Adds the keys of a file that stays to the seen keys (reading only the key column).
     async fn remember_keys(&mut self, table: &DeltaTable, file: &DataFile, key: &str) -> Result<(), MaintenanceError> {
         let builder = self.open(table, file).await?;
-        let index = builder
-            .schema()
-            .index_of(key)
-            .map_err(|_| self.read_error(&file.path, format!("has no column {key}")))?;
-        let mask = ProjectionMask::roots(builder.parquet_schema(), [index]);
+        let indices = key_columns(key)
+            .map(|column| {
+                builder
+                    .schema()
+                    .index_of(column)
+                    .map_err(|_| self.read_error(&file.path, format!("has no column {column}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mask = ProjectionMask::roots(builder.parquet_schema(), indices);
         let mut stream = builder
             .with_projection(mask)
             .with_batch_size(BATCH_ROWS)
             .build()
             .map_err(|e| self.read_error(&file.path, e))?;
         while let Some(batch) = stream.try_next().await.map_err(|e| self.read_error(&file.path, e))? {
-            let keys = self.key_strings(&file.path, batch.column(0))?;
-            for key in keys.iter().flatten() {
+            for key in self.keys_of(&file.path, &batch, key)?.iter().flatten() {
                 self.keys.insert(key);
             }
         }
@@ -585,6 +600,41 @@ impl<'a> PartitionWork<'a> {
         Ok(strings.as_string::<i32>().clone())
     }
 
+    /// The key of each row of `batch`: the text of its key column, or of its key columns joined
+    /// (a null one as a marker); `None` for a row whose key columns are all null.
+    fn keys_of(&self, file: &str, batch: &RecordBatch, key: &str) -> Result<Vec<Option<String>>, MaintenanceError> {
+        let columns = key_columns(key)
+            .map(|name| {
+                let column = batch
+                    .column_by_name(name)
+                    .ok_or_else(|| self.read_error(file, format!("has no column {name}")))?;
+                self.key_strings(file, column)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if let [column] = columns.as_slice() {
+            return Ok(column.iter().map(|k| k.map(str::to_owned)).collect());
+        }
+        Ok((0..batch.num_rows())
+            .map(|row| {
+                if columns.iter().all(|c| c.is_null(row)) {
+                    return None;
+                }
+                let mut text = String::new();
+                for (i, column) in columns.iter().enumerate() {
+                    if i > 0 {
+                        text.push(KEY_SEPARATOR);
+                    }
+                    if column.is_null(row) {
+                        text.push(KEY_NULL);
+                    } else {
+                        text.push_str(column.value(row));
+                    }
+                }
+                Some(text)
+            })
+            .collect())
+    }
+
     /// Drops the rows of `batch` whose key was seen, recording the others' keys.
     fn deduplicate(
         &mut self,
@@ -592,13 +642,10 @@ impl<'a> PartitionWork<'a> {
         batch: RecordBatch,
         key: &str,
     ) -> Result<(RecordBatch, u64), MaintenanceError> {
-        let column = batch
-            .column_by_name(key)
-            .ok_or_else(|| self.read_error(file, format!("has no column {key}")))?;
-        let keys = self.key_strings(file, column)?;
+        let keys = self.keys_of(file, &batch, key)?;
         let keep: BooleanArray = keys
             .iter()
-            .map(|k| Some(k.is_none_or(|k| self.keys.insert(k))))
+            .map(|k| Some(k.as_deref().is_none_or(|k| self.keys.insert(k))))
             .collect();
         let dropped = keep.false_count() as u64;
         if dropped == 0 {

@@ -3,9 +3,9 @@
 use std::collections::HashMap;
 
 use arrow::datatypes::SchemaRef;
-use deltalake::kernel::StructType;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalake::kernel::transaction::CommitProperties;
+use deltalake::kernel::{StructField, StructType};
 use deltalake::operations::create::CreateBuilder;
 use deltalake::protocol::SaveMode;
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
@@ -133,8 +133,46 @@ pub async fn open_or_create(
             }
         };
     }
-    check_schema(location, &table, spec)?;
+    let missing = check_schema(location, &table, spec)?;
+    if !missing.is_empty() {
+        table = add_columns(location, table, missing, &builder).await?;
+        if let Some(column) = check_schema(location, &table, spec)?.first() {
+            return Err(LakeError::SchemaMismatch {
+                uri: location.into(),
+                detail: format!("column {} is missing and could not be added", column.name()),
+            });
+        }
+    }
     Ok(table)
+}
+
+/// Adds the nullable `columns` a newer release of the spec has to an existing table (Delta
+/// schema evolution: the rows written before read them as null). Another writer may add them
+/// first: then the table is opened again and has them.
+async fn add_columns(
+    location: &str,
+    table: DeltaTable,
+    columns: Vec<StructField>,
+    builder: &impl Fn() -> Result<DeltaTableBuilder, LakeError>,
+) -> Result<DeltaTable, LakeError> {
+    let names: Vec<String> = columns.iter().map(|c| c.name().to_owned()).collect();
+    match table
+        .add_columns()
+        .with_fields(columns)
+        .with_commit_properties(CommitProperties::default().with_max_retries(0))
+        .await
+    {
+        Ok(table) => {
+            info!(table = location, columns = ?names, "added the new nullable columns to the table");
+            Ok(table)
+        }
+        Err(e) => {
+            debug!(table = location, error = %e, "adding columns failed; opening the table again");
+            let mut table = builder()?.build().map_err(|e| LakeError::delta(location, e))?;
+            table.load().await.map_err(|e| LakeError::delta(location, e))?;
+            Ok(table)
+        }
+    }
 }
 
 /// Size of a table's current version, from the Delta log alone (no data file is read).
@@ -160,7 +198,9 @@ pub fn file_stats(table: &DeltaTable) -> Result<FileStats, DeltaTableError> {
 }
 
 /// The table must have the spec's columns (same names, types, nullability) and partitioning.
-fn check_schema(location: &str, table: &DeltaTable, spec: &TableSpec) -> Result<(), LakeError> {
+/// Checks the table's partitioning and columns against `spec`; returns the nullable columns of
+/// the spec the table does not have yet (they can be added), and fails on any other difference.
+fn check_schema(location: &str, table: &DeltaTable, spec: &TableSpec) -> Result<Vec<StructField>, LakeError> {
     let snapshot = table.snapshot().map_err(|e| LakeError::delta(location, e))?;
     let mismatch = |detail: String| LakeError::SchemaMismatch {
         uri: location.into(),
@@ -175,8 +215,10 @@ fn check_schema(location: &str, table: &DeltaTable, spec: &TableSpec) -> Result<
     }
     let expected = spec.delta_schema().map_err(|e| LakeError::delta(location, e))?;
     let actual = snapshot.schema();
+    let mut missing = Vec::new();
     for field in expected.fields() {
         match actual.field(field.name()) {
+            None if field.is_nullable() => missing.push(field.clone()),
             None => return Err(mismatch(format!("column {} is missing", field.name()))),
             Some(found) if found.data_type() != field.data_type() => {
                 return Err(mismatch(format!(
@@ -189,7 +231,7 @@ fn check_schema(location: &str, table: &DeltaTable, spec: &TableSpec) -> Result<
             Some(_) => {}
         }
     }
-    Ok(())
+    Ok(missing)
 }
 
 #[cfg(test)]
@@ -243,6 +285,38 @@ pub(crate) mod tests {
         }
         let log = std::fs::read_dir(dir.path().join("raced/_delta_log")).unwrap().count();
         assert_eq!(log, 1, "exactly one commit");
+    }
+
+    #[tokio::test]
+    async fn new_nullable_columns_are_added_and_old_rows_read_them_as_null() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = dir.path().join("t");
+        let location = location.to_str().unwrap();
+        open_or_create(location, &spec(), &StorageConfig::default())
+            .await
+            .unwrap();
+        let mut newer = spec();
+        let mut fields: Vec<Field> = newer.schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.push(Field::new("extra", DataType::Utf8, true));
+        newer.schema = Arc::new(Schema::new(fields.clone()));
+        let table = open_or_create(location, &newer, &StorageConfig::default())
+            .await
+            .unwrap();
+        assert_eq!(table.version(), Some(1));
+        let schema = table.snapshot().unwrap().schema();
+        assert!(schema.field("extra").is_some_and(StructField::is_nullable));
+        // Opened again, nothing more is added.
+        let again = open_or_create(location, &newer, &StorageConfig::default())
+            .await
+            .unwrap();
+        assert_eq!(again.version(), Some(1));
+        // A new column that may not be null cannot be added to rows that have none.
+        fields.push(Field::new("required", DataType::Utf8, false));
+        newer.schema = Arc::new(Schema::new(fields));
+        let err = open_or_create(location, &newer, &StorageConfig::default())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("column required is missing"), "{err}");
     }
 
     #[tokio::test]

@@ -23,12 +23,13 @@ pub enum Location {
 pub struct TableEntry {
     /// The table or tables.
     pub location: Location,
-    /// Column whose duplicate values compaction removes (`eventId` for game events).
+    /// The key whose duplicates compaction removes: a column, or columns joined by `+`
+    /// (`gameId+eventId` for game events).
     pub dedup_key: Option<String>,
 }
 
 impl TableEntry {
-    /// Parses `LOCATION[#dedup=COLUMN]`, where a location ending in `/*` stands for every table
+    /// Parses `LOCATION[#dedup=COLUMN[+COLUMN...]]`, where a location ending in `/*` stands for every table
     /// directly under it.
     pub fn parse(entry: &str) -> Result<Self, ConfigError> {
         let invalid = |reason: &str| ConfigError::invalid("LAKE_TABLES", entry, reason);
@@ -39,9 +40,13 @@ impl TableEntry {
         let dedup_key = match options {
             None => None,
             Some(options) => match options.split_once('=') {
-                Some(("dedup", column)) if is_column_name(column) => Some(column.to_owned()),
-                Some(("dedup", _)) => return Err(invalid("the dedup column must be a plain column name")),
-                _ => return Err(invalid("the only option is #dedup=COLUMN")),
+                Some(("dedup", key)) if key.split('+').all(is_column_name) => Some(key.to_owned()),
+                Some(("dedup", _)) => {
+                    return Err(invalid(
+                        "the dedup key must be a plain column name, or names joined by +",
+                    ));
+                }
+                _ => return Err(invalid("the only option is #dedup=COLUMN[+COLUMN...]")),
             },
         };
         if !is_table_location(location) {
@@ -130,7 +135,7 @@ mod tests {
     fn tables_and_defaults() {
         let c = config(&[(
             "LAKE_TABLES",
-            "s3://lake/access_logs/*, s3://lake/game_events#dedup=eventId\n./local/t",
+            "s3://lake/access_logs/*, s3://lake/game_events#dedup=gameId+eventId\n./local/t",
         )])
         .unwrap();
         assert_eq!(
@@ -142,7 +147,7 @@ mod tests {
                 },
                 TableEntry {
                     location: Location::Table("s3://lake/game_events".into()),
-                    dedup_key: Some("eventId".into())
+                    dedup_key: Some("gameId+eventId".into())
                 },
                 TableEntry {
                     location: Location::Table("./local/t".into()),
