@@ -19,7 +19,7 @@ use aws_lambda_events::http::{HeaderValue, Method};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use game_api::request::body_bytes;
-use game_api::{ApiConfig, LocalStream, respond};
+use game_api::{ApiConfig, Game, Games, LocalStream, respond};
 use game_events::decode_record;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
@@ -87,7 +87,10 @@ fuzz_target!(|data: &[u8]| {
     let expected = body_bytes(&request, config.max_body_bytes)
         .ok()
         .and_then(|bytes| game_events::parse_events_reference(&bytes).ok());
-    let response = RUNTIME.block_on(respond(&request, &stream, &config));
+    let games = Games::keys([("fuzz-key".to_owned(), Game::new("fuzz").expect("a game name"))]);
+    let mut request = request;
+    request.request_context.identity.api_key = Some("fuzz-key".to_owned());
+    let response = RUNTIME.block_on(respond(&request, &games, &stream, &config));
     let Some(Body::Text(text)) = &response.body else {
         panic!("no JSON text body: {:?}", response.body)
     };

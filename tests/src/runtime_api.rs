@@ -582,6 +582,17 @@ impl Exited {
                 continue;
             }
             let declared = &document["_aws"]["CloudWatchMetrics"][0];
+            // CloudWatch keeps a metric per set of dimensions: a document whose set is not
+            // exactly `dimensions` is another metric.
+            let sets = declared["Dimensions"].as_array().cloned().unwrap_or_default();
+            let exact = sets.iter().any(|set| {
+                set.as_array().is_some_and(|names| {
+                    names.len() == dimensions.len() && dimensions.iter().all(|(k, _)| names.iter().any(|n| n == *k))
+                })
+            });
+            if !exact {
+                continue;
+            }
             assert_eq!(declared["Namespace"], namespace, "{document}");
             let metrics = declared["Metrics"].as_array().cloned().unwrap_or_default();
             assert!(

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, ensure};
 use aws_lambda_events::apigw::{ApiGatewayProxyRequest, ApiGatewayProxyResponse};
 use aws_lambda_events::encodings::Body;
 use chrono::{DateTime, Utc};
-use game_api::testing::{FailingSink, FlakySink};
+use game_api::testing::{FailingSink, FlakySink, sample_games};
 use game_api::{ApiConfig, DeliveryConfig, KinesisSink, PartitionKey, StreamRef, kinesis_client, respond};
 use game_events::synth::{Synth, SynthConfig};
 use game_events::{GameEvent, decode_record};
@@ -176,7 +176,7 @@ async fn events_read_back_from_the_stream_carry_the_seed_envelope() -> Result<()
     ];
     let mut all_results = HashMap::new();
     for request in &requests {
-        let response = respond(request, &sink, &config).await;
+        let response = respond(request, &sample_games(), &sink, &config).await;
         ensure!(response.status_code == 200, "{:?}", response.body);
         all_results.extend(results(&response)?);
     }
@@ -240,7 +240,13 @@ async fn device_ids_keep_each_device_in_one_shard() -> Result<()> {
         partition_key: PartitionKey::DeviceId,
         ..config(Duration::from_secs(10))
     };
-    let response = respond(&request(&synth_events(2, 400), Utc::now())?, &sink, &config).await;
+    let response = respond(
+        &request(&synth_events(2, 400), Utc::now())?,
+        &sample_games(),
+        &sink,
+        &config,
+    )
+    .await;
     ensure!(response.status_code == 200, "{:?}", response.body);
     let stored = read_stream(&client, &stream).await?;
     ensure!(stored.len() == 400);
@@ -270,6 +276,7 @@ async fn throttled_entries_are_retried_and_each_event_is_in_the_stream_once() ->
     );
     let response = respond(
         &request(&synth_events(3, 500), Utc::now())?,
+        &sample_games(),
         &sink,
         &config(Duration::from_secs(20)),
     )
@@ -303,7 +310,13 @@ async fn what_is_still_throttled_when_the_budget_ends_is_answered_503_and_not_ac
         },
         ..ApiConfig::default()
     };
-    let response = respond(&request(&synth_events(4, 300), Utc::now())?, &sink, &config).await;
+    let response = respond(
+        &request(&synth_events(4, 300), Utc::now())?,
+        &sample_games(),
+        &sink,
+        &config,
+    )
+    .await;
     ensure!(response.status_code == 503, "{:?}", response.body);
     ensure!(response.headers.contains_key("retry-after"));
     let (written, failed) = check_acknowledged(&response, &read_stream(&client, &stream).await?)?;
@@ -323,6 +336,7 @@ async fn a_stream_that_fails_every_call_gets_nothing_acknowledged() -> Result<()
     let failing = FailingSink::throttled();
     let response = respond(
         &request(&synth_events(5, 50), Utc::now())?,
+        &sample_games(),
         &failing,
         &config(Duration::from_millis(500)),
     )
@@ -342,6 +356,7 @@ async fn a_missing_stream_is_not_retried_and_nothing_is_acknowledged() -> Result
     let started = Instant::now();
     let response = respond(
         &request(&synth_events(6, 10), Utc::now())?,
+        &sample_games(),
         &sink,
         &config(Duration::from_secs(20)),
     )

@@ -9,6 +9,7 @@ use anyhow::{Context, Result, ensure};
 use aws_lambda_events::apigw::ApiGatewayProxyRequest;
 use aws_lambda_events::event::kinesis::KinesisEventRecord;
 use chrono::{DateTime, Duration, DurationRound, TimeZone, Utc};
+use game_api::testing::{SAMPLE_KEY, sample_games};
 use game_api::{ApiConfig, KinesisSink, StreamRef, kinesis_client, respond};
 use game_events::synth::{Synth, SynthConfig};
 use game_events::{GameEvent, PURCHASE_EVENT};
@@ -27,7 +28,7 @@ fn request(events: &[GameEvent], time: DateTime<Utc>) -> ApiGatewayProxyRequest 
     let body = json!({"events": events}).to_string();
     serde_json::from_value(json!({
         "resource": "/events", "path": "/events", "httpMethod": "POST",
-        "headers": {"content-type": "application/json"},
+        "headers": {"content-type": "application/json", "x-api-key": SAMPLE_KEY},
         "requestContext": {"httpMethod": "POST", "requestTimeEpoch": time.timestamp_millis(), "requestId": unique_name("req")},
         "body": body, "isBase64Encoded": false
     }))
@@ -84,7 +85,7 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
     let mut sent_ids = BTreeSet::new();
     for (i, time) in times.iter().enumerate() {
         let events = synth.events(25, *time);
-        let response = respond(&request(&events, *time), &sink, &config).await;
+        let response = respond(&request(&events, *time), &sample_games(), &sink, &config).await;
         ensure!(response.status_code == 200, "request {i}: {:?}", response.body);
         let body: Value = match &response.body {
             Some(aws_lambda_events::encodings::Body::Text(text)) => serde_json::from_str(text)?,
@@ -260,6 +261,31 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
         })
         .collect();
     assert_eq!(dau, got_dau);
+
+    // Revenue by game and item: a parameter the table keeps in extraParams, read by Athena's
+    // json_extract_scalar (DuckDB's json_extract_string), and by the report.
+    let by_item = duckdb(
+        standin.endpoint(),
+        &athena_query("GameRevenueByItemQuery", GAME_EVENTS, &scan)?
+            .replace("json_extract_scalar(", "json_extract_string("),
+    )?;
+    ensure!(!by_item.is_empty(), "no purchases by item");
+    ensure!(
+        by_item.len() == report.revenue.by_item.len(),
+        "{by_item:?} vs {:?}",
+        report.revenue.by_item
+    );
+    for (row, reported) in by_item.iter().zip(&report.revenue.by_item) {
+        ensure!(row[0].as_str() == Some(game_api::testing::SAMPLE_GAME), "{row:?}");
+        ensure!(
+            row[1].as_str() == Some(reported.name.as_str()),
+            "{row:?} vs {reported:?}"
+        );
+        ensure!(row[2].as_i64() == Some(reported.purchases), "{row:?} vs {reported:?}");
+        let revenue = row[3].as_f64().unwrap_or(f64::NAN);
+        ensure!((revenue - reported.revenue).abs() < 1e-6, "{row:?} vs {reported:?}");
+    }
+    ensure!(report.revenue.by_game.len() == 1 && report.revenue.by_game[0].name == game_api::testing::SAMPLE_GAME);
 
     // Revenue and sessions, by DuckDB over the same table's events (each eventId once: the last
     // batch was delivered twice): purchases not late, and each device's events cut after 30

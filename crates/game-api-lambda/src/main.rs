@@ -1,7 +1,8 @@
 //! `game-api-lambda`: API Gateway REST proxy requests -> validated, stamped events -> Kinesis.
 
 use env_config::Vars;
-use game_api::{Config, KinesisSink, kinesis_client};
+use game_api::games::ApiGatewayGames;
+use game_api::{Config, Games, KinesisSink, kinesis_client};
 use game_api_lambda::handler;
 use lambda_runtime::{Error, service_fn};
 
@@ -21,6 +22,11 @@ async fn main() -> Result<(), Error> {
     };
     let sdk = aws_config::load_from_env().await;
     let sink = KinesisSink::new(kinesis_client(&sdk), config.stream.clone());
-    let (sink, api, namespace) = (&sink, &config.api, namespace.as_str());
-    lambda_runtime::run(service_fn(move |event| handler::handle(event, sink, api, namespace))).await
+    // Each game's key is API Gateway's: the key names its game in its tags.
+    let games = Games::ApiGateway(ApiGatewayGames::new(aws_sdk_apigateway::Client::new(&sdk)));
+    let (games, sink, api, namespace) = (&games, &sink, &config.api, namespace.as_str());
+    lambda_runtime::run(service_fn(move |event| {
+        handler::handle(event, games, sink, api, namespace)
+    }))
+    .await
 }

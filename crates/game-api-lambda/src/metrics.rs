@@ -8,7 +8,8 @@ pub const FUNCTION: &str = "game-api";
 
 /// The documents of one request: requests, events accepted and left unwritten, answers by class
 /// (`Answered2xx`, `Answered4xx`, `Answered5xx`, `Answered503`) and the latency; for a refused
-/// request, a second document counting it by `Reason`.
+/// request, a document counting it by `Reason`; for a request of a known game, its requests and
+/// events accepted by `Game`.
 pub fn request(namespace: &str, answered: &Answered) -> Vec<Metrics> {
     let mut metrics = Metrics::new(namespace).dimension("Function", FUNCTION);
     let class = |low: u16| f64::from(u8::from((low..low + 100).contains(&answered.status)));
@@ -29,6 +30,16 @@ pub fn request(namespace: &str, answered: &Answered) -> Vec<Metrics> {
         refused.put("RequestsRefused", 1.0, Unit::Count);
         documents.push(refused);
     }
+    // Per game: games are created by their operators, so the dimension's values are few.
+    if let Some(game) = &answered.game {
+        let mut per_game = Metrics::new(namespace)
+            .dimension("Function", FUNCTION)
+            .dimension("Game", game);
+        per_game
+            .put("Requests", 1.0, Unit::Count)
+            .put("EventsAccepted", answered.written as f64, Unit::Count);
+        documents.push(per_game);
+    }
     documents
 }
 
@@ -41,6 +52,7 @@ mod tests {
     #[test]
     fn requests_are_counted_by_outcome() {
         let written = Answered {
+            game: None,
             status: 200,
             written: 3,
             failed: 0,
@@ -60,7 +72,7 @@ mod tests {
             status: 503,
             written: 1,
             failed: 2,
-            ..written
+            ..written.clone()
         };
         let document = request("ns", &unwritten)[0].document(0);
         assert_eq!(
@@ -73,7 +85,7 @@ mod tests {
             written: 0,
             failed: 0,
             refused: Some("InvalidEvents"),
-            ..written
+            ..written.clone()
         };
         let documents: Vec<_> = request("ns", &refused).iter().map(|m| m.document(0)).collect();
         assert_eq!(documents[0]["Answered4xx"], 1.0);
@@ -83,5 +95,15 @@ mod tests {
             documents[1]["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
             serde_json::json!([["Function", "Reason"]])
         );
+
+        // A game's requests are counted for it too.
+        let game = Answered {
+            game: Some("space-miners".into()),
+            ..written
+        };
+        let documents: Vec<_> = request("ns", &game).iter().map(|m| m.document(0)).collect();
+        assert_eq!(documents.len(), 2);
+        assert_eq!(documents[1]["Game"], "space-miners");
+        assert_eq!(documents[1]["EventsAccepted"], 3.0);
     }
 }

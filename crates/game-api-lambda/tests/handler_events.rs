@@ -13,7 +13,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use flate2::Compression;
 use flate2::write::GzEncoder;
-use game_api::testing::{FailingSink, FlakySink, LostReplySink};
+use game_api::testing::{FailingSink, FlakySink, LostReplySink, sample_games};
 use game_api::{ApiConfig, DeliveryConfig, LocalStream, PartitionKey, RecordSink, respond};
 use game_api_lambda::handler::handle;
 use game_events::decode_record;
@@ -53,6 +53,7 @@ fn quick() -> ApiConfig {
 async fn call<S: RecordSink>(request: ApiGatewayProxyRequest, sink: &S, config: &ApiConfig) -> ApiGatewayProxyResponse {
     handle(
         LambdaEvent::new(request, Context::default()),
+        &sample_games(),
         sink,
         config,
         emf::DEFAULT_NAMESPACE,
@@ -247,7 +248,12 @@ async fn bad_requests_get_their_status_and_a_clear_message_and_write_nothing() {
             413,
             "501 events in one request: at most 500 are accepted, send the rest in another request",
         ),
-        ("an event over 1 MiB", with_body(&huge), 413, "event 1 ("),
+        (
+            "a parameter over 1 KB",
+            with_body(&huge),
+            400,
+            "1 of 2 events are invalid",
+        ),
         (
             "gzip garbage",
             base64_request(b"\x1f\x8b\x08\x00garbage", true),
@@ -349,16 +355,16 @@ async fn the_size_limits_name_the_events() {
         r#"{{"events": [{{"eventName": "a", "eventParams": {{"b": "{big}"}}}}, {{"eventName": "b"}}, {{"eventName": "c", "x": "{big}"}}]}}"#
     );
     let response = call(with_body(&body_text), &stream, &quick()).await;
-    assert_eq!(response.status_code, 413);
+    // Values are bounded long before a record reaches Kinesis' 1 MiB: each parameter is named.
+    assert_eq!(response.status_code, 400);
     let answer = body(&response);
-    let indices: Vec<u64> = answer["errors"]
+    let named: Vec<(u64, &str)> = answer["errors"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| e["index"].as_u64().unwrap())
+        .map(|e| (e["index"].as_u64().unwrap(), e["field"].as_str().unwrap()))
         .collect();
-    assert_eq!(indices, [0, 2]);
-    assert_eq!(answer["errors"][0]["limit"], 1_048_576);
+    assert_eq!(named, [(0, "eventParams.b"), (2, "x")]);
     // A body that inflates beyond 10 MiB is refused while decompressing.
     let bomb = gzip(&vec![b' '; (10 << 20) + 1]);
     let response = call(base64_request(&bomb, true), &stream, &quick()).await;
@@ -491,7 +497,7 @@ async fn a_lost_reply_is_not_an_acknowledgement() {
 #[tokio::test]
 async fn respond_is_what_handle_answers() {
     let stream = LocalStream::new("game-events");
-    let response = respond(&request("apigw-batch.json"), &stream, &quick()).await;
+    let response = respond(&request("apigw-batch.json"), &sample_games(), &stream, &quick()).await;
     assert_eq!(response.status_code, 200);
     assert_eq!(stream.len(), 3);
 }

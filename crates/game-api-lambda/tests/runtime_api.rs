@@ -32,10 +32,84 @@ fn response(answer: Answer) -> (u64, Value) {
     )
 }
 
+/// A REST API with a stage, and the API Gateway keys of three games on it, as `lakelog games add`
+/// makes them, the third one revoked: returns the key ids.
+async fn three_games(apigateway: &aws_sdk_apigateway::Client) -> [String; 3] {
+    let api = apigateway
+        .create_rest_api()
+        .name(unique_name("games"))
+        .send()
+        .await
+        .unwrap();
+    let api_id = api.id().unwrap().to_owned();
+    let root = apigateway
+        .get_resources()
+        .rest_api_id(&api_id)
+        .send()
+        .await
+        .unwrap()
+        .items()[0]
+        .id()
+        .unwrap()
+        .to_owned();
+    apigateway
+        .put_method()
+        .rest_api_id(&api_id)
+        .resource_id(&root)
+        .http_method("POST")
+        .authorization_type("NONE")
+        .api_key_required(true)
+        .send()
+        .await
+        .unwrap();
+    apigateway
+        .put_integration()
+        .rest_api_id(&api_id)
+        .resource_id(&root)
+        .http_method("POST")
+        .r#type(aws_sdk_apigateway::types::IntegrationType::Mock)
+        .send()
+        .await
+        .unwrap();
+    apigateway
+        .create_deployment()
+        .rest_api_id(&api_id)
+        .stage_name("prod")
+        .send()
+        .await
+        .unwrap();
+    let throttle = game_api::games::Throttle { rate: 50.0, burst: 100 };
+    let mut ids = Vec::new();
+    let revoked = unique_name("revoked");
+    for (name, max) in [
+        (unique_name("miners"), 100.0),
+        (unique_name("towns"), 1000.0),
+        (revoked.clone(), 10.0),
+    ] {
+        let game = game_api::Game::new(&name).unwrap().with_amounts(0.0, max).unwrap();
+        let key = game_api::games::add_game(apigateway, &api_id, "prod", &game, throttle)
+            .await
+            .unwrap();
+        assert!(key.key.as_deref().is_some_and(|k| k.len() >= 20), "{key:?}");
+        ids.push(key.key_id);
+    }
+    game_api::games::revoke_game(apigateway, &revoked).await.unwrap();
+    [ids[0].clone(), ids[1].clone(), ids[2].clone()]
+}
+
+/// The sample request `name` as sent with the key `key_id`.
+fn with_key(name: &str, key_id: &str) -> Vec<u8> {
+    let mut request: Value = serde_json::from_slice(&sample(name)).unwrap();
+    request["requestContext"]["identity"]["apiKeyId"] = Value::from(key_id);
+    request.to_string().into_bytes()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_the_sample_requests_with_their_events_in_kinesis() {
     let standin = StandIn::connect().await.unwrap();
     let kinesis = aws_sdk_kinesis::Client::new(&standin.sdk_config());
+    let apigateway = aws_sdk_apigateway::Client::new(&standin.sdk_config());
+    let [miners, towns, revoked] = three_games(&apigateway).await;
     let stream = unique_name("runtime-api");
     kinesis
         .create_stream()
@@ -52,12 +126,12 @@ async fn answers_the_sample_requests_with_their_events_in_kinesis() {
     let function = Function::start_with_timeout(Path::new(BINARY), &vars, TIMEOUT).unwrap();
 
     let mut written = 0;
-    for (name, events) in [
-        ("apigw-single-event.json", 1),
-        ("apigw-batch.json", 3),
-        ("apigw-gzip-base64.json", 3),
+    for (name, events, key) in [
+        ("apigw-single-event.json", 1, &miners),
+        ("apigw-batch.json", 3, &towns),
+        ("apigw-gzip-base64.json", 3, &miners),
     ] {
-        let answer = tokio::task::block_in_place(|| function.invoke(&sample(name), WAIT)).unwrap();
+        let answer = tokio::task::block_in_place(|| function.invoke(&with_key(name, key), WAIT)).unwrap();
         let (status, body) = response(answer);
         assert_eq!(status, 200, "{name}: {body}");
         assert_eq!(body["written"], events, "{name}: {body}");
@@ -66,15 +140,47 @@ async fn answers_the_sample_requests_with_their_events_in_kinesis() {
     }
 
     // A body that is not JSON is refused in words, and nothing is written.
-    let mut bad: Value = serde_json::from_slice(&sample("apigw-single-event.json")).unwrap();
+    let mut bad: Value = serde_json::from_slice(&with_key("apigw-single-event.json", &miners)).unwrap();
     bad["body"] = Value::from("{not json");
     let answer = tokio::task::block_in_place(|| function.invoke(bad.to_string().as_bytes(), WAIT)).unwrap();
     let (status, body) = response(answer);
     assert_eq!(status, 400, "{body}");
     assert!(body["message"].as_str().unwrap().contains("JSON"), "{body}");
 
+    // A key of no game (one API Gateway accepted, but that names no game) writes nothing.
+    let stranger = apigateway
+        .create_api_key()
+        .name(unique_name("not-a-game"))
+        .enabled(true)
+        .send()
+        .await
+        .unwrap();
+    let answer = tokio::task::block_in_place(|| {
+        function.invoke(&with_key("apigw-single-event.json", stranger.id().unwrap()), WAIT)
+    })
+    .unwrap();
+    let (status, body) = response(answer);
+    assert_eq!(
+        (status, body["message"].as_str()),
+        (403, Some("the API key belongs to no game"))
+    );
+    // A revoked game's key, should API Gateway still pass it on, writes nothing either.
+    let answer =
+        tokio::task::block_in_place(|| function.invoke(&with_key("apigw-single-event.json", &revoked), WAIT)).unwrap();
+    let (status, body) = response(answer);
+    assert_eq!(status, 403, "{body}");
+    assert!(body["message"].as_str().unwrap().ends_with("was revoked"), "{body}");
+
+    // Each record is stamped with the game of the key it came with, never the body's.
     let records = read_stream(&kinesis, &stream).await.unwrap();
     assert_eq!(records.len(), written);
+    let games: Vec<String> = records
+        .iter()
+        .map(|r| game_events::decode_record(&r.data).unwrap().game_id.unwrap())
+        .collect();
+    let miners_game = games[0].clone();
+    assert!(miners_game.starts_with("miners"), "{games:?}");
+    assert_eq!(games.iter().filter(|g| **g == miners_game).count(), 4, "{games:?}");
     let exited = function.stop();
     assert!(!exited.stderr.contains("panicked"), "{}", exited.stderr);
 
@@ -82,10 +188,12 @@ async fn answers_the_sample_requests_with_their_events_in_kinesis() {
     let sum =
         |name: &str, unit: &str, dimensions: &[(&str, &str)]| exited.metric_sum("lakelog/test", name, unit, dimensions);
     let api = [("Function", "game-api")];
-    assert_eq!(sum("Requests", "Count", &api), 4.0);
+    assert_eq!(sum("Requests", "Count", &api), 6.0);
     assert_eq!(sum("EventsAccepted", "Count", &api), written as f64);
     assert_eq!(sum("Answered2xx", "Count", &api), 3.0);
-    assert_eq!(sum("Answered4xx", "Count", &api), 1.0);
+    assert_eq!(sum("Answered4xx", "Count", &api), 3.0);
+    let per_game = [("Function", "game-api"), ("Game", miners_game.as_str())];
+    assert_eq!(sum("EventsAccepted", "Count", &per_game), 4.0);
     assert_eq!(sum("Answered503", "Count", &api), 0.0);
     assert!(sum("Latency", "Milliseconds", &api) > 0.0);
     assert_eq!(

@@ -26,6 +26,7 @@ fn handler(c: &mut Criterion) {
         .expect("a runtime");
     let stream = LocalStream::with_capacity("bench", usize::MAX);
     let config = ApiConfig::default();
+    let games = common::games();
     let mut group = c.benchmark_group("api_100_events");
     group.throughput(Throughput::Elements(common::EVENTS_PER_REQUEST as u64));
     group.measurement_time(Duration::from_secs(10));
@@ -39,7 +40,7 @@ fn handler(c: &mut Criterion) {
                 let request = &requests[i % requests.len()];
                 i += 1;
                 let started = Instant::now();
-                let response = runtime.block_on(respond(request, &stream, &config));
+                let response = runtime.block_on(respond(request, &games, &stream, &config));
                 handler += started.elapsed();
                 assert_eq!(response.status_code, 200);
                 black_box(stream.drain());
@@ -47,11 +48,12 @@ fn handler(c: &mut Criterion) {
             handler
         })
     });
+    let game = game_api::Game::new("lakelog-legends").expect("a game name");
     group.bench_function("prepare_only", |b| {
         b.iter(|| {
             let request = &requests[i % requests.len()];
             i += 1;
-            black_box(prepare(request, &config, Utc::now()).expect("valid"))
+            black_box(prepare(request, &game, &config, Utc::now()).expect("valid"))
         })
     });
     group.finish();

@@ -96,9 +96,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
     let stream = LocalStream::with_capacity("latency", usize::MAX);
     let config = ApiConfig::default();
+    let games = common::games();
     // Warm-up: caches, allocator, branch predictors.
     for request in &requests {
-        runtime.block_on(respond(request, &stream, &config));
+        runtime.block_on(respond(request, &games, &stream, &config));
         stream.drain();
     }
     let mut wall = Vec::with_capacity(count);
@@ -106,7 +107,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for i in 0..count {
         let request = &requests[i % requests.len()];
         let (cpu_start, wall_start) = (thread_cpu_time(), Instant::now());
-        let response = runtime.block_on(respond(request, &stream, &config));
+        let response = runtime.block_on(respond(request, &games, &stream, &config));
         wall.push(wall_start.elapsed().as_secs_f64() * 1e6);
         cpu.push((thread_cpu_time() - cpu_start).as_secs_f64() * 1e6);
         if response.status_code != 200 {

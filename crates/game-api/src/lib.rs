@@ -17,6 +17,7 @@
 
 pub mod config;
 pub mod deliver;
+pub mod games;
 pub mod local;
 pub mod request;
 pub mod respond;
@@ -26,6 +27,7 @@ pub mod testing;
 
 pub use config::{ApiConfig, Config, ConfigError, PartitionKey};
 pub use deliver::{Delivery, DeliveryConfig, Outcome, deliver};
+pub use games::{Game, GameError, Games};
 pub use local::{LOCAL_SHARD_ID, LocalStream};
 pub use respond::{Answered, ApiError, Prepared, answer, prepare, respond};
 pub use sink::{

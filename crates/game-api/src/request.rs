@@ -5,19 +5,16 @@ use std::borrow::Cow;
 use std::io::Read;
 
 use aws_lambda_events::apigw::ApiGatewayProxyRequest;
-use aws_lambda_events::http::{self, HeaderMap, Method};
+use aws_lambda_events::http::{self, Method};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use flate2::read::MultiGzDecoder;
 use game_events::Envelope;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// The most bytes of a request body once decoded from base64 and decompressed: API Gateway's
 /// payload limit.
 pub const MAX_BODY_BYTES: usize = 10 << 20;
-
-/// Headers whose values are credentials: they never reach the stream.
-pub const REDACTED_HEADERS: [&str; 4] = ["x-api-key", "authorization", "cookie", "proxy-authorization"];
 
 /// What is wrong with a request before its body is read as events.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -158,53 +155,71 @@ pub fn body_bytes(request: &ApiGatewayProxyRequest, max_bytes: usize) -> Result<
     Ok(Cow::Owned(out))
 }
 
-/// How `ApiGatewayProxyRequest` serialises its last two fields when it has no body: what
-/// [`envelope`] cuts `"body":null,` out of.
-const SERIALISED_END: &[u8] = b",\"body\":null,\"isBase64Encoded\":false}";
+/// The most bytes of a header value a record keeps.
+pub const MAX_KEPT_HEADER_BYTES: usize = 256;
 
-/// The envelope of the request's records: the request as JSON without its body, with credential
-/// headers ([`REDACTED_HEADERS`]) and `requestContext.identity.apiKey` removed, since the stream
-/// and the tables are read by many.
-pub fn envelope(request: &ApiGatewayProxyRequest) -> Result<Envelope, serde_json::Error> {
-    let copy = without_body_or_credentials(request);
-    // Serialised straight into the envelope's text, and `"body":null,` cut out of it: the record
-    // puts the event there. Fails only for a header value that is not UTF-8.
-    let mut json = serde_json::to_vec(&copy)?;
-    if json.ends_with(SERIALISED_END) {
-        let body_at = json.len() - SERIALISED_END.len() + 1;
-        json.drain(body_at..body_at + b"\"body\":null,".len());
-        if let Some(envelope) = Envelope::from_object_json(json) {
-            return Ok(envelope);
+/// Headers whose values a record keeps (cut to [`MAX_KEPT_HEADER_BYTES`]): what says which
+/// client sent the request and how. Every other header stays out of the stream, so that what a
+/// request writes to Kinesis stays in proportion to its body, however many headers it had.
+pub const KEPT_HEADERS: [&str; 4] = ["content-type", "content-encoding", "user-agent", "x-forwarded-for"];
+
+/// The envelope of the request's records, in the seed's shape (the API Gateway request as JSON,
+/// the event as `body`), with the request's facts only: `resource`, `path`, `httpMethod`, the
+/// headers of [`KEPT_HEADERS`] (cut to [`MAX_KEPT_HEADER_BYTES`]), and of `requestContext` the
+/// ids, stage, path, method, time, protocol, domain, and of its `identity` the source IP and the
+/// key's id. Never the body's other copies, the other headers, or the API key itself (the stream
+/// and the tables are read by many). Fields the request does not have are left out.
+pub fn envelope(request: &ApiGatewayProxyRequest) -> Envelope {
+    Envelope::new(facts(request))
+}
+
+/// A text field, when the request has it.
+fn put(map: &mut Map<String, Value>, name: &str, value: Option<&str>) {
+    if let Some(value) = value {
+        map.insert(name.to_owned(), Value::String(value.to_owned()));
+    }
+}
+
+/// The request's facts as a JSON object (see [`envelope`]).
+fn facts(request: &ApiGatewayProxyRequest) -> Map<String, Value> {
+    let mut out = Map::new();
+    put(&mut out, "resource", request.resource.as_deref());
+    put(&mut out, "path", request.path.as_deref());
+    put(&mut out, "httpMethod", Some(request.http_method.as_str()));
+    let mut headers = Map::new();
+    for name in KEPT_HEADERS {
+        if let Some(value) = header(request, name) {
+            let text = String::from_utf8_lossy(value.as_bytes());
+            let mut end = text.len().min(MAX_KEPT_HEADER_BYTES);
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            headers.insert(name.to_owned(), Value::String(text[..end].to_owned()));
         }
     }
-    // Another shape of the request's JSON (another version of its type): through a `Value`,
-    // which `Envelope::new` takes the body out of.
-    envelope_through_value(&copy)
-}
-
-/// A copy of the request without its body (`isBase64Encoded` then `false`), credential headers and
-/// `requestContext.identity.apiKey`: what the envelope serialises.
-fn without_body_or_credentials(request: &ApiGatewayProxyRequest) -> ApiGatewayProxyRequest {
-    let mut copy = request.clone();
-    copy.body = None;
-    copy.is_base64_encoded = false;
-    redact(&mut copy.headers);
-    redact(&mut copy.multi_value_headers);
-    copy.request_context.identity.api_key = None;
-    copy
-}
-
-fn envelope_through_value(copy: &ApiGatewayProxyRequest) -> Result<Envelope, serde_json::Error> {
-    match serde_json::to_value(copy)? {
-        Value::Object(map) => Ok(Envelope::new(map)),
-        _ => Ok(Envelope::new(serde_json::Map::new())),
+    out.insert("headers".to_owned(), Value::Object(headers));
+    let from = &request.request_context;
+    let mut context = Map::new();
+    put(&mut context, "accountId", from.account_id.as_deref());
+    put(&mut context, "apiId", from.apiid.as_deref());
+    put(&mut context, "resourceId", from.resource_id.as_deref());
+    put(&mut context, "resourcePath", from.resource_path.as_deref());
+    put(&mut context, "stage", from.stage.as_deref());
+    put(&mut context, "domainName", from.domain_name.as_deref());
+    put(&mut context, "requestId", from.request_id.as_deref());
+    put(&mut context, "protocol", from.protocol.as_deref());
+    put(&mut context, "path", from.path.as_deref());
+    put(&mut context, "httpMethod", Some(from.http_method.as_str()));
+    put(&mut context, "requestTime", from.request_time.as_deref());
+    if from.request_time_epoch > 0 {
+        context.insert("requestTimeEpoch".to_owned(), Value::from(from.request_time_epoch));
     }
-}
-
-fn redact(headers: &mut HeaderMap) {
-    for name in REDACTED_HEADERS {
-        headers.remove(name);
-    }
+    let mut identity = Map::new();
+    put(&mut identity, "sourceIp", from.identity.source_ip.as_deref());
+    put(&mut identity, "apiKeyId", from.identity.api_key_id.as_deref());
+    context.insert("identity".to_owned(), Value::Object(identity));
+    out.insert("requestContext".to_owned(), Value::Object(context));
+    out
 }
 
 #[cfg(test)]
@@ -344,7 +359,7 @@ mod tests {
             .insert("x-api-key", HeaderValue::from_static("KEY123"));
         request.request_context.identity.api_key = Some("KEY123".into());
         request.request_context.identity.api_key_id = Some("key-id".into());
-        let envelope = envelope(&request).unwrap();
+        let envelope = envelope(&request);
         let event = game_events::GameEvent::from_value(serde_json::json!({"eventName": "x"}))
             .unwrap()
             .stamp(chrono::Utc::now());
@@ -362,33 +377,70 @@ mod tests {
     }
 
     #[test]
-    fn envelopes_are_the_sample_requests_as_json_without_body_or_credentials() {
+    fn envelopes_keep_the_sample_requests_facts_without_body_or_credentials() {
         for name in ["apigw-batch.json", "apigw-single-event.json", "apigw-gzip-base64.json"] {
             let path = format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"));
             let mut request: ApiGatewayProxyRequest =
                 serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
             request.request_context.identity.api_key = Some("KEY123".into());
-            let copy = without_body_or_credentials(&request);
-            // The serialised request ends as `envelope` expects, so it takes its direct path.
-            assert!(serde_json::to_vec(&copy).unwrap().ends_with(SERIALISED_END), "{name}");
             let event = game_events::GameEvent::from_value(serde_json::json!({"eventName": "x"}))
                 .unwrap()
                 .stamp(chrono::Utc::now());
-            let record: Value = serde_json::from_slice(&envelope(&request).unwrap().record(&event).unwrap()).unwrap();
-            let mut want = serde_json::to_value(&request).unwrap();
-            want["body"] = serde_json::to_value(&event).unwrap();
-            want["isBase64Encoded"] = Value::Bool(false);
-            want["requestContext"]["identity"]["apiKey"] = Value::Null;
-            for headers in ["headers", "multiValueHeaders"] {
-                for name in REDACTED_HEADERS {
-                    want[headers].as_object_mut().unwrap().remove(name);
-                }
+            let record: Value = serde_json::from_slice(&envelope(&request).record(&event).unwrap()).unwrap();
+            assert_eq!(record["body"], serde_json::to_value(&event).unwrap(), "{name}");
+            assert_eq!(record["isBase64Encoded"], false);
+            assert_eq!(record["httpMethod"], "POST");
+            assert_eq!(
+                record["requestContext"]["requestId"],
+                serde_json::json!(request.request_context.request_id)
+            );
+            assert_eq!(
+                record["requestContext"]["requestTimeEpoch"],
+                request.request_context.request_time_epoch
+            );
+            assert!(record["requestContext"]["identity"]["apiKey"].is_null(), "{name}");
+            for (header, _) in record["headers"].as_object().unwrap() {
+                assert!(KEPT_HEADERS.contains(&header.as_str()), "{name}: {header}");
             }
-            assert_eq!(record, want, "{name}");
-            // The other path, on the same copy, writes the same.
-            let through_value = envelope_through_value(&copy).unwrap().record(&event).unwrap();
-            assert_eq!(serde_json::from_slice::<Value>(&through_value).unwrap(), want, "{name}");
+            assert_eq!(
+                record["requestContext"]["identity"]["sourceIp"], "203.0.113.7",
+                "{name}"
+            );
+            assert_eq!(record["requestContext"]["identity"]["apiKeyId"], "k7q2w9e4r1", "{name}");
         }
+    }
+
+    /// What a request writes to Kinesis stays in proportion to its body: 500 small events with
+    /// 10 KB of headers write at most twice the body and 1 KB per event.
+    #[test]
+    fn records_stay_in_proportion_to_the_body_whatever_the_headers() {
+        let events: Vec<String> = (0..500)
+            .map(|i| format!(r#"{{"eventName":"levelUp","eventParams":{{"device_id":"d-{i}","level":{i}}}}}"#))
+            .collect();
+        let body = format!(r#"{{"events":[{}]}}"#, events.join(","));
+        let mut request = with_header(post(&body), "user-agent", &"u".repeat(5000));
+        for i in 0..10 {
+            let name = http::HeaderName::from_bytes(format!("x-trace-{i}").as_bytes()).unwrap();
+            request
+                .headers
+                .insert(name, HeaderValue::from_str(&"t".repeat(1000)).unwrap());
+        }
+        let envelope = envelope(&request);
+        let parsed = game_events::parse_body(body.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        for event in &parsed {
+            envelope
+                .write_body_event(event, chrono::Utc::now(), uuid::Uuid::new_v4(), Some("g"), &mut out)
+                .unwrap();
+        }
+        // With the partition keys (eventIds, 36 bytes each), as Kinesis counts a record.
+        let written = out.len() + 500 * 36;
+        let bar = 2 * body.len() + 500 * 1024;
+        assert!(
+            written <= bar,
+            "{written} bytes of records for a body of {}",
+            body.len()
+        );
     }
 
     #[test]
@@ -397,7 +449,7 @@ mod tests {
         request
             .headers
             .insert("cookie", HeaderValue::from_bytes(b"id=\xff").unwrap());
-        let envelope = envelope(&request).unwrap();
+        let envelope = envelope(&request);
         let event = game_events::GameEvent::from_value(serde_json::json!({"eventName": "x"}))
             .unwrap()
             .stamp(chrono::Utc::now());

@@ -7,6 +7,7 @@
 //! | status | when |
 //! |---|---|
 //! | 200 | every event written; `results` has each `eventId` with its shard and sequence number |
+//! | 403 | no API key, or a key of no game (`lakelog serve`; API Gateway refuses these itself) |
 //! | 400 | empty body, not base64 or gzip when marked so, not JSON, not an event or batch, or invalid events (`errors` lists every invalid event and field); nothing written |
 //! | 405 | not a POST |
 //! | 413 | body over 10 MiB (decoded), over 500 events, or an event whose record would pass Kinesis' 1 MiB |
@@ -28,6 +29,7 @@ use uuid::Uuid;
 
 use crate::config::{ApiConfig, PartitionKey};
 use crate::deliver::{Delivery, Outcome, deliver};
+use crate::games::{Game, GameError, Games};
 use crate::request::{RequestError, body_bytes, envelope};
 use crate::sink::{MAX_PARTITION_KEY_CHARS, PutEntry, RecordSink};
 
@@ -37,6 +39,9 @@ pub enum ApiError {
     /// The method, headers or body encoding.
     #[error(transparent)]
     Request(#[from] RequestError),
+    /// The request's key names no game, or its game could not be looked up.
+    #[error(transparent)]
+    Game(#[from] GameError),
     /// The body's JSON or its events.
     #[error(transparent)]
     Body(#[from] BodyError),
@@ -74,6 +79,7 @@ impl ApiError {
             | ApiError::Body(BodyError::TooManyEvents { .. })
             | ApiError::RecordTooLarge { .. } => 413,
             ApiError::Request(RequestError::BadBase64 { .. } | RequestError::BadGzip { .. }) | ApiError::Body(_) => 400,
+            ApiError::Game(e) => e.status(),
             ApiError::Internal(_) => 500,
         }
     }
@@ -92,14 +98,18 @@ impl ApiError {
             ApiError::Body(BodyError::Empty | BodyError::NotJson { .. }) => "NotJson",
             ApiError::Body(BodyError::Invalid(_)) => "InvalidEvents",
             ApiError::Body(_) => "NotAnEventOrBatch",
+            ApiError::Game(GameError::ApiGateway { .. }) => "GameLookup",
+            ApiError::Game(_) => "NoGame",
             ApiError::Internal(_) => "Internal",
         }
     }
 }
 
 /// What became of one request: what [`answer`] reports besides the response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answered {
+    /// The game of the request's key; `None` when the key named none.
+    pub game: Option<String>,
     /// The response's status.
     pub status: u16,
     /// Events written to the stream.
@@ -128,12 +138,19 @@ pub fn request_time(request: &ApiGatewayProxyRequest) -> Option<DateTime<Utc>> {
 }
 
 /// Checks the request and builds the record of every event, stamped with the request's time
-/// (or `now` when API Gateway gives none); writes nothing.
-pub fn prepare(request: &ApiGatewayProxyRequest, config: &ApiConfig, now: DateTime<Utc>) -> Result<Prepared, ApiError> {
+/// (or `now` when API Gateway gives none) and `game`, and checked against `game`'s limits;
+/// writes nothing.
+pub fn prepare(
+    request: &ApiGatewayProxyRequest,
+    game: &Game,
+    config: &ApiConfig,
+    now: DateTime<Utc>,
+) -> Result<Prepared, ApiError> {
     let body = body_bytes(request, config.max_body_bytes)?;
     let events = parse_body(&body)?;
+    game.limits.check(&events).map_err(BodyError::from)?;
     let time = request_time(request).unwrap_or(now);
-    let envelope = envelope(request).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let envelope = envelope(request);
     // Every record is written into one buffer, which the entries then share: one allocation per
     // request instead of one per event. A record is the envelope, the stamp (`eventId` and
     // `eventTime`, 62 bytes) and about as many bytes as its event had in the body: reserved with
@@ -146,7 +163,7 @@ pub fn prepare(request: &ApiGatewayProxyRequest, config: &ApiConfig, now: DateTi
         let event_id = event.event_id().unwrap_or_else(Uuid::new_v4);
         let start = buffer.len();
         envelope
-            .write_body_event(event, time, event_id, &mut buffer)
+            .write_body_event(event, time, event_id, Some(&game.id), &mut buffer)
             .map_err(|e| ApiError::Internal(format!("event {index}: {e}")))?;
         let partition_key = match config.partition_key {
             PartitionKey::DeviceId => event
@@ -182,37 +199,47 @@ pub fn prepare(request: &ApiGatewayProxyRequest, config: &ApiConfig, now: DateTi
     Ok(Prepared { event_ids, entries })
 }
 
-/// Checks the request, writes its events through `sink` and says what became of each.
+/// Checks the request, writes its events, as the game of its key in `games`, through `sink`,
+/// and says what became of each.
 pub async fn respond<S: RecordSink>(
     request: &ApiGatewayProxyRequest,
+    games: &Games,
     sink: &S,
     config: &ApiConfig,
 ) -> ApiGatewayProxyResponse {
-    answer(request, sink, config).await.0
+    answer(request, games, sink, config).await.0
 }
 
 /// [`respond`], and what became of the request in figures (for the function's metrics).
 pub async fn answer<S: RecordSink>(
     request: &ApiGatewayProxyRequest,
+    games: &Games,
     sink: &S,
     config: &ApiConfig,
 ) -> (ApiGatewayProxyResponse, Answered) {
     let started = Instant::now();
     let request_id = request.request_context.request_id.as_deref().unwrap_or("");
-    let prepared = match prepare(request, config, Utc::now()) {
+    let refused = |error: ApiError, game: Option<String>| {
+        let status = error.status();
+        warn!(request_id, status, game, error = %error, "request refused");
+        let answered = Answered {
+            game,
+            status,
+            written: 0,
+            failed: 0,
+            refused: Some(error.reason()),
+            elapsed: started.elapsed(),
+        };
+        (error_response(&error), answered)
+    };
+    let game = match games.resolve(request).await {
+        Ok(game) => game,
+        Err(error) => return refused(error.into(), None),
+    };
+    let game_id = Some(game.id.clone());
+    let prepared = match prepare(request, &game, config, Utc::now()) {
         Ok(prepared) => prepared,
-        Err(error) => {
-            let status = error.status();
-            warn!(request_id, status, error = %error, "request refused");
-            let answered = Answered {
-                status,
-                written: 0,
-                failed: 0,
-                refused: Some(error.reason()),
-                elapsed: started.elapsed(),
-            };
-            return (error_response(&error), answered);
-        }
+        Err(error) => return refused(error, game_id),
     };
     let delivery = deliver(sink, &prepared.entries, &config.delivery).await;
     let response = delivery_response(&prepared, &delivery, config);
@@ -241,6 +268,7 @@ pub async fn answer<S: RecordSink>(
         );
     }
     let answered = Answered {
+        game: game_id,
         status: if delivery.failed() == 0 { 200 } else { 503 },
         written: delivery.written(),
         failed: delivery.failed(),

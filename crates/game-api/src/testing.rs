@@ -7,7 +7,22 @@ use std::sync::{Mutex, PoisonError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::games::{Game, Games};
 use crate::sink::{EntryFailure, EntryResult, PutEntry, RecordSink, SinkError, THROUGHPUT_EXCEEDED};
+
+/// The API key of the sample requests in `events/` (their `x-api-key` header).
+pub const SAMPLE_KEY: &str = "EXAMPLEKEYexamplekey0123456789abcdefGHIJ";
+
+/// The game of [`SAMPLE_KEY`].
+pub const SAMPLE_GAME: &str = "lakelog-legends";
+
+/// Games that know [`SAMPLE_KEY`] as [`SAMPLE_GAME`]'s, with the default limits.
+pub fn sample_games() -> Games {
+    match Game::new(SAMPLE_GAME) {
+        Ok(game) => Games::keys([(SAMPLE_KEY.to_owned(), game)]),
+        Err(e) => unreachable!("{SAMPLE_GAME} is a game name: {e}"),
+    }
+}
 
 /// Refuses a share of the entries of every call with `ProvisionedThroughputExceededException`, as
 /// Kinesis does when a shard is over its limit; the other entries go to `inner` (in one call).

@@ -15,10 +15,22 @@ use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use chrono::{DateTime, Utc};
 
-use crate::event::StampedEvent;
+use crate::event::{GAME_ID, StampedEvent};
 
 /// `eventDate`: the table's partition column, the UTC date of `eventTime`.
 pub const EVENT_DATE: &str = "eventDate";
+
+/// `extraParams`: every parameter of `eventParams` besides the typed ones, as a JSON object
+/// with the values as the client sent them (null when there are none).
+pub const EXTRA_PARAMS: &str = "extraParams";
+
+/// `extraFields`: every top-level field of the event the model does not read, as a JSON object
+/// (null when there are none).
+pub const EXTRA_FIELDS: &str = "extraFields";
+
+/// The key of an event in `game_events`, as compaction's `dedup_key` names it: one row per game
+/// and `eventId` (two games may use the same ids).
+pub const DEDUP_KEY: &str = "gameId+eventId";
 
 /// Microseconds per day.
 const MICROS_PER_DAY: i64 = 86_400_000_000;
@@ -52,6 +64,11 @@ static GAME_EVENTS_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new("sequenceNumber", DataType::Utf8, false),
         Field::new("approximateArrivalTime", timestamp(), true),
         Field::new("ingestedAt", timestamp(), false),
+        // Added after the first release: last, and nullable, so that tables created before get
+        // them by schema evolution and their old rows read them as null.
+        Field::new(GAME_ID, DataType::Utf8, true),
+        Field::new(EXTRA_PARAMS, DataType::Utf8, true),
+        Field::new(EXTRA_FIELDS, DataType::Utf8, true),
     ]))
 });
 
@@ -106,6 +123,9 @@ pub struct GameEventsBatchBuilder {
     sequence_number: StringBuilder,
     arrival: TimestampMicrosecondBuilder,
     ingested_at: TimestampMicrosecondBuilder,
+    game_id: StringBuilder,
+    extra_params: StringBuilder,
+    extra_fields: StringBuilder,
     /// Events whose `client_event_time` could not be read (stored as null).
     unreadable_client_times: usize,
 }
@@ -129,6 +149,9 @@ impl GameEventsBatchBuilder {
             sequence_number: StringBuilder::with_capacity(rows, rows * 56),
             arrival: TimestampMicrosecondBuilder::with_capacity(rows),
             ingested_at: TimestampMicrosecondBuilder::with_capacity(rows),
+            game_id: StringBuilder::with_capacity(rows, rows * 16),
+            extra_params: StringBuilder::new(),
+            extra_fields: StringBuilder::new(),
             unreadable_client_times: 0,
         }
     }
@@ -161,6 +184,10 @@ impl GameEventsBatchBuilder {
         self.arrival
             .append_option(lineage.arrival.map(|t| t.timestamp_micros()));
         self.ingested_at.append_value(ingested_at);
+        self.game_id.append_option(event.game_id.as_deref());
+        let params = event.event_params.as_ref().map(|p| &p.extra);
+        self.extra_params.append_option(json_object(params));
+        self.extra_fields.append_option(json_object(Some(&event.extra)));
     }
 
     fn append_params(&mut self, event: &StampedEvent) {
@@ -210,9 +237,20 @@ impl GameEventsBatchBuilder {
             Arc::new(self.sequence_number.finish()),
             Arc::new(self.arrival.finish().with_timezone("UTC")),
             Arc::new(self.ingested_at.finish().with_timezone("UTC")),
+            Arc::new(self.game_id.finish()),
+            Arc::new(self.extra_params.finish()),
+            Arc::new(self.extra_fields.finish()),
         ];
         RecordBatch::try_new(game_events_schema(), columns)
     }
+}
+
+/// The JSON text of `fields`; `None` when there are none.
+fn json_object(fields: Option<&serde_json::Map<String, serde_json::Value>>) -> Option<String> {
+    // Serialising a map of `Value`s cannot fail (its keys are strings).
+    fields
+        .filter(|f| !f.is_empty())
+        .and_then(|f| serde_json::to_string(f).ok())
 }
 
 /// Appends records that can never become a row into a `game_events_rejects` batch.
@@ -346,6 +384,33 @@ mod tests {
         assert_eq!(arrivals.value(0), 1_717_243_200_000_000);
         assert!(arrivals.is_null(1));
         assert_eq!(batch.column(8).as_primitive::<TimestampMicrosecondType>().value(1), 8);
+    }
+
+    #[test]
+    fn the_game_and_every_other_parameter_are_kept() {
+        let event = stamped(
+            json!({"eventName": "purchaseEvent",
+                   "eventParams": {"amount": 4.99, "sku": "gem_pack_5", "level": 12, "ab": {"arm": "b"}},
+                   "sessionId": "s-1"}),
+            1_717_243_199,
+        )
+        .with_game("space-miners");
+        let bare = stamped(
+            json!({"eventName": "appOpen", "eventParams": {"platform": "ios"}}),
+            1_717_243_199,
+        );
+        let mut builder = GameEventsBatchBuilder::default();
+        builder.append(&event, LINEAGE, 1);
+        builder.append(&bare, LINEAGE, 1);
+        let batch = builder.finish().unwrap();
+        let column = |name: &str| batch.column_by_name(name).unwrap().as_string::<i32>().clone();
+        assert_eq!(column(GAME_ID).value(0), "space-miners");
+        assert!(column(GAME_ID).is_null(1));
+        let params: serde_json::Value = serde_json::from_str(column(EXTRA_PARAMS).value(0)).unwrap();
+        assert_eq!(params, json!({"sku": "gem_pack_5", "level": 12, "ab": {"arm": "b"}}));
+        assert!(column(EXTRA_PARAMS).is_null(1));
+        assert_eq!(column(EXTRA_FIELDS).value(0), r#"{"sessionId":"s-1"}"#);
+        assert!(column(EXTRA_FIELDS).is_null(1));
     }
 
     #[test]

@@ -65,14 +65,21 @@ impl BodyEvent<'_> {
         }
     }
 
-    /// Appends the JSON of the event stamped with `time` (to the whole second) and `event_id`:
-    /// the fields and values of [`GameEvent::stamp_with_id`]'s [`crate::StampedEvent`].
-    pub fn write_stamped(&self, time: DateTime<Utc>, event_id: Uuid, out: &mut Vec<u8>) -> serde_json::Result<()> {
+    /// Appends the JSON of the event stamped with `time` (to the whole second), `event_id` and
+    /// `game`: the fields and values of [`GameEvent::stamp_with_id`]'s [`crate::StampedEvent`].
+    pub fn write_stamped(
+        &self,
+        time: DateTime<Utc>,
+        event_id: Uuid,
+        game: Option<&str>,
+        out: &mut Vec<u8>,
+    ) -> serde_json::Result<()> {
         match self {
-            Self::Borrowed(event) => event.write_stamped(time, event_id, out),
+            Self::Borrowed(event) => event.write_stamped(time, event_id, game, out),
             Self::Owned(event) => {
                 let mut stamped = event.clone().stamp_with_id(time, event_id);
                 stamped.event_id = event_id;
+                stamped.game_id = game.map(str::to_owned);
                 serde_json::to_writer(out, &stamped)
             }
         }

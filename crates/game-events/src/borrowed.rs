@@ -59,7 +59,7 @@ impl<'a> RawFields<'a> {
         }
     }
 
-    fn iter(&self) -> impl Iterator<Item = &RawField<'a>> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &RawField<'a>> {
         self.first.iter().chain(&self.more)
     }
 
@@ -147,9 +147,15 @@ impl BorrowedEvent<'_> {
     /// Appends the JSON of the event stamped with `time` (to the whole second) and `event_id`: the
     /// same fields and values as [`crate::StampedEvent`]'s JSON, with each field the model does not
     /// read copied as the client wrote it.
-    pub fn write_stamped(&self, time: DateTime<Utc>, event_id: Uuid, out: &mut Vec<u8>) -> serde_json::Result<()> {
+    pub fn write_stamped(
+        &self,
+        time: DateTime<Utc>,
+        event_id: Uuid,
+        game: Option<&str>,
+        out: &mut Vec<u8>,
+    ) -> serde_json::Result<()> {
         if let Some(raw) = self.raw {
-            // The client's text after the server's eventTime and eventId.
+            // The client's text after the server's eventTime, eventId and gameId.
             out.extend_from_slice(b"{\"eventTime\":");
             write_json(out, &whole_second(time).timestamp())?;
             out.extend_from_slice(b",\"eventId\":\"");
@@ -160,6 +166,11 @@ impl BorrowedEvent<'_> {
                     .as_bytes(),
             );
             out.extend_from_slice(b"\",");
+            if let Some(game) = game {
+                out.extend_from_slice(b"\"gameId\":");
+                write_json(out, game)?;
+                out.push(b',');
+            }
             out.extend_from_slice(raw.get(1..).unwrap_or_default().as_bytes());
             return Ok(());
         }
@@ -172,6 +183,10 @@ impl BorrowedEvent<'_> {
         let id = event_id.hyphenated();
         out.extend_from_slice(id.encode_lower(&mut Uuid::encode_buffer()).as_bytes());
         out.push(b'"');
+        if let Some(game) = game {
+            out.extend_from_slice(b",\"gameId\":");
+            write_json(out, game)?;
+        }
         let mut object = Object { out, empty: false };
         if let Some(params) = &self.params {
             object.key("\"eventParams\":");

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::body::BodyEvent;
 use crate::error::{FieldProblem, RecordError, describe};
-use crate::event::{EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, EventParams, StampedEvent};
+use crate::event::{EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, EventParams, GAME_ID, StampedEvent};
 use crate::time;
 
 /// The envelope field that holds the event.
@@ -87,10 +87,11 @@ impl Envelope {
         event: &BodyEvent<'_>,
         time: DateTime<Utc>,
         event_id: Uuid,
+        game: Option<&str>,
         out: &mut Vec<u8>,
     ) -> Result<(), serde_json::Error> {
         out.extend_from_slice(&self.prefix);
-        event.write_stamped(time, event_id, out)?;
+        event.write_stamped(time, event_id, game, out)?;
         out.push(b'}');
         Ok(())
     }
@@ -184,6 +185,14 @@ fn stamped_from_map(mut body: Map<String, Value>, data: &[u8]) -> Result<Stamped
             None
         }
     };
+    let game_id = match body.remove(GAME_ID) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(game)) => Some(game),
+        Some(other) => {
+            problems.push(FieldProblem::expected(GAME_ID, "a string", &other));
+            None
+        }
+    };
     let event_params = body
         .remove(EVENT_PARAMS)
         .and_then(|v| EventParams::from_value(v, &mut problems));
@@ -192,6 +201,7 @@ fn stamped_from_map(mut body: Map<String, Value>, data: &[u8]) -> Result<Stamped
             event_name,
             event_time,
             event_id,
+            game_id,
             event_params,
             extra: body,
         }),

@@ -17,11 +17,14 @@ pub const EVENT_TIME: &str = "eventTime";
 pub const EVENT_ID: &str = "eventId";
 /// `eventParams`.
 pub const EVENT_PARAMS: &str = "eventParams";
+/// `gameId`: the game that sent the event, stamped by the server from the request's API key,
+/// never taken from a client.
+pub const GAME_ID: &str = "gameId";
 /// The `eventName` of a purchase; its `eventParams.amount` is what bookings add up.
 pub const PURCHASE_EVENT: &str = "purchaseEvent";
 
 /// Names of the top-level fields the model reads itself (none of them is ever in `extra`).
-pub const RESERVED_FIELDS: [&str; 4] = [EVENT_NAME, EVENT_TIME, EVENT_ID, EVENT_PARAMS];
+pub const RESERVED_FIELDS: [&str; 5] = [EVENT_NAME, EVENT_TIME, EVENT_ID, EVENT_PARAMS, GAME_ID];
 
 /// The field of a batch body that holds its events.
 pub const EVENTS: &str = "events";
@@ -64,6 +67,10 @@ pub struct StampedEvent {
     /// The event's id: duplicates (client or Kinesis retries) have the same one.
     #[serde(rename = "eventId")]
     pub event_id: Uuid,
+    /// The game that sent it, stamped by the API from the request's key; `None` in records of
+    /// producers that stamp no game.
+    #[serde(rename = "gameId", default, skip_serializing_if = "Option::is_none")]
+    pub game_id: Option<String>,
     /// The event's parameters.
     #[serde(rename = "eventParams", default, skip_serializing_if = "Option::is_none")]
     pub event_params: Option<EventParams>,
@@ -222,6 +229,13 @@ impl GameEvent {
         let event_id = match map.remove(EVENT_ID) {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => match Uuid::try_parse(&s) {
+                Ok(id) if id.is_nil() => {
+                    problems.push(FieldProblem::new(
+                        EVENT_ID,
+                        "must not be the nil UUID (send a random one, or none: the server assigns one)",
+                    ));
+                    None
+                }
                 Ok(id) => Some(id),
                 Err(_) => {
                     problems.push(FieldProblem::expected(
@@ -238,6 +252,12 @@ impl GameEvent {
             }
         };
         map.remove(EVENT_TIME);
+        if map.remove(GAME_ID).is_some() {
+            problems.push(FieldProblem::new(
+                GAME_ID,
+                "is set by the server from the game's API key: do not send it",
+            ));
+        }
         let event_params = map
             .remove(EVENT_PARAMS)
             .and_then(|v| EventParams::from_value(v, &mut problems));
@@ -278,6 +298,7 @@ impl GameEvent {
             event_name: self.event_name,
             event_time: crate::time::whole_second(time),
             event_id: self.event_id.unwrap_or(id_if_none),
+            game_id: None,
             event_params: self.event_params,
             extra,
         }
@@ -285,6 +306,12 @@ impl GameEvent {
 }
 
 impl StampedEvent {
+    /// The event stamped as sent by `game`.
+    pub fn with_game(mut self, game: impl Into<String>) -> Self {
+        self.game_id = Some(game.into());
+        self
+    }
+
     /// `eventParams.device_id`, if any.
     pub fn device_id(&self) -> Option<&str> {
         self.event_params.as_ref()?.device_id.as_deref()

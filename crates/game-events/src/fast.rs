@@ -11,7 +11,9 @@ use std::borrow::Cow;
 use std::fmt;
 
 use crate::borrowed::{BorrowedEvent, BorrowedParams};
-use crate::event::{EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, EVENTS, MAX_EVENTS_PER_REQUEST, PURCHASE_EVENT};
+use crate::event::{
+    EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, EVENTS, GAME_ID, MAX_EVENTS_PER_REQUEST, PURCHASE_EVENT,
+};
 use crate::keys::KeyIndex;
 use crate::time::parse_client_time;
 use serde::Deserialize;
@@ -213,7 +215,12 @@ impl<'a, 'de> EventFields<'a, 'de> {
             EVENT_ID => {
                 self.span.copyable = false;
                 self.event.id = map.next_value()?;
+                if self.event.id.is_some_and(|id| id.is_nil()) {
+                    return Err(de::Error::custom("eventId"));
+                }
             }
+            // Stamped by the server only: the reference path says why.
+            GAME_ID => return Err(de::Error::custom("gameId")),
             // Dropped, as the reference path drops it, but checked all the same as a `Value` would
             // be read: serde's `IgnoredAny` would let through what a `Value` refuses.
             EVENT_TIME => {
@@ -573,7 +580,7 @@ mod tests {
             for (borrowed, event) in fast.iter().zip(owned) {
                 let id = borrowed.event_id().unwrap_or(Uuid::from_u128(7));
                 let mut written = Vec::new();
-                borrowed.write_stamped(time, id, &mut written).unwrap();
+                borrowed.write_stamped(time, id, None, &mut written).unwrap();
                 let written: Value = serde_json::from_slice(&written).unwrap();
                 let want = serde_json::to_vec(&event.stamp_with_id(time, id)).unwrap();
                 let want: Value = serde_json::from_slice(&want).unwrap();

@@ -40,6 +40,7 @@ mod error;
 mod event;
 mod fast;
 mod keys;
+mod limits;
 #[cfg(feature = "synth")]
 pub mod synth;
 pub mod time;
@@ -53,6 +54,7 @@ pub use borrowed::BorrowedEvent;
 pub use envelope::{BODY, DERIVED_ID_NAMESPACE, Envelope, IS_BASE64_ENCODED, decode_record};
 pub use error::{BodyError, EventProblem, FieldProblem, InvalidEvents, RecordError};
 pub use event::{
-    EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, EVENTS, EventParams, GameEvent, MAX_EVENTS_PER_REQUEST,
+    EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, EVENTS, EventParams, GAME_ID, GameEvent, MAX_EVENTS_PER_REQUEST,
     MAX_RECORD_BYTES, PARAM_FIELDS, PURCHASE_EVENT, RESERVED_FIELDS, StampedEvent,
 };
+pub use limits::Limits;

@@ -44,6 +44,7 @@ impl Reporter {
             .put("Records", report.records as f64, Unit::Count)
             .put("Rows", report.rows as f64, Unit::Count)
             .put("Duplicates", report.duplicates as f64, Unit::Count)
+            .put("AlreadyCommitted", report.already_committed as f64, Unit::Count)
             .put("Rejects", report.rejected as f64, Unit::Count)
             .put("CommitAttempts", f64::from(report.commit_attempts), Unit::Count)
             .put(

@@ -1,5 +1,6 @@
 //! The tables and the write path of one batch.
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashSet};
 
 use arrow::record_batch::RecordBatch;
@@ -7,8 +8,8 @@ use aws_lambda_events::event::kinesis::KinesisEventRecord;
 use game_events::batch::{
     EVENT_DATE, GameEventsBatchBuilder, Lineage, RejectsBatchBuilder, game_events_rejects_schema, game_events_schema,
 };
-use game_events::decode_record;
-use lake::{AppendOutcome, LakeError, Retry, StorageConfig, Table, TableSpec};
+use game_events::{RecordError, StampedEvent, decode_record};
+use lake::{Advance, AppendOutcome, LakeError, Retry, StorageConfig, Table, TableSpec, progress};
 use tokio::sync::{Mutex, OnceCell};
 use tracing::{info, warn};
 use uuid::Uuid;
@@ -68,22 +69,76 @@ impl AppendTable {
             .await
     }
 
-    /// Appends `batch` as one commit.
-    async fn append(
+    /// Appends the rows of `records` that this table does not have yet as one commit, with the
+    /// new position of each shard the records came from.
+    ///
+    /// The table is brought to its newest version and each shard's position read from it; a
+    /// record at or before its shard's position is already in (a redelivery), so `rows` is
+    /// asked for the rows of the others only (`new[i]` says whether `records[i]` is new). The
+    /// commit is refused, and nothing written, if another writer moved one of the shards in
+    /// between. Returns the outcome (`None` when there was nothing new to commit), what `rows`
+    /// returned besides the batch, and how many records were already in.
+    async fn append_new<T>(
         &self,
-        batch: Result<RecordBatch, arrow::error::ArrowError>,
+        records: &[KinesisEventRecord],
         retry: &Retry,
-    ) -> Result<AppendOutcome, WriteError> {
-        let batch = batch?;
-        // The commit brings the table to the newest version before it tries.
+        rows: impl FnOnce(&[bool]) -> (Result<RecordBatch, arrow::error::ArrowError>, T),
+    ) -> Result<(Option<AppendOutcome>, T, usize), WriteError> {
         let mut table = self.table().await?.lock().await;
+        table.refresh().await?;
+        let mut positions: BTreeMap<String, Option<String>> = BTreeMap::new();
+        for record in records {
+            let stream = stream_of(record);
+            if let std::collections::btree_map::Entry::Vacant(entry) = positions.entry(stream) {
+                let position = table.position(entry.key()).await?;
+                entry.insert(position);
+            }
+        }
+        let mut advances: BTreeMap<String, String> = BTreeMap::new();
+        let new: Vec<bool> = records
+            .iter()
+            .map(|record| {
+                let sequence = record.kinesis.sequence_number.as_str();
+                if !progress::is_position(sequence) {
+                    // Never from Kinesis; such a record is written without a position.
+                    return true;
+                }
+                let stream = stream_of(record);
+                let after = positions
+                    .get(&stream)
+                    .and_then(Option::as_deref)
+                    .is_none_or(|done| progress::compare(sequence, done) == Ordering::Greater);
+                if after {
+                    let to = advances.entry(stream).or_insert_with(|| sequence.to_owned());
+                    if progress::compare(sequence, to) == Ordering::Greater {
+                        sequence.clone_into(to);
+                    }
+                }
+                after
+            })
+            .collect();
+        let already = new.iter().filter(|n| !**n).count();
+        let (batch, extra) = rows(&new);
+        let batch = batch?;
+        if batch.num_rows() == 0 {
+            return Ok((None, extra, already));
+        }
+        let advances: Vec<Advance> = advances
+            .into_iter()
+            .map(|(stream, to)| Advance {
+                from: positions.remove(&stream).flatten(),
+                stream,
+                to,
+            })
+            .collect();
         let mut writer = table.writer("kinesis")?;
         if let Err(e) = writer.write(batch).await {
             writer.abort();
             return Err(e.into());
         }
         let files = writer.finish().await?;
-        Ok(table.commit_appends(vec![files], retry).await?)
+        let outcome = table.commit_appends_at(vec![files], &advances, retry).await?;
+        Ok((Some(outcome), extra, already))
     }
 }
 
@@ -103,8 +158,11 @@ pub struct BatchReport {
     pub records: usize,
     /// Rows committed to `game_events`.
     pub rows: u64,
-    /// Records whose `eventId` came earlier in the same batch, so were not written again.
+    /// Records whose `(gameId, eventId)` came earlier in the same batch, so were not written again.
     pub duplicates: usize,
+    /// Records the tables already had (a batch delivered again after its commit landed): not
+    /// written again.
+    pub already_committed: usize,
     /// Records committed to `game_events_rejects`.
     pub rejected: usize,
     /// The sequence number of the first record that was not committed: it and every record after
@@ -138,6 +196,7 @@ impl BatchReport {
         self.records += later.records;
         self.rows += later.rows;
         self.duplicates += later.duplicates;
+        self.already_committed += later.already_committed;
         self.rejected += later.rejected;
         self.commit_attempts += later.commit_attempts;
         self.post_commit_failures += later.post_commit_failures;
@@ -155,6 +214,16 @@ impl BatchReport {
 pub struct Sink {
     events: AppendTable,
     rejects: AppendTable,
+}
+
+/// The stream a record's position is kept under: `kinesis:<stream ARN>/<shard>`, so that a table
+/// fed by another stream later does not take its sequence numbers for those of the first.
+fn stream_of(record: &KinesisEventRecord) -> String {
+    format!(
+        "kinesis:{}/{}",
+        record.event_source_arn.as_deref().unwrap_or("local"),
+        lineage(record).shard_id
+    )
 }
 
 /// The lineage of a record: the shard comes from the Lambda's `eventID`,
@@ -230,6 +299,8 @@ impl Sink {
 
     /// Writes the records of one batch (in their shard's order): events in one commit to
     /// `game_events`, then the records that can never be rows in one commit to the rejects table.
+    /// Each commit records how far each shard is in its table, and each table writes only the
+    /// records after that: a batch delivered again, whole or in part, adds no row.
     /// Commits are tried until `retry`'s deadline; what is not committed by then is named in
     /// [`BatchReport::retry_from`], for Kinesis to deliver again.
     pub async fn process(&self, records: &[KinesisEventRecord], retry: &Retry) -> BatchReport {
@@ -238,26 +309,74 @@ impl Sink {
             records: records.len(),
             ..BatchReport::default()
         };
-        let mut events = GameEventsBatchBuilder::with_capacity(records.len());
-        let mut rejects = RejectsBatchBuilder::default();
-        let mut first_reject: Option<&str> = None;
-        let mut seen: HashSet<Uuid> = HashSet::with_capacity(records.len());
-        let mut counts: BTreeMap<(String, Option<String>), EventCount> = BTreeMap::new();
-        for (index, record) in records.iter().enumerate() {
-            let lineage = lineage(record);
-            match decode_record(&record.kinesis.data) {
-                Ok(event) => {
-                    if seen.insert(event.event_id) {
-                        events.append(&event, lineage, ingested_at);
+        let decoded: Vec<Result<StampedEvent, RecordError>> =
+            records.iter().map(|r| decode_record(&r.kinesis.data)).collect();
+        let first = records.first().map(|r| r.kinesis.sequence_number.clone());
+        let events = self
+            .events
+            .append_new(records, retry, |new| {
+                let mut events = GameEventsBatchBuilder::with_capacity(records.len());
+                let mut seen: HashSet<(Option<&str>, Uuid)> = HashSet::with_capacity(records.len());
+                let mut counts: BTreeMap<(String, Option<String>), EventCount> = BTreeMap::new();
+                let mut duplicates = 0;
+                for ((record, event), _) in records.iter().zip(&decoded).zip(new).filter(|(_, new)| **new) {
+                    let Ok(event) = event else { continue };
+                    if seen.insert((event.game_id.as_deref(), event.event_id)) {
+                        events.append(event, lineage(record), ingested_at);
                         let platform = event.event_params.as_ref().and_then(|p| p.platform.clone());
                         let count = counts.entry((event.event_name.clone(), platform)).or_default();
                         count.events += 1;
                         count.bookings += event.booking().unwrap_or(0.0);
                     } else {
-                        report.duplicates += 1;
+                        duplicates += 1;
                     }
                 }
-                Err(reason) => {
+                if events.unreadable_client_times() > 0 {
+                    warn!(
+                        events = events.unreadable_client_times(),
+                        "client_event_time could not be read; stored as null"
+                    );
+                }
+                (events.finish(), (counts, duplicates))
+            })
+            .await;
+        match events {
+            Ok((outcome, (counts, duplicates), already)) => {
+                report.already_committed = already;
+                report.duplicates = duplicates;
+                if let Some(outcome) = outcome {
+                    report.rows = outcome.rows;
+                    report.events = counts;
+                    report.commit_attempts += outcome.attempts;
+                    report.post_commit_failures += u32::from(outcome.post_commit_failed);
+                }
+            }
+            Err(e) => {
+                warn!(table = %self.events.uri, error = %e, "events not committed; the batch will be retried");
+                report.retry_from = first;
+                return report;
+            }
+        }
+        // Where Kinesis delivers the batch again from if the rejects are not committed: the first
+        // record that is one (the events after it are in, and are skipped then).
+        let first_reject = records
+            .iter()
+            .zip(&decoded)
+            .find(|(_, event)| event.is_err())
+            .map(|(record, _)| record.kinesis.sequence_number.clone());
+        let rejects = self
+            .rejects
+            .append_new(records, retry, |new| {
+                let mut rejects = RejectsBatchBuilder::default();
+                for (index, ((record, event), _)) in records
+                    .iter()
+                    .zip(&decoded)
+                    .zip(new)
+                    .enumerate()
+                    .filter(|(_, (_, new))| **new)
+                {
+                    let Err(reason) = event else { continue };
+                    let lineage = lineage(record);
                     warn!(
                         index,
                         shard = lineage.shard_id,
@@ -265,7 +384,6 @@ impl Sink {
                         %reason,
                         "record rejected"
                     );
-                    first_reject.get_or_insert(lineage.sequence_number);
                     rejects.append(
                         lineage,
                         Some(&record.kinesis.partition_key),
@@ -274,43 +392,20 @@ impl Sink {
                         ingested_at,
                     );
                 }
+                (rejects.finish(), ())
+            })
+            .await;
+        match rejects {
+            Ok((Some(outcome), (), _)) => {
+                report.rejected = usize::try_from(outcome.rows).unwrap_or(usize::MAX);
+                report.commit_attempts += outcome.attempts;
+                report.post_commit_failures += u32::from(outcome.post_commit_failed);
             }
-        }
-        if events.unreadable_client_times() > 0 {
-            warn!(
-                events = events.unreadable_client_times(),
-                "client_event_time could not be read; stored as null"
-            );
-        }
-        let first = records.first().map(|r| r.kinesis.sequence_number.clone());
-        if !events.is_empty() {
-            match self.events.append(events.finish(), retry).await {
-                Ok(outcome) => {
-                    report.rows = outcome.rows;
-                    report.events = counts;
-                    report.commit_attempts += outcome.attempts;
-                    report.post_commit_failures += u32::from(outcome.post_commit_failed);
-                }
-                Err(e) => {
-                    warn!(table = %self.events.uri, error = %e, "events not committed; the batch will be retried");
-                    report.retry_from = first;
-                    return report;
-                }
-            }
-        }
-        if !rejects.is_empty() {
-            let count = rejects.len();
-            match self.rejects.append(rejects.finish(), retry).await {
-                Ok(outcome) => {
-                    report.rejected = count;
-                    report.commit_attempts += outcome.attempts;
-                    report.post_commit_failures += u32::from(outcome.post_commit_failed);
-                }
-                Err(e) => {
-                    warn!(table = %self.rejects.uri, error = %e, "rejects not committed; retrying from the first");
-                    report.retry_from = first_reject.map(str::to_owned);
-                    return report;
-                }
+            Ok((None, (), _)) => {}
+            Err(e) => {
+                warn!(table = %self.rejects.uri, error = %e, "rejects not committed; retrying from the first");
+                report.retry_from = first_reject.or(first);
+                return report;
             }
         }
         let lag_ms = records
@@ -321,6 +416,7 @@ impl Sink {
         info!(
             records = report.records,
             rows_written = report.rows,
+            already_committed = report.already_committed,
             duplicates = report.duplicates,
             records_rejected = report.rejected,
             commit_attempts = report.commit_attempts,
@@ -365,6 +461,7 @@ mod tests {
             records: 3,
             rows: 1,
             duplicates: 0,
+            already_committed: 2,
             rejected: 0,
             retry_from: Some("2".into()),
             commit_attempts: 3,
@@ -381,6 +478,7 @@ mod tests {
             records: 2,
             rows: 2,
             duplicates: 1,
+            already_committed: 0,
             rejected: 1,
             retry_from: None,
             commit_attempts: 2,
@@ -408,6 +506,7 @@ mod tests {
                 records: 5,
                 rows: 3,
                 duplicates: 1,
+                already_committed: 2,
                 rejected: 1,
                 retry_from: None,
                 commit_attempts: 5,

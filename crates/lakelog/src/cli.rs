@@ -55,6 +55,11 @@ pub enum Command {
     Checkpoint(crate::commands::checkpoint::CheckpointArgs),
     /// Register tables in the AWS Glue Data Catalog for Athena.
     Catalog(crate::commands::catalog::CatalogArgs),
+    /// A studio's games: add, list and revoke each game's own API key and throttle.
+    ///
+    /// Each game is an API Gateway key, tagged with the game (and its purchases' amount range),
+    /// in a usage plan of its own; the API stamps the key's game into every event as gameId.
+    Games(crate::commands::games::GamesArgs),
     /// Run the game events API on 127.0.0.1: the game-api-lambda function's handler on each request.
     ///
     /// Requests to /events become API Gateway proxy events for the same handler as the Lambda:

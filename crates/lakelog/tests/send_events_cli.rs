@@ -12,6 +12,7 @@ use common::serve;
 fn send(url: &str, out: &std::path::Path, extra: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_lakelog"))
         .args(["send-events", "--url", url, "--out", out.to_str().unwrap()])
+        .args(["--api-key", common::KEY])
         .args(extra)
         .output()
         .unwrap()

@@ -22,6 +22,7 @@ fn rows(table: &str) -> u64 {
 fn send_events(url: &str, rate: u32, seconds: u32, seed: u64) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_lakelog"))
         .args(["send-events", "--url", url])
+        .args(["--api-key", common::KEY])
         .args(["--rate", &rate.to_string(), "--duration", &seconds.to_string()])
         .args(["--seed", &seed.to_string()])
         .output()

@@ -3,11 +3,18 @@
 
 use aws_lambda_events::apigw::ApiGatewayProxyRequest;
 use chrono::{DateTime, Utc};
+use game_api::{Game, Games};
 use game_events::synth::{Synth, SynthConfig};
 use serde_json::json;
 
 /// Events per request.
 pub const EVENTS_PER_REQUEST: usize = 100;
+
+/// The key of the sample request (its `x-api-key` header) and its game.
+pub fn games() -> Games {
+    let game = Game::new("lakelog-legends").unwrap_or_else(|e| panic!("{e}"));
+    Games::keys([("EXAMPLEKEYexamplekey0123456789abcdefGHIJ".to_owned(), game)])
+}
 
 /// `count` different requests of [`EVENTS_PER_REQUEST`] events, from the generator's seed 42,
 /// without client eventIds (as the seed's clients sent them: the server assigns them).

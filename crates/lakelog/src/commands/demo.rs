@@ -24,7 +24,7 @@ use aws_lambda_events::apigw::ApiGatewayProxyRequest;
 use aws_lambda_events::encodings::Body;
 use chrono::{DateTime, Days, NaiveDate, TimeDelta, Utc};
 use clap::Args;
-use game_api::{ApiConfig, LocalStream, respond};
+use game_api::{ApiConfig, Game, Games, LocalStream, respond};
 use game_events::GameEvent;
 use game_events::synth::season::{Season, SeasonConfig};
 use lake::StorageConfig;
@@ -128,8 +128,37 @@ pub fn resent(traffic: &[PlannedRequest]) -> usize {
     traffic.len() / 5
 }
 
-/// The API Gateway proxy event of a game client's POST of `events` at `at`.
-pub fn proxy_request(events: &[GameEvent], at: DateTime<Utc>, request_id: &str) -> ApiGatewayProxyRequest {
+/// The demo studio's two games and their API keys: each player plays one of them.
+pub const DEMO_GAMES: [(&str, &str); 2] = [
+    ("space-miners", "demo-key-of-space-miners-0123456789"),
+    ("tiny-towns", "demo-key-of-tiny-towns-0123456789"),
+];
+
+/// The keys of [`DEMO_GAMES`].
+pub fn demo_games() -> anyhow::Result<Games> {
+    let games = DEMO_GAMES
+        .iter()
+        .map(|(game, key)| Ok(((*key).to_owned(), Game::new(game)?)))
+        .collect::<Result<Vec<_>, game_api::GameError>>()?;
+    Ok(Games::keys(games))
+}
+
+/// Which of [`DEMO_GAMES`] the player of `event` plays: a stable choice by its device.
+pub fn demo_game_of(event: &GameEvent) -> usize {
+    let device = event
+        .event_params
+        .as_ref()
+        .and_then(|p| p.device_id.as_deref())
+        .unwrap_or("");
+    // FNV-1a: stable across runs and platforms, as the demo's figures must be.
+    let hash = device.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    usize::from(hash % 3 == 0)
+}
+
+/// The API Gateway proxy event of a game client's POST of `events` at `at`, with its game's key.
+pub fn proxy_request(events: &[GameEvent], at: DateTime<Utc>, request_id: &str, key: &str) -> ApiGatewayProxyRequest {
     let body = json!({ "events": events }).to_string();
     let mut request = ApiGatewayProxyRequest::default();
     request.http_method = hyper::Method::POST;
@@ -139,6 +168,9 @@ pub fn proxy_request(events: &[GameEvent], at: DateTime<Utc>, request_id: &str) 
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("application/json"),
     );
+    if let Ok(key) = hyper::header::HeaderValue::from_str(key) {
+        request.headers.insert(game_api::games::API_KEY_HEADER, key);
+    }
     request.body = Some(body);
     let context = &mut request.request_context;
     context.http_method = hyper::Method::POST;
@@ -175,7 +207,7 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         let is_events = table == &game_table;
         let options = MaintenanceOptions {
             compact: Some(CompactOptions {
-                dedup_key: is_events.then(|| game_events::EVENT_ID.to_owned()),
+                dedup_key: is_events.then(|| game_events::batch::DEDUP_KEY.to_owned()),
                 now,
                 ..CompactOptions::default()
             }),
@@ -333,6 +365,7 @@ async fn game_events(args: &DemoArgs, table: &str, now: DateTime<Utc>, storage: 
     let traffic = requests(&season);
     let stream = LocalStream::with_capacity("game-events", usize::MAX);
     let config = ApiConfig::default();
+    let games = demo_games()?;
     let sink_config = game_sink::Config::new(table, None)?;
     let sink = game_sink::Sink::open(&sink_config, storage)
         .await
@@ -341,11 +374,11 @@ async fn game_events(args: &DemoArgs, table: &str, now: DateTime<Utc>, storage: 
     // A client with a bug: its request is refused whole, and nothing of it is written.
     let mut broken = traffic.first().map(|r| r.events.clone()).unwrap_or_default();
     broken.truncate(3);
-    let mut bad = proxy_request(&broken, now, "demo-bad-request");
+    let mut bad = proxy_request(&broken, now, "demo-bad-request", DEMO_GAMES[0].1);
     if let Some(body) = &mut bad.body {
         *body = body.replacen("\"eventName\"", "\"event_name\"", 1);
     }
-    let answer = respond(&bad, &stream, &config).await;
+    let answer = respond(&bad, &games, &stream, &config).await;
     println!(
         "  a malformed request got {}: {}",
         answer.status_code,
@@ -367,17 +400,29 @@ async fn game_events(args: &DemoArgs, table: &str, now: DateTime<Utc>, storage: 
             if attempt > 0 {
                 commits += drain(&stream, &sink, 1, &mut totals).await?;
             }
-            let proxy = proxy_request(&request.events, at, &format!("demo-{requests}"));
-            requests += 1;
-            let answer = respond(&proxy, &stream, &config).await;
-            if answer.status_code != 200 {
-                bail!(
-                    "the API answered {} to request {i}: {}",
-                    answer.status_code,
-                    body_message(answer.body.as_ref())
-                );
+            // Each game's players send with their game's key.
+            for (game, (_, key)) in DEMO_GAMES.iter().enumerate() {
+                let events: Vec<GameEvent> = request
+                    .events
+                    .iter()
+                    .filter(|e| demo_game_of(e) == game)
+                    .cloned()
+                    .collect();
+                if events.is_empty() {
+                    continue;
+                }
+                let proxy = proxy_request(&events, at, &format!("demo-{requests}"), key);
+                requests += 1;
+                let answer = respond(&proxy, &games, &stream, &config).await;
+                if answer.status_code != 200 {
+                    bail!(
+                        "the API answered {} to request {i}: {}",
+                        answer.status_code,
+                        body_message(answer.body.as_ref())
+                    );
+                }
+                sent += events.len() as u64;
             }
-            sent += request.events.len() as u64;
         }
         commits += drain(&stream, &sink, SINK_BATCH, &mut totals).await?;
     }
@@ -388,8 +433,10 @@ async fn game_events(args: &DemoArgs, table: &str, now: DateTime<Utc>, storage: 
         .map(|s| s.device)
         .collect::<std::collections::BTreeSet<_>>();
     println!(
-        "  {requests} requests of up to {EVENTS_PER_REQUEST} events ({} events of {} sessions, one request sent \
-         twice) over the {} hours to {}, from {} of {} players",
+        "  {requests} requests of up to {EVENTS_PER_REQUEST} events of the games {} and {}, each with its own key \
+         ({} events of {} sessions, one request sent twice) over the {} hours to {}, from {} of {} players",
+        DEMO_GAMES[0].0,
+        DEMO_GAMES[1].0,
         season.events.len(),
         season.sessions.len(),
         hours,

@@ -16,9 +16,9 @@ pub struct OptimizeArgs {
     /// The table: a local path or s3://bucket/prefix.
     #[arg(long, value_name = "URI")]
     pub table: String,
-    /// Drop rows whose value in this column was already seen in their partition, keeping the
-    /// first (game_events: eventId).
-    #[arg(long, value_name = "COLUMN")]
+    /// Drop rows whose key was already seen in their partition, keeping the first: a column, or
+    /// columns joined by + (game_events: gameId+eventId).
+    #[arg(long, value_name = "COLUMN[+COLUMN]")]
     pub dedup_key: Option<String>,
     /// Target size of the compacted files, in MiB.
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=4096))]

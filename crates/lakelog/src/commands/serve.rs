@@ -19,7 +19,9 @@ use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use chrono::Utc;
 use clap::Args;
-use game_api::{ApiConfig, KinesisSink, LocalStream, PartitionKey, RecordSink, StreamRef, kinesis_client, respond};
+use game_api::{
+    ApiConfig, Games, KinesisSink, LocalStream, PartitionKey, RecordSink, StreamRef, kinesis_client, respond,
+};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -41,6 +43,11 @@ pub struct ServeArgs {
     /// Port on 127.0.0.1; 0 picks a free one (printed at start).
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
+    /// The games and their API keys, a JSON file:
+    /// {"games": [{"game": "space-miners", "key": "<20+ characters>", "maxAmount": 500}]}.
+    /// A request's x-api-key names its game; other keys get 403.
+    #[arg(long, value_name = "FILE")]
+    pub games: PathBuf,
     /// Folder of the local Delta tables: the game-events sink, fed by the embedded stream as
     /// Kinesis feeds the Lambda, appends to DIR/game_events (rejects: DIR/game_events_rejects).
     #[arg(long, value_name = "DIR", default_value = "lake")]
@@ -114,6 +121,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         partition_key: args.partition_key,
         ..ApiConfig::default()
     };
+    let games = Arc::new(Games::from_keys_file(&args.games)?);
     let listener = TcpListener::bind(("127.0.0.1", args.port))
         .await
         .with_context(|| format!("cannot listen on 127.0.0.1:{}", args.port))?;
@@ -123,7 +131,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         let stream = StreamRef::parse(stream);
         eprintln!("lakelog serve: writing to the Kinesis stream {stream}");
         let sink = Arc::new(KinesisSink::new(kinesis_client(&sdk), stream));
-        accept(listener, address, sink, config, None).await?;
+        accept(listener, address, games, sink, config, None).await?;
     } else {
         let stream = Arc::new(LocalStream::with_capacity(LOCAL_STREAM, args.buffer.max(1)));
         let table = args.lake.join(EVENTS_TABLE);
@@ -144,7 +152,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             last: tokio::sync::Mutex::new(None),
         });
         let consumer = tokio::spawn(consume(Arc::clone(&stream), sink, Arc::clone(&stop)));
-        accept(listener, address, Arc::clone(&stream), config, Some(live)).await?;
+        accept(listener, address, games, Arc::clone(&stream), config, Some(live)).await?;
         stop.store(true, Ordering::Release);
         let (records, rows) = consumer.await.context("the stream consumer panicked")?;
         eprintln!("lakelog serve: the sink took {records} records and wrote {rows} rows");
@@ -205,6 +213,7 @@ async fn consume(stream: Arc<LocalStream>, sink: game_sink::Sink, stop: Arc<Atom
 async fn accept<S: RecordSink + 'static>(
     listener: TcpListener,
     address: SocketAddr,
+    games: Arc<Games>,
     sink: Arc<S>,
     config: ApiConfig,
     live: Option<Arc<LiveView>>,
@@ -230,14 +239,17 @@ async fn accept<S: RecordSink + 'static>(
                         continue;
                     }
                 };
-                let (sink, config, counters) = (Arc::clone(&sink), Arc::clone(&config), Arc::clone(&counters));
+                let (games, sink, config, counters) =
+                    (Arc::clone(&games), Arc::clone(&sink), Arc::clone(&config), Arc::clone(&counters));
                 let live = live.clone();
                 tokio::spawn(async move {
                     let service = service_fn(move |request| {
-                        let (sink, config, counters) = (Arc::clone(&sink), Arc::clone(&config), Arc::clone(&counters));
+                        let (games, sink, config, counters) =
+                            (Arc::clone(&games), Arc::clone(&sink), Arc::clone(&config), Arc::clone(&counters));
                         let live = live.clone();
                         async move {
-                            Ok::<_, Infallible>(route(request, peer, &*sink, &config, &counters, live.as_deref()).await)
+                            let served = route(request, peer, &games, &*sink, &config, &counters, live.as_deref());
+                            Ok::<_, Infallible>(served.await)
                         }
                     });
                     if let Err(err) = http1::Builder::new().serve_connection(TokioIo::new(tcp), service).await {
@@ -274,6 +286,7 @@ fn summary(counters: &Counters) -> String {
 async fn route<S: RecordSink>(
     request: Request<Incoming>,
     peer: SocketAddr,
+    games: &Games,
     sink: &S,
     config: &ApiConfig,
     counters: &Counters,
@@ -309,7 +322,7 @@ async fn route<S: RecordSink>(
             return response;
         }
     };
-    let response = respond(&proxy, sink, config).await;
+    let response = respond(&proxy, games, sink, config).await;
     match response.status_code {
         200 => {
             let written = match &response.body {

@@ -14,11 +14,25 @@ impl Drop for Server {
     }
 }
 
-/// Starts `lakelog serve` on a free port of 127.0.0.1 with its tables under `lake`, and returns it
-/// with its events URL (from the line it prints first).
+/// The API key of the game `space-miners` in the keys file [`serve`] writes.
+pub const KEY: &str = "space-miners-test-key-0123456789";
+
+/// The API key of the game `tiny-towns` in the keys file [`serve`] writes.
+#[allow(dead_code, reason = "not every test binary sends as the second game")]
+pub const OTHER_KEY: &str = "tiny-towns-test-key-0123456789";
+
+/// Starts `lakelog serve` on a free port of 127.0.0.1 with its tables under `lake` and two games
+/// ([`KEY`], [`OTHER_KEY`]), and returns it with its events URL (from the line it prints first).
 pub fn serve(lake: &Path) -> (Server, String) {
+    let games = lake.with_file_name("games.json");
+    let keys = format!(
+        r#"{{"games": [{{"game": "space-miners", "key": "{KEY}", "maxAmount": 500}},
+                      {{"game": "tiny-towns", "key": "{OTHER_KEY}"}}]}}"#
+    );
+    std::fs::write(&games, keys).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_lakelog"))
         .args(["serve", "--port", "0", "--lake", lake.to_str().unwrap()])
+        .args(["--games", games.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

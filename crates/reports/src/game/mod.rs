@@ -11,7 +11,7 @@
 //!   event counts; lateness only concerns the windows).
 //! * The same three by `eventParams.platform`.
 //!
-//! Every figure counts each `eventId` once: of the copies of an event (a retried batch, a resent
+//! Every figure counts each event, a game's `eventId`, once: of the copies of an event (a resent
 //! request) the first to arrive is the event, and the watermark is computed over those first
 //! copies. Lateness depends on what arrived before an event, so it is judged over the whole table;
 //! `--from`/`--to` then select the windows and days reported.
@@ -182,7 +182,9 @@ pub async fn game_report_with(
         .query(
             COPIES,
             &format!(
-                r#"SELECT "eventId" AS id, "eventName" AS name, "eventTime" AS t, CAST("eventTime" AS DATE) AS day,
+                r#"SELECT concat(coalesce("gameId", ''), '/', "eventId") AS id, "eventName" AS name, "eventTime" AS t,
+                          CAST("eventTime" AS DATE) AS day,
+                          coalesce("gameId", 'unknown') AS game, "extraParams" AS extra,
                           coalesce("eventParams"['platform'], 'unknown') AS platform,
                           "eventParams"['device_id'] AS device,
                           "eventParams"['app_version'] AS version,
@@ -248,7 +250,9 @@ fn register_events(session: &ReportSession, copies: Rows) -> Result<usize, Repor
     };
     let batches = copies.into_batches();
     let verdicts = arrival::judge(COPIES, &batches, order, TimeDelta::minutes(WATERMARK_MINUTES))?;
-    let kept = ["id", "name", "t", "day", "platform", "device", "version", "amount"];
+    let kept = [
+        "id", "name", "t", "day", "game", "extra", "platform", "device", "version", "amount",
+    ];
     let error = |source| ReportError::Query {
         query: COPIES.to_owned(),
         source,
@@ -289,6 +293,8 @@ fn register_events(session: &ReportSession, copies: Rows) -> Result<usize, Repor
             Field::new("name", DataType::Utf8, true),
             Field::new("t", timestamp, true),
             Field::new("day", DataType::Date32, true),
+            Field::new("game", DataType::Utf8, true),
+            Field::new("extra", DataType::Utf8, true),
             Field::new("platform", DataType::Utf8, true),
             Field::new("device", DataType::Utf8, true),
             Field::new("version", DataType::Utf8, true),
@@ -560,6 +566,10 @@ impl GameReport {
         out.push_str(&self.sessions.days_table().render());
         out.push_str("\nRevenue per day\n");
         out.push_str(&self.revenue.days_table(BOOKINGS_CURRENCY).render());
+        out.push_str("\nRevenue by game\n");
+        out.push_str(&Revenue::of_table(&self.revenue.by_game, "game", BOOKINGS_CURRENCY).render());
+        out.push_str(&format!("\nRevenue by {}\n", revenue::ITEM_PARAM));
+        out.push_str(&Revenue::of_table(&self.revenue.by_item, revenue::ITEM_PARAM, BOOKINGS_CURRENCY).render());
         out.push_str("\nRevenue by app version\n");
         out.push_str(&Revenue::of_table(&self.revenue.by_app_version, "app version", BOOKINGS_CURRENCY).render());
         out.push_str("\nBy platform\n");
@@ -648,6 +658,33 @@ impl GameReport {
                         .lengths
                         .iter()
                         .map(|(label, n)| (label.clone(), *n as f64))
+                        .collect::<Vec<_>>(),
+                )?,
+            ),
+            (
+                "revenue_by_game.svg",
+                chart::bar_chart(
+                    "Revenue by game",
+                    Unit::Money("revenue", BOOKINGS_CURRENCY),
+                    &self
+                        .revenue
+                        .by_game
+                        .iter()
+                        .map(|r| (r.name.clone(), r.revenue))
+                        .collect::<Vec<_>>(),
+                )?,
+            ),
+            (
+                "revenue_by_item.svg",
+                chart::bar_chart(
+                    "Revenue by item (eventParams.item_sku)",
+                    Unit::Money("revenue", BOOKINGS_CURRENCY),
+                    &self
+                        .revenue
+                        .by_item
+                        .iter()
+                        .take(12)
+                        .map(|r| (r.name.clone(), r.revenue))
                         .collect::<Vec<_>>(),
                 )?,
             ),

@@ -6,8 +6,9 @@
 //!
 //! * per day: active users, paying users, revenue, conversion (paying / active), ARPDAU (revenue /
 //!   active) and ARPPU (revenue / paying);
-//! * over the range, by `platform` and by `app_version` (`unknown` where missing): revenue,
-//!   purchases and paying users.
+//! * over the range, by game (`gameId`), by `platform`, by `app_version` and by the item bought
+//!   (the parameter [`ITEM_PARAM`] of `extraParams`) (`unknown` where missing): revenue, purchases
+//!   and paying users.
 
 use chrono::NaiveDate;
 use serde::Serialize;
@@ -48,11 +49,19 @@ pub struct RevenueOf {
     pub paying_users: i64,
 }
 
+/// The parameter of a purchase that names what was bought: revenue is also reported by its
+/// values (a parameter the table keeps in `extraParams`, as sent).
+pub const ITEM_PARAM: &str = "item_sku";
+
 /// The revenue KPIs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Revenue {
     /// Per day, in order.
     pub days: Vec<DayRevenue>,
+    /// By game, most revenue first.
+    pub by_game: Vec<RevenueOf>,
+    /// By the item bought ([`ITEM_PARAM`]), most revenue first.
+    pub by_item: Vec<RevenueOf>,
     /// By platform, most revenue first.
     pub by_platform: Vec<RevenueOf>,
     /// By app version, most revenue first.
@@ -173,7 +182,56 @@ pub async fn revenue(session: &ReportSession, within: &str) -> Result<Revenue, R
     };
     Ok(Revenue {
         days,
+        by_game: by("game").await?,
+        by_item: by_item(session, within).await?,
         by_platform: by("platform").await?,
         by_app_version: by("coalesce(version, 'unknown')").await?,
     })
+}
+
+/// The text of a parameter's value, as a person reads it: a string as itself, anything else as
+/// its JSON.
+fn value_text(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Revenue by the item bought: [`ITEM_PARAM`] of each counted purchase's `extraParams`, read in
+/// one pass over the purchases.
+async fn by_item(session: &ReportSession, within: &str) -> Result<Vec<RevenueOf>, ReportError> {
+    let rows = session
+        .query(
+            "revenue by item",
+            &format!("SELECT extra, amount, device FROM {EVENTS} WHERE {COUNTED_PURCHASE} AND {within}"),
+        )
+        .await?;
+    let (extra, amount, device) = (rows.strings("extra")?, rows.f64s("amount")?, rows.strings("device")?);
+    let mut items: std::collections::HashMap<String, (f64, i64, std::collections::HashSet<String>)> =
+        std::collections::HashMap::new();
+    for i in 0..rows.len() {
+        let item = extra[i]
+            .as_deref()
+            .and_then(|text| serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text).ok())
+            .and_then(|params| params.get(ITEM_PARAM).map(value_text))
+            .unwrap_or_else(|| "unknown".to_owned());
+        let entry = items.entry(item).or_default();
+        entry.0 += amount[i].unwrap_or(0.0);
+        entry.1 += 1;
+        if let Some(device) = &device[i] {
+            entry.2.insert(device.clone());
+        }
+    }
+    let mut by: Vec<RevenueOf> = items
+        .into_iter()
+        .map(|(name, (revenue, purchases, paying))| RevenueOf {
+            name,
+            revenue,
+            purchases,
+            paying_users: paying.len() as i64,
+        })
+        .collect();
+    by.sort_by(|a, b| b.revenue.total_cmp(&a.revenue).then_with(|| a.name.cmp(&b.name)));
+    Ok(by)
 }

@@ -1,0 +1,151 @@
+//! Each Kinesis record once in the tables, however Lambda delivers it again: the whole batch after
+//! its commit landed, the part after a partial failure, the halves of a bisected batch, and the
+//! records of a parent shard after a reshard.
+
+use aws_lambda_events::event::kinesis::KinesisEventRecord;
+use aws_lambda_events::kinesis::KinesisRecord;
+use chrono::{TimeZone, Utc};
+use game_events::Envelope;
+use game_events::synth::{Synth, SynthConfig};
+use game_sink::{BatchReport, Config, Sink};
+use lake::{Retry, StorageConfig};
+
+const STREAM_ARN: &str = "arn:aws:kinesis:us-east-1:123456789012:stream/game-events";
+
+/// `n` records of shard `shard`, numbered from `first`; every 10th cannot be decoded, and the
+/// events alternate between two games that share their eventIds.
+fn records(shard: usize, first: usize, n: usize) -> Vec<KinesisEventRecord> {
+    let mut synth = Synth::new(SynthConfig {
+        seed: 11 + shard as u64,
+        devices: 20,
+        ..SynthConfig::default()
+    });
+    let envelope = Envelope::new(serde_json::Map::new());
+    let time = Utc.with_ymd_and_hms(2026, 11, 30, 23, 59, 0).unwrap();
+    (first..first + n)
+        .map(|i| {
+            let mut kinesis = KinesisRecord::default();
+            *kinesis.data = if i % 10 == 9 {
+                b"{not json".to_vec()
+            } else {
+                let game = if i.is_multiple_of(2) {
+                    "space-miners"
+                } else {
+                    "tiny-towns"
+                };
+                // Two games' clients may send the same ids: the key is (game, eventId).
+                let mut event = synth.event(time).stamp(time + chrono::Duration::seconds(i as i64));
+                event.event_id = uuid::Uuid::from_u128((i / 2) as u128 + 1);
+                envelope.record(&event.with_game(game)).unwrap()
+            };
+            kinesis.sequence_number = format!("4959{shard:02}{i:050}");
+            kinesis.partition_key = format!("pk-{i}");
+            let mut record = KinesisEventRecord::default();
+            record.event_id = Some(format!("shardId-{shard:012}:{}", kinesis.sequence_number));
+            record.event_source_arn = Some(STREAM_ARN.to_owned());
+            record.kinesis = kinesis;
+            record
+        })
+        .collect()
+}
+
+fn rejects_in(records: &[KinesisEventRecord]) -> u64 {
+    records.iter().filter(|r| r.kinesis.data.starts_with(b"{not")).count() as u64
+}
+
+async fn rows(uri: &str) -> u64 {
+    let table = lake::open_table(uri, &StorageConfig::default()).await.unwrap();
+    lake::file_stats(&table).unwrap().rows
+}
+
+async fn sink() -> (tempfile::TempDir, Sink, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("game_events").to_str().unwrap().to_owned();
+    let rejects = format!("{events}_rejects");
+    let sink = Sink::open(&Config::new(&events, None).unwrap(), &StorageConfig::default())
+        .await
+        .unwrap();
+    (dir, sink, events, rejects)
+}
+
+async fn process(sink: &Sink, batch: &[KinesisEventRecord]) -> BatchReport {
+    let report = sink.process(batch, &Retry::default()).await;
+    assert_eq!(report.retry_from, None, "{report:?}");
+    report
+}
+
+#[tokio::test]
+async fn a_batch_delivered_again_after_its_commit_adds_nothing() {
+    let (_dir, sink, events, rejects) = sink().await;
+    let batch = records(0, 0, 40);
+    let first = process(&sink, &batch).await;
+    assert_eq!((first.rows, first.rejected as u64), (36, 4));
+    assert_eq!(first.already_committed, 0);
+    // Lambda timed out after the commit: the same batch again.
+    let again = process(&sink, &batch).await;
+    assert_eq!((again.rows, again.rejected, again.already_committed), (0, 0, 40));
+    assert!(again.events.is_empty(), "no live figures for what was already counted");
+    assert_eq!((rows(&events).await, rows(&rejects).await), (36, 4));
+}
+
+#[tokio::test]
+async fn the_part_after_a_partial_failure_and_a_bisected_batch_add_nothing_twice() {
+    let (_dir, sink, events, rejects) = sink().await;
+    let batch = records(0, 0, 60);
+    // A bisected batch: its first half, then (the function erred after that commit) the whole
+    // batch, then its second half again.
+    process(&sink, &batch[..30]).await;
+    let whole = process(&sink, &batch).await;
+    assert_eq!(whole.already_committed, 30);
+    let second = process(&sink, &batch[30..]).await;
+    assert_eq!(second.rows, 0);
+    // A partial failure reported from record 45: Lambda delivers from there, with later records.
+    let mut resumed = batch[45..].to_vec();
+    resumed.extend(records(0, 60, 20));
+    let report = process(&sink, &resumed).await;
+    assert_eq!(report.already_committed, 15);
+    let expected_rejects = rejects_in(&batch) + rejects_in(&records(0, 60, 20));
+    assert_eq!(rows(&rejects).await, expected_rejects);
+    assert_eq!(rows(&events).await, 80 - expected_rejects);
+}
+
+#[tokio::test]
+async fn after_a_reshard_the_children_are_written_and_the_parent_is_not_again() {
+    let (_dir, sink, events, _rejects) = sink().await;
+    let parent = records(0, 0, 30);
+    process(&sink, &parent).await;
+    // The children's sequence numbers are their own: lower than the parent's last one.
+    let children = [records(1, 0, 20), records(2, 0, 20)];
+    for child in &children {
+        let report = process(&sink, child).await;
+        assert_eq!(report.already_committed, 0);
+        assert_eq!(report.rows, 20 - rejects_in(child));
+    }
+    // The parent's last batch comes again (its lease moved during the reshard).
+    assert_eq!(process(&sink, &parent[10..]).await.rows, 0);
+    let expected = 30 - rejects_in(&parent) + children.iter().map(|c| 20 - rejects_in(c)).sum::<u64>();
+    assert_eq!(rows(&events).await, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_handed_the_same_batch_write_it_once() {
+    let (dir, sink, events, rejects) = sink().await;
+    // A second instance of the function, with tables of its own handle.
+    let other = Sink::open(&Config::new(&events, None).unwrap(), &StorageConfig::default())
+        .await
+        .unwrap();
+    let batch = records(3, 0, 50);
+    let retry = Retry::default();
+    let (a, b) = tokio::join!(sink.process(&batch, &retry), other.process(&batch, &retry));
+    // One of them may be refused (the other moved the shard first): Lambda delivers its batch
+    // again, and then it finds everything in.
+    for report in [a, b] {
+        if report.retry_from.is_some() {
+            let again = process(&sink, &batch).await;
+            assert_eq!(again.rows, 0);
+        }
+    }
+    assert_eq!(rows(&events).await, 50 - rejects_in(&batch));
+    assert_eq!(rows(&rejects).await, rejects_in(&batch));
+    drop(dir);
+}

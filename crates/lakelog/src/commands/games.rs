@@ -1,0 +1,108 @@
+//! `lakelog games add|list|revoke`: a studio's games, each with its own API key and throttle
+//! (an API Gateway key in a usage plan of its own), against the stack's game events API.
+//! Credentials, region and endpoint come from the AWS environment.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use game_api::Game;
+use game_api::games::{GameKey, Throttle, add_game, list_games, revoke_game};
+
+/// Arguments of `lakelog games`.
+#[derive(Debug, Args)]
+pub struct GamesArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: GamesCommand,
+}
+
+/// The `games` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum GamesCommand {
+    /// Create a game's API key and its usage plan; prints the key (shown once) as JSON.
+    Add(AddArgs),
+    /// List the games' keys (revoked ones too) as JSON lines.
+    List,
+    /// Disable every key of a game: its clients get 403 from then on, other games are untouched.
+    Revoke(RevokeArgs),
+}
+
+/// Arguments of `lakelog games add`.
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// The game's name, stamped into its events as gameId: 1 to 64 of a-z, 0-9, - and _.
+    pub game: String,
+    /// The game events REST API (the stack's output GameEventsApiId).
+    #[arg(long, value_name = "ID")]
+    pub api_id: String,
+    /// The API's stage.
+    #[arg(long, default_value = "prod")]
+    pub stage: String,
+    /// Requests per second the game's clients may send together, on average.
+    #[arg(long, default_value_t = 100.0)]
+    pub rate: f64,
+    /// Requests the game's clients may send at once.
+    #[arg(long, default_value_t = 200)]
+    pub burst: i32,
+    /// The least eventParams.amount of one purchase.
+    #[arg(long, default_value_t = 0.0)]
+    pub min_amount: f64,
+    /// The most eventParams.amount of one purchase.
+    #[arg(long, default_value_t = 10_000.0)]
+    pub max_amount: f64,
+}
+
+/// Arguments of `lakelog games revoke`.
+#[derive(Debug, Args)]
+pub struct RevokeArgs {
+    /// The game whose keys are disabled.
+    pub game: String,
+}
+
+fn print(key: &GameKey) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string(key)?);
+    Ok(())
+}
+
+/// Runs `lakelog games`.
+pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
+    let runtime = super::runtime()?;
+    runtime.block_on(async {
+        let sdk = aws_config::load_from_env().await;
+        let client = aws_sdk_apigateway::Client::new(&sdk);
+        match &args.command {
+            GamesCommand::Add(add) => {
+                anyhow::ensure!(add.rate > 0.0 && add.burst > 0, "--rate and --burst must be positive");
+                let game = Game::new(&add.game)?.with_amounts(add.min_amount, add.max_amount)?;
+                let throttle = Throttle {
+                    rate: add.rate,
+                    burst: add.burst,
+                };
+                let key = add_game(&client, &add.api_id, &add.stage, &game, throttle)
+                    .await
+                    .with_context(|| format!("cannot add the game {}", add.game))?;
+                print(&key)?;
+                eprintln!(
+                    "lakelog games: {} added; give its clients the key above (x-api-key), it is not shown again",
+                    key.game
+                );
+            }
+            GamesCommand::List => {
+                for key in list_games(&client).await? {
+                    print(&key)?;
+                }
+            }
+            GamesCommand::Revoke(revoke) => {
+                for key in revoke_game(&client, &revoke.game).await? {
+                    print(&key)?;
+                }
+                eprintln!(
+                    "lakelog games: {} revoked; API Gateway refuses its key within a minute or so",
+                    revoke.game
+                );
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,111 @@
+//! `lakelog games add|list|revoke` against API Gateway (moto's): each game gets a key and a usage
+//! plan of its own, tagged with the game; revoking one game leaves the others' keys enabled.
+
+use std::process::Command;
+
+use lakelog_tests::{StandIn, unique_name};
+use serde_json::Value;
+
+/// Runs `lakelog games ARGS` against the stand-in; its JSON lines.
+fn games(standin: &StandIn, args: &[&str]) -> Vec<Value> {
+    let output = Command::new(env!("CARGO_BIN_EXE_lakelog"))
+        .arg("games")
+        .args(args)
+        .envs(lakelog_tests::runtime_api::Function::standin_vars(standin.endpoint()))
+        .env("AWS_REGION", lakelog_tests::REGION)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "lakelog games {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn games_are_added_listed_and_revoked_one_by_one() {
+    let standin = StandIn::connect().await.unwrap();
+    let apigateway = aws_sdk_apigateway::Client::new(&standin.sdk_config());
+    let api = apigateway
+        .create_rest_api()
+        .name(unique_name("games-cli"))
+        .send()
+        .await
+        .unwrap();
+    let api_id = api.id().unwrap().to_owned();
+    let (miners, towns) = (unique_name("miners"), unique_name("towns"));
+    let added = games(
+        &standin,
+        &[
+            "add",
+            &miners,
+            "--api-id",
+            &api_id,
+            "--rate",
+            "20",
+            "--burst",
+            "40",
+            "--max-amount",
+            "99.99",
+        ],
+    );
+    assert_eq!(added.len(), 1);
+    assert_eq!(added[0]["game"], miners.as_str());
+    assert_eq!(added[0]["maxAmount"], 99.99);
+    assert!(added[0]["key"].as_str().is_some_and(|k| k.len() >= 20), "{}", added[0]);
+    games(&standin, &["add", &towns, "--api-id", &api_id]);
+
+    // Each key is in a usage plan of its own, with the game's throttle.
+    let plan_id = added[0]["usagePlanId"].as_str().unwrap();
+    let plan = apigateway.get_usage_plan().usage_plan_id(plan_id).send().await.unwrap();
+    let throttle = plan.throttle().unwrap();
+    assert_eq!((throttle.rate_limit(), throttle.burst_limit()), (20.0, 40));
+    let keys = apigateway
+        .get_usage_plan_keys()
+        .usage_plan_id(plan_id)
+        .send()
+        .await
+        .unwrap();
+    let in_plan: Vec<&str> = keys.items().iter().filter_map(|k| k.id()).collect();
+    assert_eq!(in_plan, [added[0]["keyId"].as_str().unwrap()]);
+
+    // A game has one enabled key: adding it again is refused, in words.
+    let again = Command::new(env!("CARGO_BIN_EXE_lakelog"))
+        .args(["games", "add", &miners, "--api-id", &api_id])
+        .envs(lakelog_tests::runtime_api::Function::standin_vars(standin.endpoint()))
+        .env("AWS_REGION", lakelog_tests::REGION)
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("already has a key"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+
+    let revoked = games(&standin, &["revoke", &miners]);
+    assert_eq!((revoked.len(), &revoked[0]["enabled"]), (1, &Value::Bool(false)));
+    let listed = games(&standin, &["list"]);
+    let state = |game: &str| -> Vec<bool> {
+        listed
+            .iter()
+            .filter(|k| k["game"] == game)
+            .map(|k| k["enabled"].as_bool().unwrap())
+            .collect()
+    };
+    assert_eq!(state(&miners), [false], "the revoked key is disabled");
+    assert_eq!(state(&towns), [true], "the other game's key is untouched");
+    // The revoked key itself, as API Gateway holds it.
+    let key = apigateway
+        .get_api_key()
+        .api_key(added[0]["keyId"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert!(!key.enabled());
+}
