@@ -16,12 +16,17 @@ pub const MAX_EVENT_NAMES: usize = 50;
 /// Distinct platforms one instance reports as dimensions; later ones count as `other`.
 pub const MAX_PLATFORMS: usize = 10;
 
+/// Distinct games one instance reports as dimensions; later ones count as `other`. Games come
+/// from the keys operators create, not from clients, so this bound is only a safeguard.
+pub const MAX_GAMES: usize = 100;
+
 /// Writes the metrics of each batch, with the client-given dimensions kept bounded.
 #[derive(Debug)]
 pub struct Reporter {
     namespace: String,
     event_names: Bounded,
     platforms: Bounded,
+    games: Bounded,
 }
 
 impl Reporter {
@@ -31,6 +36,7 @@ impl Reporter {
             namespace: namespace.to_owned(),
             event_names: Bounded::new(MAX_EVENT_NAMES),
             platforms: Bounded::new(MAX_PLATFORMS),
+            games: Bounded::new(MAX_GAMES),
         }
     }
 
@@ -71,9 +77,7 @@ impl Reporter {
                 self.event_names.value(Some(name)),
                 self.platforms.value(platform.as_deref()),
             );
-            let total = kpis.entry(key).or_default();
-            total.events += count.events;
-            total.bookings += count.bookings;
+            kpis.entry(key).or_default().add(*count);
         }
         let mut documents = vec![health];
         for ((name, platform), count) in kpis {
@@ -81,6 +85,16 @@ impl Reporter {
                 .dimension("EventName", name)
                 .dimension("Platform", platform)
                 .dimension_sets(vec![vec!["EventName"], vec!["Platform"], vec![]]);
+            kpi.put("Events", count.events as f64, Unit::Count)
+                .put("Bookings", count.bookings, Unit::None);
+            documents.push(kpi);
+        }
+        let mut games: BTreeMap<String, EventCount> = BTreeMap::new();
+        for (game, count) in &report.by_game {
+            games.entry(self.games.value(Some(game))).or_default().add(*count);
+        }
+        for (game, count) in games {
+            let mut kpi = Metrics::new(&self.namespace).dimension("Game", game);
             kpi.put("Events", count.events as f64, Unit::Count)
                 .put("Bookings", count.bookings, Unit::None);
             documents.push(kpi);
@@ -110,6 +124,7 @@ mod tests {
                 (("purchaseEvent".into(), Some("android".into())), count(1, 1.0)),
                 (("levelUp".into(), None), count(1, 0.0)),
             ]),
+            by_game: BTreeMap::from([("space-miners".into(), count(4, 10.98))]),
             ..BatchReport::default()
         };
         let documents: Vec<_> = reporter
@@ -123,7 +138,7 @@ mod tests {
         assert_eq!(documents[0]["LagSeconds"], 12.5);
         // The first platform seen (android: the report is in key order) is kept; platforms past
         // the bound count as "other", and so do events without one.
-        let kpis: Vec<(String, String, f64, f64)> = documents[1..]
+        let kpis: Vec<(String, String, f64, f64)> = documents[1..4]
             .iter()
             .map(|d| {
                 (
@@ -145,6 +160,20 @@ mod tests {
         assert_eq!(
             documents[1]["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
             serde_json::json!([["EventName"], ["Platform"], []])
+        );
+        // And by game.
+        assert_eq!(documents.len(), 5);
+        assert_eq!(
+            (
+                &documents[4]["Game"],
+                &documents[4]["Events"],
+                &documents[4]["Bookings"]
+            ),
+            (
+                &serde_json::json!("space-miners"),
+                &serde_json::json!(4.0),
+                &serde_json::json!(10.98)
+            )
         );
     }
 }

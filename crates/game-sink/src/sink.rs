@@ -151,6 +151,14 @@ pub struct EventCount {
     pub bookings: f64,
 }
 
+impl EventCount {
+    /// Adds `other`'s events and bookings.
+    pub fn add(&mut self, other: EventCount) {
+        self.events += other.events;
+        self.bookings += other.bookings;
+    }
+}
+
 /// What became of one batch of records.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BatchReport {
@@ -175,6 +183,8 @@ pub struct BatchReport {
     /// The events committed to `game_events`, by `eventName` and `eventParams.platform` (empty
     /// when their commit failed).
     pub events: BTreeMap<(String, Option<String>), EventCount>,
+    /// The same events by `gameId` (`unknown` for records that name no game).
+    pub by_game: BTreeMap<String, EventCount>,
 }
 
 impl BatchReport {
@@ -202,9 +212,10 @@ impl BatchReport {
         self.post_commit_failures += later.post_commit_failures;
         self.retry_from = later.retry_from;
         for (key, count) in later.events {
-            let total = self.events.entry(key).or_default();
-            total.events += count.events;
-            total.bookings += count.bookings;
+            self.events.entry(key).or_default().add(count);
+        }
+        for (game, count) in later.by_game {
+            self.by_game.entry(game).or_default().add(count);
         }
     }
 }
@@ -318,15 +329,20 @@ impl Sink {
                 let mut events = GameEventsBatchBuilder::with_capacity(records.len());
                 let mut seen: HashSet<(Option<&str>, Uuid)> = HashSet::with_capacity(records.len());
                 let mut counts: BTreeMap<(String, Option<String>), EventCount> = BTreeMap::new();
+                let mut by_game: BTreeMap<String, EventCount> = BTreeMap::new();
                 let mut duplicates = 0;
                 for ((record, event), _) in records.iter().zip(&decoded).zip(new).filter(|(_, new)| **new) {
                     let Ok(event) = event else { continue };
                     if seen.insert((event.game_id.as_deref(), event.event_id)) {
                         events.append(event, lineage(record), ingested_at);
                         let platform = event.event_params.as_ref().and_then(|p| p.platform.clone());
-                        let count = counts.entry((event.event_name.clone(), platform)).or_default();
-                        count.events += 1;
-                        count.bookings += event.booking().unwrap_or(0.0);
+                        let one = EventCount {
+                            events: 1,
+                            bookings: event.booking().unwrap_or(0.0),
+                        };
+                        counts.entry((event.event_name.clone(), platform)).or_default().add(one);
+                        let game = event.game_id.as_deref().unwrap_or("unknown");
+                        by_game.entry(game.to_owned()).or_default().add(one);
                     } else {
                         duplicates += 1;
                     }
@@ -337,16 +353,17 @@ impl Sink {
                         "client_event_time could not be read; stored as null"
                     );
                 }
-                (events.finish(), (counts, duplicates))
+                (events.finish(), (counts, by_game, duplicates))
             })
             .await;
         match events {
-            Ok((outcome, (counts, duplicates), already)) => {
+            Ok((outcome, (counts, by_game, duplicates), already)) => {
                 report.already_committed = already;
                 report.duplicates = duplicates;
                 if let Some(outcome) = outcome {
                     report.rows = outcome.rows;
                     report.events = counts;
+                    report.by_game = by_game;
                     report.commit_attempts += outcome.attempts;
                     report.post_commit_failures += u32::from(outcome.post_commit_failed);
                 }
@@ -473,6 +490,13 @@ mod tests {
                     bookings: 4.99,
                 },
             )]),
+            by_game: BTreeMap::from([(
+                "space-miners".into(),
+                EventCount {
+                    events: 1,
+                    bookings: 4.99,
+                },
+            )]),
         };
         total.add(BatchReport {
             records: 2,
@@ -499,6 +523,13 @@ mod tests {
                     },
                 ),
             ]),
+            by_game: BTreeMap::from([(
+                "space-miners".into(),
+                EventCount {
+                    events: 2,
+                    bookings: 1.0,
+                },
+            )]),
         });
         assert_eq!(
             total,
@@ -527,6 +558,13 @@ mod tests {
                         }
                     ),
                 ]),
+                by_game: BTreeMap::from([(
+                    "space-miners".into(),
+                    EventCount {
+                        events: 3,
+                        bookings: 5.99
+                    }
+                )]),
             }
         );
     }

@@ -423,6 +423,12 @@ async fn kpis(session: &ReportSession, range: &TimeRange) -> Result<(Kpis, BTree
 }
 
 /// A date as `YYYY-MM-DD` in JSON.
+/// A bar chart of revenue by game, item or app version.
+fn revenue_bars(title: &str, of: &[revenue::RevenueOf]) -> Result<Svg, ReportError> {
+    let bars: Vec<(String, f64)> = of.iter().map(|r| (r.name.clone(), r.revenue)).collect();
+    chart::bar_chart(title, Unit::Money("revenue", BOOKINGS_CURRENCY), &bars)
+}
+
 fn date_text<S: serde::Serializer>(date: &NaiveDate, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(date)
 }
@@ -663,43 +669,18 @@ impl GameReport {
             ),
             (
                 "revenue_by_game.svg",
-                chart::bar_chart(
-                    "Revenue by game",
-                    Unit::Money("revenue", BOOKINGS_CURRENCY),
-                    &self
-                        .revenue
-                        .by_game
-                        .iter()
-                        .map(|r| (r.name.clone(), r.revenue))
-                        .collect::<Vec<_>>(),
-                )?,
+                revenue_bars("Revenue by game", &self.revenue.by_game)?,
             ),
             (
                 "revenue_by_item.svg",
-                chart::bar_chart(
-                    "Revenue by item (eventParams.item_sku)",
-                    Unit::Money("revenue", BOOKINGS_CURRENCY),
-                    &self
-                        .revenue
-                        .by_item
-                        .iter()
-                        .take(12)
-                        .map(|r| (r.name.clone(), r.revenue))
-                        .collect::<Vec<_>>(),
+                revenue_bars(
+                    &format!("Revenue by item (eventParams.{})", revenue::ITEM_PARAM),
+                    &self.revenue.by_item[..self.revenue.by_item.len().min(12)],
                 )?,
             ),
             (
                 "revenue_by_app_version.svg",
-                chart::bar_chart(
-                    "Revenue by app version",
-                    Unit::Money("revenue", BOOKINGS_CURRENCY),
-                    &self
-                        .revenue
-                        .by_app_version
-                        .iter()
-                        .map(|r| (r.name.clone(), r.revenue))
-                        .collect::<Vec<_>>(),
-                )?,
+                revenue_bars("Revenue by app version", &self.revenue.by_app_version)?,
             ),
             (
                 "bookings_per_hour_by_platform.svg",
