@@ -61,6 +61,9 @@ pub struct FaultRates {
     pub only_paths: Option<String>,
     /// Fault each path at most once (a write answered 500 whose retry then goes through).
     pub once_per_path: bool,
+    /// Fault only writes (`PUT`, `POST`, `DELETE`): a store that can be read but not written
+    /// (throttled writes, a permissions mistake).
+    pub only_writes: bool,
 }
 
 impl FaultRates {
@@ -79,6 +82,7 @@ impl FaultRates {
             max_delay: Duration::from_millis(200),
             only_paths: None,
             once_per_path: false,
+            only_writes: false,
         }
     }
 
@@ -235,6 +239,9 @@ impl Drop for FaultProxy {
 fn draw(shared: &Shared, method: &Method, path: &str) -> Fault {
     let rates = shared.rates.lock().unwrap_or_else(PoisonError::into_inner).clone();
     if rates.only_paths.as_deref().is_some_and(|p| !path.contains(p)) {
+        return Fault::None;
+    }
+    if rates.only_writes && !matches!(*method, Method::PUT | Method::POST | Method::DELETE) {
         return Fault::None;
     }
     let fault = draw_kind(shared, &rates, method);

@@ -412,6 +412,116 @@ async fn game_sink_and_compaction_lose_nothing_under_faults() {
     );
 }
 
+/// Counts DuckDB finds in the game tables: events, distinct (gameId, eventId), rejects.
+fn game_counts(endpoint: &str, events: &str, rejects: &str) -> (u64, u64, u64) {
+    let row = duckdb(
+        endpoint,
+        &format!(
+            "SELECT (SELECT count(*) FROM delta_scan('{events}')), \
+             (SELECT count(*) FROM (SELECT DISTINCT \"gameId\", \"eventId\" FROM delta_scan('{events}'))), \
+             (SELECT count(*) FROM delta_scan('{rejects}'))"
+        ),
+    )
+    .unwrap();
+    let n = |i: usize| row[0][i].as_u64().unwrap();
+    (n(0), n(1), n(2))
+}
+
+/// The tables can be read but not written (every commit refused): longer than the old budget of
+/// ten retries, a batch is retried and nothing lost; past the point where the stream would drop
+/// its records, a batch is parked whole, and `replay` brings it in once, however often it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unwritable_tables_lose_nothing_and_parked_records_replay_once() {
+    let standin = StandIn::connect().await.unwrap();
+    let bucket = standin.create_bucket("parking-game").await.unwrap();
+    let (events, rejects) = (
+        StandIn::s3_uri(&bucket, "game_events"),
+        StandIn::s3_uri(&bucket, "game_events_rejects"),
+    );
+    let parked = StandIn::s3_uri(&bucket, "parked");
+    let direct = storage(standin.endpoint(), &standin);
+    let config = Config::new(&events, Some(&rejects)).unwrap();
+    let healthy = Sink::open(&config, &direct).await.unwrap();
+    let proxy = FaultProxy::start(standin.endpoint(), 21, FaultRates::none())
+        .await
+        .unwrap();
+    let faulty = storage(proxy.endpoint(), &standin);
+    let mut synth = Synth::new(GameSynthConfig {
+        devices: 50,
+        ..GameSynthConfig::default()
+    });
+    // Records that arrived days ago (shard_records' times are of 2026-11-20 to -23).
+    let records = shard_records(0, 300, &mut synth);
+    let expected_rejects = records.iter().filter(|r| event_id(r).is_none()).count() as u64;
+    let expected_events = records.len() as u64 - expected_rejects;
+    let refuse_commits = FaultRates {
+        slow_down: 1.0,
+        only_paths: Some("_delta_log/".into()),
+        only_writes: true,
+        ..FaultRates::none()
+    };
+
+    // Without parking: every try refused, twelve deliveries (more than the old ten retries).
+    let retrying = Sink::open(&config, &faulty).await.unwrap();
+    proxy.set_rates(refuse_commits.clone());
+    let short =
+        Retry::within(Duration::from_millis(300)).with_delays(Duration::from_millis(5), Duration::from_millis(20));
+    for _ in 0..12 {
+        let report = retrying.process(&records[..100], &short).await;
+        assert_eq!(
+            report.retry_from.as_deref(),
+            Some(records[0].kinesis.sequence_number.as_str())
+        );
+        assert_eq!((report.rows, report.parked), (0, 0));
+    }
+    assert!(proxy.counts().slow_down >= 12, "{:?}", proxy.counts());
+    // The store recovers: the batch is delivered again and lands whole.
+    proxy.set_rates(FaultRates::none());
+    let (rows, rejected, _) = deliver(&retrying, &records[..100]).await;
+    let rejects_first = records[..100].iter().filter(|r| event_id(r).is_none()).count();
+    assert_eq!((rows, rejected), (100 - rejects_first as u64, rejects_first));
+
+    // With parking: the records are past the point of parking, so the failing batch is parked
+    // (events and rejects each where they belong) and Lambda moves on.
+    let parking = Config::new(&events, Some(&rejects))
+        .unwrap()
+        .with_parking(game_sink::Parking::new(&parked, 24).unwrap());
+    let parking_sink = Sink::open(&parking, &faulty).await.unwrap();
+    proxy.set_rates(refuse_commits);
+    let report = parking_sink.process(&records[100..200], &short).await;
+    assert_eq!(report.retry_from, None, "{report:?}");
+    assert_eq!((report.rows, report.parked), (0, 100), "{report:?}");
+    // The stream moves on: the next batch lands, and the shard's position passes the parked one.
+    proxy.set_rates(FaultRates::none());
+    deliver(&parking_sink, &records[200..]).await;
+    let (rows, _, rejects_in) = game_counts(standin.endpoint(), &events, &rejects);
+    assert!(
+        rows < expected_events && rejects_in < expected_rejects,
+        "the parked batch is not in yet"
+    );
+
+    // Replayed twice: the parked records once.
+    let folder = lake::Folder::open(&parked, &direct).unwrap();
+    let names = folder.list().await.unwrap();
+    assert_eq!(names.len(), 2, "one object per table: {names:?}");
+    for name in &names {
+        let replayed = healthy.replay(&folder, name, &retry()).await.unwrap();
+        assert!(
+            matches!(replayed, game_sink::Replayed::Committed(n) if n > 0),
+            "{replayed:?}"
+        );
+    }
+    for name in &names {
+        let again = healthy.replay(&folder, name, &retry()).await.unwrap();
+        assert_eq!(again, game_sink::Replayed::AlreadyIn);
+    }
+    assert_eq!(
+        game_counts(standin.endpoint(), &events, &rejects),
+        (expected_events, expected_events, expected_rejects),
+        "every event once (rows and distinct keys) and every reject once"
+    );
+}
+
 /// S3 carries out every commit PUT and then answers 500, then refuses every checkpoint write:
 /// the commits landed, and must be taken for landed (files kept, sources recorded), not for failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

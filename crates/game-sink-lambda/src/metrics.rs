@@ -52,6 +52,7 @@ impl Reporter {
             .put("Duplicates", report.duplicates as f64, Unit::Count)
             .put("AlreadyCommitted", report.already_committed as f64, Unit::Count)
             .put("Rejects", report.rejected as f64, Unit::Count)
+            .put("RecordsParked", report.parked as f64, Unit::Count)
             .put("CommitAttempts", f64::from(report.commit_attempts), Unit::Count)
             .put(
                 "PostCommitFailures",

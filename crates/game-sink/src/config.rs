@@ -1,5 +1,7 @@
 //! Configuration: where the tables are, read and validated once.
 
+use std::time::Duration;
+
 pub use env_config::ConfigError;
 use env_config::{Vars, table_location};
 
@@ -8,6 +10,15 @@ pub const EVENTS_TABLE_VAR: &str = "GAME_EVENTS_TABLE_URI";
 /// The rejects table; default: the events table's location with `_rejects` appended.
 pub const REJECTS_TABLE_VAR: &str = "GAME_EVENTS_REJECTS_TABLE_URI";
 
+/// Where records that could not be committed before the stream would drop them are parked
+/// (`s3://bucket/prefix` or a local directory); unset, nothing is parked.
+pub const PARKING_VAR: &str = "GAME_EVENTS_PARKING_URI";
+/// Hours the stream keeps records (default 24, Kinesis' own default).
+pub const RETENTION_VAR: &str = "GAME_EVENTS_STREAM_RETENTION_HOURS";
+
+/// How long before the stream drops a record a batch that still cannot be committed is parked.
+pub const PARK_MARGIN: Duration = Duration::from_secs(6 * 3600);
+
 /// Where the sink writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -15,6 +26,30 @@ pub struct Config {
     pub events_table: String,
     /// The `game_events_rejects` table.
     pub rejects_table: String,
+    /// Where to park records that could not be committed in time, and after how long.
+    pub parking: Option<Parking>,
+}
+
+/// Parking of records the tables could not take in time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parking {
+    /// The folder of parked records.
+    pub folder: String,
+    /// A batch whose oldest record arrived this long ago is parked rather than retried: the
+    /// stream's retention less [`PARK_MARGIN`] (at least an hour).
+    pub after: Duration,
+}
+
+impl Parking {
+    /// Parking in `folder`, for a stream that keeps records `retention_hours`.
+    pub fn new(folder: &str, retention_hours: u64) -> Result<Self, ConfigError> {
+        Ok(Self {
+            folder: table_location(PARKING_VAR, folder)?,
+            after: Duration::from_secs(retention_hours * 3600)
+                .saturating_sub(PARK_MARGIN)
+                .max(Duration::from_secs(3600)),
+        })
+    }
 }
 
 impl Config {
@@ -35,14 +70,26 @@ impl Config {
         Ok(Self {
             events_table,
             rejects_table,
+            parking: None,
         })
+    }
+
+    /// The same tables, parking what cannot be committed in time as `parking` says.
+    pub fn with_parking(mut self, parking: Parking) -> Self {
+        self.parking = Some(parking);
+        self
     }
 
     /// Reads [`EVENTS_TABLE_VAR`] and [`REJECTS_TABLE_VAR`].
     pub fn from_env() -> Result<Self, ConfigError> {
         let vars = Vars::env();
         let events = vars.required(EVENTS_TABLE_VAR)?;
-        Self::new(&events, vars.optional(REJECTS_TABLE_VAR).as_deref())
+        let config = Self::new(&events, vars.optional(REJECTS_TABLE_VAR).as_deref())?;
+        let retention = vars.number(RETENTION_VAR, 24, 24..=8760)?;
+        Ok(match vars.optional(PARKING_VAR) {
+            Some(folder) => config.with_parking(Parking::new(&folder, retention)?),
+            None => config,
+        })
     }
 }
 
@@ -59,6 +106,15 @@ mod tests {
         assert_eq!(config.rejects_table, "./lake/events_rejects");
         let config = Config::new("./lake/events", Some("s3://other/rejects")).unwrap();
         assert_eq!(config.rejects_table, "s3://other/rejects");
+    }
+
+    #[test]
+    fn parking_comes_before_the_stream_drops_the_records() {
+        let parking = Parking::new("s3://lake/game_events_parked", 168).unwrap();
+        assert_eq!(parking.after, Duration::from_secs(162 * 3600));
+        assert_eq!(Parking::new("./parked", 1).unwrap().after, Duration::from_secs(3600));
+        let err = Parking::new("http://x", 24).unwrap_err().to_string();
+        assert!(err.starts_with("GAME_EVENTS_PARKING_URI="), "{err}");
     }
 
     #[test]

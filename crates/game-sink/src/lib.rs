@@ -18,5 +18,8 @@
 pub mod config;
 mod sink;
 
-pub use config::{Config, ConfigError};
-pub use sink::{BatchReport, EventCount, Sink, events_table_spec, rejects_table_spec};
+pub use config::{Config, ConfigError, Parking};
+pub use sink::{
+    BatchReport, EventCount, Parked, ParkedFor, ReplayError, Replayed, Sink, WriteError, events_table_spec,
+    rejects_table_spec,
+};

@@ -10,11 +10,12 @@ use game_events::batch::{
 };
 use game_events::{RecordError, StampedEvent, decode_record};
 use lake::{Advance, AppendOutcome, LakeError, Retry, StorageConfig, Table, TableSpec, progress};
+use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, OnceCell};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 use uuid::Uuid;
 
-use crate::config::Config;
+use crate::config::{Config, Parking};
 
 /// The `game_events` table: partitioned by `eventDate`.
 pub fn events_table_spec() -> TableSpec {
@@ -28,13 +29,35 @@ pub fn rejects_table_spec() -> TableSpec {
 
 /// Why a batch could not be committed.
 #[derive(Debug, thiserror::Error)]
-enum WriteError {
+pub enum WriteError {
     /// The rows did not make a batch of the table's schema.
     #[error("building the batch: {0}")]
     Arrow(#[from] arrow::error::ArrowError),
     /// Writing or committing the files failed.
     #[error(transparent)]
     Lake(#[from] LakeError),
+    /// The parked records could not be serialised (never expected).
+    #[error("parking: {0}")]
+    Parking(String),
+}
+
+/// Why parked records could not be replayed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The object is not parked records of this sink.
+    #[error("{object} is not an object of parked records: {reason}")]
+    NotParked {
+        /// The object.
+        object: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The object could not be read, or the rows not written or committed.
+    #[error(transparent)]
+    Lake(#[from] LakeError),
+    /// The rows could not be made.
+    #[error(transparent)]
+    Write(#[from] WriteError),
 }
 
 /// One table, opened (or created) at its first use and then kept open for appends by one batch
@@ -85,38 +108,11 @@ impl AppendTable {
         rows: impl FnOnce(&[bool]) -> (Result<RecordBatch, arrow::error::ArrowError>, T),
     ) -> Result<(Option<AppendOutcome>, T, usize), WriteError> {
         let mut table = self.table().await?.lock().await;
-        table.refresh().await?;
-        let mut positions: BTreeMap<String, Option<String>> = BTreeMap::new();
-        for record in records {
-            let stream = stream_of(record);
-            if let std::collections::btree_map::Entry::Vacant(entry) = positions.entry(stream) {
-                let position = table.position(entry.key()).await?;
-                entry.insert(position);
-            }
-        }
-        let mut advances: BTreeMap<String, String> = BTreeMap::new();
-        let new: Vec<bool> = records
-            .iter()
-            .map(|record| {
-                let sequence = record.kinesis.sequence_number.as_str();
-                if !progress::is_position(sequence) {
-                    // Never from Kinesis; such a record is written without a position.
-                    return true;
-                }
-                let stream = stream_of(record);
-                let after = positions
-                    .get(&stream)
-                    .and_then(Option::as_deref)
-                    .is_none_or(|done| progress::compare(sequence, done) == Ordering::Greater);
-                if after {
-                    let to = advances.entry(stream).or_insert_with(|| sequence.to_owned());
-                    if progress::compare(sequence, to) == Ordering::Greater {
-                        sequence.clone_into(to);
-                    }
-                }
-                after
-            })
-            .collect();
+        let Unwritten {
+            new,
+            mut positions,
+            advances,
+        } = unwritten(&mut table, records).await?;
         let already = new.iter().filter(|n| !**n).count();
         let (batch, extra) = rows(&new);
         let batch = batch?;
@@ -140,6 +136,57 @@ impl AppendTable {
         let outcome = table.commit_appends_at(vec![files], &advances, retry).await?;
         Ok((Some(outcome), extra, already))
     }
+}
+
+/// Which records of a batch a table does not have yet, by the positions of their shards.
+struct Unwritten {
+    /// Whether each record is after its shard's position.
+    new: Vec<bool>,
+    /// The position of each shard of the batch, as read.
+    positions: BTreeMap<String, Option<String>>,
+    /// The last new record of each shard: its new position.
+    advances: BTreeMap<String, String>,
+}
+
+/// Brings `table` to its newest version and tells which of `records` it does not have yet.
+async fn unwritten(table: &mut Table, records: &[KinesisEventRecord]) -> Result<Unwritten, LakeError> {
+    table.refresh().await?;
+    let mut positions: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for record in records {
+        let stream = stream_of(record);
+        if let std::collections::btree_map::Entry::Vacant(entry) = positions.entry(stream) {
+            let position = table.position(entry.key()).await?;
+            entry.insert(position);
+        }
+    }
+    let mut advances: BTreeMap<String, String> = BTreeMap::new();
+    let new = records
+        .iter()
+        .map(|record| {
+            let sequence = record.kinesis.sequence_number.as_str();
+            if !progress::is_position(sequence) {
+                // Never from Kinesis; such a record is written without a position.
+                return true;
+            }
+            let stream = stream_of(record);
+            let after = positions
+                .get(&stream)
+                .and_then(Option::as_deref)
+                .is_none_or(|done| progress::compare(sequence, done) == Ordering::Greater);
+            if after {
+                let to = advances.entry(stream).or_insert_with(|| sequence.to_owned());
+                if progress::compare(sequence, to) == Ordering::Greater {
+                    sequence.clone_into(to);
+                }
+            }
+            after
+        })
+        .collect();
+    Ok(Unwritten {
+        new,
+        positions,
+        advances,
+    })
 }
 
 /// The events of a batch that one name and platform share: the figures of the live KPIs.
@@ -173,6 +220,9 @@ pub struct BatchReport {
     pub already_committed: usize,
     /// Records committed to `game_events_rejects`.
     pub rejected: usize,
+    /// Records parked because a table could not take them before the stream would drop them
+    /// (`lakelog replay` brings them in).
+    pub parked: usize,
     /// The sequence number of the first record that was not committed: it and every record after
     /// it must be delivered again. `None` when the whole batch is in the tables.
     pub retry_from: Option<String>,
@@ -208,6 +258,7 @@ impl BatchReport {
         self.duplicates += later.duplicates;
         self.already_committed += later.already_committed;
         self.rejected += later.rejected;
+        self.parked += later.parked;
         self.commit_attempts += later.commit_attempts;
         self.post_commit_failures += later.post_commit_failures;
         self.retry_from = later.retry_from;
@@ -225,6 +276,49 @@ impl BatchReport {
 pub struct Sink {
     events: AppendTable,
     rejects: AppendTable,
+    parking: Option<Parking>,
+    storage: StorageConfig,
+}
+
+/// The table parked records are for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParkedFor {
+    /// `game_events`: the records are events.
+    Events,
+    /// `game_events_rejects`: the records can never be events.
+    Rejects,
+}
+
+impl ParkedFor {
+    fn name(self) -> &'static str {
+        match self {
+            ParkedFor::Events => "events",
+            ParkedFor::Rejects => "rejects",
+        }
+    }
+}
+
+/// An object of parked records: the records of one batch that one table did not have when the
+/// stream was about to drop them, as Lambda delivered them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Parked {
+    /// The table they are for.
+    pub table: ParkedFor,
+    /// The table's location when they were parked.
+    pub location: String,
+    /// The records, in their shard's order.
+    pub records: Vec<KinesisEventRecord>,
+}
+
+/// What [`Sink::replay`] did with one object of parked records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replayed {
+    /// Its rows were committed (as many as given), with the object recorded in the same commit.
+    Committed(u64),
+    /// An earlier replay committed it: nothing was written.
+    AlreadyIn,
 }
 
 /// The stream a record's position is kept under: `kinesis:<stream ARN>/<shard>`, so that a table
@@ -260,6 +354,8 @@ impl Sink {
         Self {
             events: AppendTable::new(&config.events_table, events_table_spec(), storage),
             rejects: AppendTable::new(&config.rejects_table, rejects_table_spec(), storage),
+            parking: config.parking.clone(),
+            storage: storage.clone(),
         }
     }
 
@@ -306,6 +402,153 @@ impl Sink {
     /// The rejects table's location.
     pub fn rejects_uri(&self) -> &str {
         &self.rejects.uri
+    }
+
+    fn table_for(&self, table: ParkedFor) -> &AppendTable {
+        match table {
+            ParkedFor::Events => &self.events,
+            ParkedFor::Rejects => &self.rejects,
+        }
+    }
+
+    /// Parks what `table` does not have of `records` when the oldest of them is about to be
+    /// dropped by the stream (see [`Parking`]); the number parked, or `None` when it is not time
+    /// yet, parking is off, or the records could not be parked (then the batch is retried).
+    async fn park_if_due(
+        &self,
+        table: ParkedFor,
+        records: &[KinesisEventRecord],
+        decoded: &[Result<StampedEvent, RecordError>],
+    ) -> Option<usize> {
+        let parking = self.parking.as_ref()?;
+        let oldest = records
+            .iter()
+            .map(|r| r.kinesis.approximate_arrival_timestamp.0)
+            .min()?;
+        let age = chrono::Utc::now()
+            .signed_duration_since(oldest)
+            .to_std()
+            .unwrap_or_default();
+        if age < parking.after {
+            return None;
+        }
+        match self.park(parking, table, records, decoded).await {
+            Ok(parked) => Some(parked),
+            Err(e) => {
+                error!(folder = %parking.folder, error = %e, "could not park the records; the batch will be retried");
+                None
+            }
+        }
+    }
+
+    /// Writes the records of `records` that `table` does not have yet (by its shards' positions)
+    /// and that belong in it to an object of the parking folder, named by the table, shard and
+    /// sequence numbers.
+    async fn park(
+        &self,
+        parking: &Parking,
+        table: ParkedFor,
+        records: &[KinesisEventRecord],
+        decoded: &[Result<StampedEvent, RecordError>],
+    ) -> Result<usize, WriteError> {
+        let target = self.table_for(table);
+        let new = {
+            let mut handle = target.table().await?.lock().await;
+            unwritten(&mut handle, records).await?.new
+        };
+        let parked: Vec<KinesisEventRecord> = records
+            .iter()
+            .zip(decoded)
+            .zip(&new)
+            .filter(|((_, event), new)| **new && (event.is_ok() == (table == ParkedFor::Events)))
+            .map(|((record, _), _)| record.clone())
+            .collect();
+        let (Some(first), Some(last)) = (parked.first(), parked.last()) else {
+            return Ok(0);
+        };
+        let name = format!(
+            "{}/{}/{}-{}.json",
+            table.name(),
+            lineage(first).shard_id,
+            first.kinesis.sequence_number,
+            last.kinesis.sequence_number
+        );
+        let count = parked.len();
+        let object = Parked {
+            table,
+            location: target.uri.clone(),
+            records: parked,
+        };
+        let bytes = serde_json::to_vec(&object).map_err(|e| WriteError::Parking(e.to_string()))?;
+        let folder = lake::Folder::open(&parking.folder, &self.storage)?;
+        folder.put(&name, bytes).await?;
+        info!(object = %folder.object_uri(&name), records = count, "records parked");
+        Ok(count)
+    }
+
+    /// Brings the parked records of the object `name` of `folder` into their table, exactly once:
+    /// the rows and a `txn` of the object's location land in one commit, so replaying an object
+    /// again writes nothing.
+    pub async fn replay(&self, folder: &lake::Folder, name: &str, retry: &Retry) -> Result<Replayed, ReplayError> {
+        let source = folder.object_uri(name);
+        let bad = |reason: String| ReplayError::NotParked {
+            object: source.clone(),
+            reason,
+        };
+        let bytes = folder.get(name).await?;
+        let parked: Parked = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+        let target = self.table_for(parked.table);
+        let mut table = target.table().await?.lock().await;
+        table.refresh().await?;
+        if table.is_committed(&source).await? {
+            return Ok(Replayed::AlreadyIn);
+        }
+        let ingested_at = lake::now_micros();
+        let batch = match parked.table {
+            ParkedFor::Events => {
+                let mut events = GameEventsBatchBuilder::with_capacity(parked.records.len());
+                let mut seen: HashSet<(Option<String>, Uuid)> = HashSet::new();
+                for record in &parked.records {
+                    let event = decode_record(&record.kinesis.data)
+                        .map_err(|e| bad(format!("record {}: {e}", record.kinesis.sequence_number)))?;
+                    if seen.insert((event.game_id.clone(), event.event_id)) {
+                        events.append(&event, lineage(record), ingested_at);
+                    }
+                }
+                events.finish()
+            }
+            ParkedFor::Rejects => {
+                let mut rejects = RejectsBatchBuilder::default();
+                for record in &parked.records {
+                    let reason = match decode_record(&record.kinesis.data) {
+                        Err(reason) => reason.to_string(),
+                        Ok(_) => {
+                            return Err(bad(format!(
+                                "record {} is not a reject",
+                                record.kinesis.sequence_number
+                            )));
+                        }
+                    };
+                    rejects.append(
+                        lineage(record),
+                        Some(&record.kinesis.partition_key),
+                        &record.kinesis.data,
+                        &reason,
+                        ingested_at,
+                    );
+                }
+                rejects.finish()
+            }
+        }
+        .map_err(WriteError::from)?;
+        let mut writer = table.writer(&source)?;
+        if let Err(e) = writer.write(batch).await {
+            writer.abort();
+            return Err(e.into());
+        }
+        let files = writer.finish().await?;
+        let outcome = table.commit_sources(vec![files], retry).await?;
+        Ok(Replayed::Committed(outcome.rows))
     }
 
     /// Writes the records of one batch (in their shard's order): events in one commit to
@@ -368,11 +611,17 @@ impl Sink {
                     report.post_commit_failures += u32::from(outcome.post_commit_failed);
                 }
             }
-            Err(e) => {
-                warn!(table = %self.events.uri, error = %e, "events not committed; the batch will be retried");
-                report.retry_from = first;
-                return report;
-            }
+            Err(e) => match self.park_if_due(ParkedFor::Events, records, &decoded).await {
+                Some(parked) => {
+                    error!(table = %self.events.uri, error = %e, parked, "events not committed in time; parked");
+                    report.parked += parked;
+                }
+                None => {
+                    warn!(table = %self.events.uri, error = %e, "events not committed; the batch will be retried");
+                    report.retry_from = first;
+                    return report;
+                }
+            },
         }
         // Where Kinesis delivers the batch again from if the rejects are not committed: the first
         // record that is one (the events after it are in, and are skipped then).
@@ -419,11 +668,17 @@ impl Sink {
                 report.post_commit_failures += u32::from(outcome.post_commit_failed);
             }
             Ok((None, (), _)) => {}
-            Err(e) => {
-                warn!(table = %self.rejects.uri, error = %e, "rejects not committed; retrying from the first");
-                report.retry_from = first_reject.or(first);
-                return report;
-            }
+            Err(e) => match self.park_if_due(ParkedFor::Rejects, records, &decoded).await {
+                Some(parked) => {
+                    error!(table = %self.rejects.uri, error = %e, parked, "rejects not committed in time; parked");
+                    report.parked += parked;
+                }
+                None => {
+                    warn!(table = %self.rejects.uri, error = %e, "rejects not committed; retrying from the first");
+                    report.retry_from = first_reject.or(first);
+                    return report;
+                }
+            },
         }
         let lag_ms = records
             .iter()
@@ -480,6 +735,7 @@ mod tests {
             duplicates: 0,
             already_committed: 2,
             rejected: 0,
+            parked: 0,
             retry_from: Some("2".into()),
             commit_attempts: 3,
             post_commit_failures: 0,
@@ -504,6 +760,7 @@ mod tests {
             duplicates: 1,
             already_committed: 0,
             rejected: 1,
+            parked: 2,
             retry_from: None,
             commit_attempts: 2,
             post_commit_failures: 1,
@@ -539,6 +796,7 @@ mod tests {
                 duplicates: 1,
                 already_committed: 2,
                 rejected: 1,
+                parked: 2,
                 retry_from: None,
                 commit_attempts: 5,
                 post_commit_failures: 1,

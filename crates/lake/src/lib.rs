@@ -29,6 +29,7 @@
 mod append;
 mod commit;
 mod error;
+mod folder;
 mod handle;
 pub mod maintenance;
 mod maintenance_compact;
@@ -45,6 +46,7 @@ pub use append::{
 };
 pub use commit::{COMMIT_ID_KEY, Retry};
 pub use error::LakeError;
+pub use folder::Folder;
 pub use handle::Table;
 pub use progress::Advance;
 pub use storage::{StorageConfig, table_url};

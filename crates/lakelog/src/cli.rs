@@ -60,6 +60,13 @@ pub enum Command {
     /// Each game is an API Gateway key, tagged with the game (and its purchases' amount range),
     /// in a usage plan of its own; the API stamps the key's game into every event as gameId.
     Games(crate::commands::games::GamesArgs),
+    /// Bring the game records the sink parked into their tables, each object exactly once.
+    ///
+    /// The sink parks the records its tables could not take before the stream would drop them
+    /// (the alarm GameEventsParkedAlarm says so); once the tables can be written again, this
+    /// commits each parked object's rows with a record of the object, so running it again adds
+    /// nothing.
+    Replay(crate::commands::replay::ReplayArgs),
     /// Run the game events API on 127.0.0.1: the game-api-lambda function's handler on each request.
     ///
     /// Requests to /events become API Gateway proxy events for the same handler as the Lambda:

@@ -8,6 +8,7 @@ pub mod generate;
 pub mod ingest;
 pub mod optimize;
 pub mod parse;
+pub mod replay;
 pub mod report;
 pub mod send_events;
 pub mod serve;
