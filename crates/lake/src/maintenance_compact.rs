@@ -112,6 +112,10 @@ pub struct PartitionPlan {
     pub label: String,
     /// Files of the partition that stay, whose keys count as seen when deduplicating.
     kept: Vec<DataFile>,
+    /// When deduplicating a table partitioned by date: the files of the day before, whose keys
+    /// count as seen too, so that a copy sent again after midnight (a client's resend, with a
+    /// later time) goes as well.
+    previous: Vec<DataFile>,
     /// Groups of files, each rewritten into new files and committed as one version.
     bins: Vec<Vec<DataFile>>,
 }
@@ -333,8 +337,28 @@ pub fn plan_compaction(
         .and_then(|d| partition_columns.iter().position(|c| c == d));
     let mut plans = Vec::new();
     let mut open_partitions = 0;
+    // The files of the day before each partition's (same other partition values).
+    let day_before = |key: &[Option<String>]| -> Vec<DataFile> {
+        let (Some(i), true) = (date_index, options.dedup_key.is_some()) else {
+            return Vec::new();
+        };
+        let Some(before) = key[i]
+            .as_deref()
+            .and_then(|v| NaiveDate::parse_from_str(v, "%Y-%m-%d").ok())
+            .and_then(|d| d.pred_opt())
+        else {
+            return Vec::new();
+        };
+        let mut previous_key = key.to_vec();
+        previous_key[i] = Some(before.format("%Y-%m-%d").to_string());
+        partitions
+            .get(&previous_key)
+            .map(|(_, files)| files.clone())
+            .unwrap_or_default()
+    };
+    let previous: Vec<Vec<DataFile>> = partitions.keys().map(|key| day_before(key)).collect();
     // Newest partitions first: they are the ones read most.
-    for (key, (label, mut files)) in partitions.into_iter().rev() {
+    for ((key, (label, mut files)), previous) in partitions.into_iter().zip(previous).rev() {
         files.sort_by(|a, b| (a.modified, &a.path).cmp(&(b.modified, &b.path)));
         let date = date_index
             .and_then(|i| key[i].as_deref())
@@ -348,7 +372,8 @@ pub fn plan_compaction(
         if !young.is_empty() {
             open_partitions += 1;
         }
-        if let Some(plan) = plan_partition(label, closed, options) {
+        if let Some(mut plan) = plan_partition(label, closed, options) {
+            plan.previous = previous;
             plans.push(plan);
         }
     }
@@ -394,6 +419,7 @@ fn plan_partition(label: String, files: Vec<DataFile>, options: &CompactOptions)
     (!rewrite.is_empty()).then_some(PartitionPlan {
         label,
         kept,
+        previous: Vec::new(),
         bins: rewrite,
     })
 }
@@ -444,7 +470,7 @@ pub async fn compact(
     'partitions: for partition in &plan.partitions {
         let mut work = PartitionWork::new(uri, partition, options);
         if let Some(key) = &options.dedup_key {
-            for file in &partition.kept {
+            for file in partition.previous.iter().chain(&partition.kept) {
                 if past(options.stop_at) {
                     report.stopped_early = true;
                     break 'partitions;

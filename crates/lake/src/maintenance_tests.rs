@@ -384,6 +384,48 @@ async fn late_duplicates_and_a_deadline() {
     assert_eq!(after.bins_planned, 0, "converged: {after:?}");
 }
 
+#[tokio::test]
+async fn a_copy_sent_again_after_midnight_goes_with_the_day_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("t").to_str().unwrap().to_owned();
+    let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+    // An event late on one day, and the client's resend of it after midnight (a later time, so
+    // the next day's partition), beside an event of that day and one two days later.
+    let first = Event {
+        micros: i64::from(DAY + 1) * MICROS_PER_DAY - 1_000_000,
+        ..event(1, DAY)
+    };
+    let resent = Event {
+        micros: i64::from(DAY + 1) * MICROS_PER_DAY + 1_000_000,
+        day: DAY + 1,
+        ..first.clone()
+    };
+    let late = Event {
+        day: DAY + 3,
+        micros: i64::from(DAY + 3) * MICROS_PER_DAY,
+        ..first.clone()
+    };
+    append(&uri, &mut table, "a", std::slice::from_ref(&first)).await;
+    append(&uri, &mut table, "b", &[resent, event(2, DAY + 1)]).await;
+    append(&uri, &mut table, "c", std::slice::from_ref(&late)).await;
+    let options = CompactOptions {
+        dedup_key: Some("eventId".into()),
+        ..CompactOptions::default()
+    };
+    let report = compact(&uri, &mut table, &options, &NoProgress).await.unwrap();
+    assert_eq!(report.duplicates(), 1, "{report:?}");
+    let ids_by_day: BTreeSet<(i32, String)> = rows(&table).into_iter().map(|e| (e.day, e.id)).collect();
+    assert_eq!(
+        ids_by_day,
+        BTreeSet::from([
+            (DAY, first.id.clone()),
+            (DAY + 1, event(2, DAY + 1).id),
+            // Two days later is not the day after: kept (the window is the day before).
+            (DAY + 3, first.id.clone()),
+        ])
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_compactions_and_appends_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
