@@ -8,7 +8,10 @@
 //!   `500 InternalError` (the client cannot tell that it was carried out);
 //! * **drop after**: a `PUT`, `POST` or `DELETE` is carried out, then the connection is closed
 //!   without an answer;
-//! * **delay**: forwarded after a random delay of up to [`FaultRates::max_delay`].
+//! * **delay**: forwarded after a random delay of up to [`FaultRates::max_delay`];
+//! * **late write** (only when [`FaultRates::late_write`] is set): a `PUT` is answered by a
+//!   dropped connection at once and carried out [`FaultRates::late_write_delay`] later, as S3 may
+//!   carry out a request whose client gave up on it.
 //!
 //! Faults can be limited to requests whose path contains a string ([`FaultRates::only_paths`]),
 //! for example `_delta_log/` to fail only commits and checkpoints, and to once per path
@@ -64,6 +67,10 @@ pub struct FaultRates {
     /// Fault only writes (`PUT`, `POST`, `DELETE`): a store that can be read but not written
     /// (throttled writes, a permissions mistake).
     pub only_writes: bool,
+    /// `PUT`: the connection dropped at once, the request carried out later.
+    pub late_write: f64,
+    /// How much later a late write is carried out.
+    pub late_write_delay: Duration,
 }
 
 impl FaultRates {
@@ -83,6 +90,8 @@ impl FaultRates {
             only_paths: None,
             once_per_path: false,
             only_writes: false,
+            late_write: 0.0,
+            late_write_delay: Duration::from_secs(3),
         }
     }
 
@@ -111,6 +120,8 @@ pub struct FaultCounts {
     pub drop_after: u64,
     /// Delayed.
     pub delay: u64,
+    /// Dropped at once and carried out later.
+    pub late_write: u64,
 }
 
 impl FaultCounts {
@@ -127,6 +138,7 @@ struct Counters {
     fail_after: AtomicU64,
     drop_after: AtomicU64,
     delay: AtomicU64,
+    late_write: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -147,6 +159,7 @@ enum Fault {
     FailAfter,
     DropAfter,
     Delay(Duration),
+    LateWrite(Duration),
 }
 
 /// The proxy failed the request on purpose: hyper closes the connection without an answer.
@@ -226,6 +239,7 @@ impl FaultProxy {
             fail_after: c.fail_after.load(Ordering::Relaxed),
             drop_after: c.drop_after.load(Ordering::Relaxed),
             delay: c.delay.load(Ordering::Relaxed),
+            late_write: c.late_write.load(Ordering::Relaxed),
         }
     }
 }
@@ -261,6 +275,9 @@ fn draw(shared: &Shared, method: &Method, path: &str) -> Fault {
 fn draw_kind(shared: &Shared, rates: &FaultRates, method: &Method) -> Fault {
     let mutating = matches!(*method, Method::PUT | Method::POST | Method::DELETE);
     let mut rng = shared.rng.lock().unwrap_or_else(PoisonError::into_inner);
+    if *method == Method::PUT && rng.random_bool(rates.late_write.clamp(0.0, 1.0)) {
+        return Fault::LateWrite(rates.late_write_delay);
+    }
     if rng.random_bool(rates.slow_down.clamp(0.0, 1.0)) {
         return Fault::SlowDown;
     }
@@ -313,7 +330,7 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Result<Response<
             counters.delay.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(delay).await;
         }
-        Fault::None | Fault::FailAfter | Fault::DropAfter => {}
+        Fault::None | Fault::FailAfter | Fault::DropAfter | Fault::LateWrite(_) => {}
     }
     let (parts, body) = request.into_parts();
     let Ok(body) = body.collect().await.map(http_body_util::Collected::to_bytes) else {
@@ -330,6 +347,14 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Result<Response<
         ) {
             upstream = upstream.header(name, value);
         }
+    }
+    if let Fault::LateWrite(delay) = fault {
+        counters.late_write.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _ = upstream.send().await;
+        });
+        return Err(Dropped);
     }
     let answer = match upstream.send().await {
         Ok(answer) => answer,
@@ -359,7 +384,7 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Result<Response<
             counters.drop_after.fetch_add(1, Ordering::Relaxed);
             return Err(Dropped);
         }
-        Fault::None | Fault::SlowDown | Fault::Delay(_) => {}
+        Fault::None | Fault::SlowDown | Fault::Delay(_) | Fault::LateWrite(_) => {}
     }
     let mut response = Response::new(Full::new(bytes));
     *response.status_mut() = status;

@@ -522,6 +522,52 @@ async fn unwritable_tables_lose_nothing_and_parked_records_replay_once() {
     );
 }
 
+/// Every commit PUT is answered by a dropped connection and carried out three seconds later,
+/// after the writer's deadline: the writer must not delete the files the late version names, so
+/// the table stays readable with every row, and a redelivery adds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_that_lands_after_its_deadline_keeps_its_files() {
+    let standin = StandIn::connect().await.unwrap();
+    let bucket = standin.create_bucket("late-commit").await.unwrap();
+    let (events, rejects) = (
+        StandIn::s3_uri(&bucket, "game_events"),
+        StandIn::s3_uri(&bucket, "game_events_rejects"),
+    );
+    let config = Config::new(&events, Some(&rejects)).unwrap();
+    let healthy = Sink::open(&config, &storage(standin.endpoint(), &standin))
+        .await
+        .unwrap();
+    let proxy = FaultProxy::start(standin.endpoint(), 22, FaultRates::none())
+        .await
+        .unwrap();
+    // A client that gives up on a request at once, as one whose request timed out does (the
+    // store's own retries would otherwise outlast the write's delay).
+    let mut gives_up = storage(proxy.endpoint(), &standin);
+    gives_up.extra.insert("max_retries".into(), "0".into());
+    let late = Sink::open(&config, &gives_up).await.unwrap();
+    proxy.set_rates(FaultRates {
+        late_write: 1.0,
+        late_write_delay: Duration::from_secs(3),
+        only_paths: Some("_delta_log/".into()),
+        ..FaultRates::none()
+    });
+    let mut synth = Synth::new(GameSynthConfig::default());
+    let records = shard_records(0, 50, &mut synth);
+    let short =
+        Retry::within(Duration::from_secs(1)).with_delays(Duration::from_millis(10), Duration::from_millis(100));
+    let report = late.process(&records, &short).await;
+    assert!(report.retry_from.is_some(), "the writer gave up: {report:?}");
+    assert!(proxy.counts().late_write >= 1, "{:?}", proxy.counts());
+    // The write lands after the writer gave up.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    proxy.set_rates(FaultRates::none());
+    assert_eq!(game_counts(standin.endpoint(), &events, &rejects), (50, 50, 0));
+    // Kinesis delivers the batch again: the late version's positions say it is in.
+    let again = healthy.process(&records, &retry()).await;
+    assert_eq!((again.rows, again.already_committed), (0, 50), "{again:?}");
+    assert_eq!(game_counts(standin.endpoint(), &events, &rejects), (50, 50, 0));
+}
+
 /// S3 carries out every commit PUT and then answers 500, then refuses every checkpoint write:
 /// the commits landed, and must be taken for landed (files kept, sources recorded), not for failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,9 +10,11 @@
 //! `b + 1`): if it carries the id, the commit landed. When a later try is refused by its guard,
 //! every version since the first try is read, in case an earlier write landed late. Only when the
 //! log has been read and names none of them is the commit known not to have landed, and only
-//! then may its data files be deleted. When the log cannot be read in time, the outcome is
-//! [`CommitFailure::Unknown`] and the files stay (files that no version names are invisible to
-//! readers, and VACUUM removes them).
+//! then may its data files be deleted, and only when no try's write met an ambiguous answer (a
+//! timeout, a dropped connection, a 5xx): such a write may still be carried out after the log was
+//! read back, and name the files. When the log cannot be read in time, or a try was ambiguous,
+//! the outcome is [`CommitFailure::Unknown`] and the files stay (files that no version names are
+//! invisible to readers, and VACUUM removes them).
 
 use std::time::{Duration, Instant};
 
@@ -198,6 +200,20 @@ fn permanent(e: &DeltaTableError) -> bool {
     )
 }
 
+/// Whether a try's error says that the store did not take its write: the version was taken
+/// (put-if-absent refused), or the commit is not acceptable at all. Anything else (a timeout, a
+/// dropped connection, a 5xx) leaves open whether the write will still be carried out.
+fn refused_outright(e: &DeltaTableError) -> bool {
+    permanent(e)
+        || matches!(
+            e,
+            DeltaTableError::VersionAlreadyExists(_)
+                | DeltaTableError::Transaction {
+                    source: TransactionError::VersionAlreadyExists(_)
+                }
+        )
+}
+
 /// Commits `commit` to `table` as the version after the newest, tried again (refreshing the
 /// table, re-checking the guard, with backoff) until it lands or `retry`'s deadline passes.
 /// Every try's outcome is read from the log, so a commit is reported as landed exactly when a
@@ -254,13 +270,25 @@ async fn try_commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &Retry) -
     let mut attempts = 0u32;
     let mut last_error = String::new();
     let mut first_base: Option<u64> = None;
+    // Whether a try's write met an answer that leaves its outcome open (a timeout, a reset, a
+    // 5xx): the store may still carry it out after the log was read back, so its files must stay.
+    let mut ambiguous = false;
     loop {
         if attempts > 0 && !retry.wait(attempts).await {
-            return Err(CommitFailure::NotCommitted(LakeError::CommitTimedOut {
-                uri: uri.to_owned(),
-                attempts,
-                last_error,
-            }));
+            let (uri, last_error) = (uri.to_owned(), last_error);
+            return Err(if ambiguous {
+                CommitFailure::Unknown(LakeError::CommitMayLand {
+                    uri,
+                    attempts,
+                    last_error,
+                })
+            } else {
+                CommitFailure::NotCommitted(LakeError::CommitTimedOut {
+                    uri,
+                    attempts,
+                    last_error,
+                })
+            });
         }
         attempts += 1;
         // Start from the newest version: a try on an old one is refused at once.
@@ -348,6 +376,7 @@ async fn try_commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &Retry) -
             }
             Ok(None) => {
                 debug!(table = uri, attempts, base, error = %error, "not committed, trying again");
+                ambiguous |= !refused_outright(&error);
                 last_error = error.to_string();
             }
             Err(e) => {

@@ -40,11 +40,27 @@ pub enum LakeError {
         /// Delta's description of the conflict.
         reason: String,
     },
-    /// A commit was tried until its deadline without landing: the log was read back after every
-    /// try, and no version carries it, so its data files were deleted again. Retrying later (a
-    /// redelivery) is safe.
+    /// A commit was tried until its deadline without landing: every try was refused outright (its
+    /// version was taken, or nothing was written), the log was read back after each, and no version
+    /// carries it, so its data files were deleted again. Retrying later (a redelivery) is safe.
     #[error("table {uri}: not committed after {attempts} tries before the deadline; last error: {last_error}")]
     CommitTimedOut {
+        /// The table.
+        uri: String,
+        /// Tries made.
+        attempts: u32,
+        /// What the last try met.
+        last_error: String,
+    },
+    /// A commit was tried until its deadline, and a try's write met an answer that does not say
+    /// whether the store will carry it out (a timeout, a dropped connection, a 5xx): the log did
+    /// not have it when read back, but the write may still land later. Its data files are kept
+    /// (files no version names are invisible to readers, and VACUUM removes them); a retry reads
+    /// the log again and skips what landed.
+    #[error(
+        "table {uri}: not committed after {attempts} tries before the deadline, but a try's write may still land; last error: {last_error}"
+    )]
+    CommitMayLand {
         /// The table.
         uri: String,
         /// Tries made.
