@@ -58,6 +58,8 @@ pub struct FaultRates {
     pub drop_after: f64,
     /// Any request: forwarded after a random delay.
     pub delay: f64,
+    /// The shortest delay.
+    pub min_delay: Duration,
     /// The longest delay.
     pub max_delay: Duration,
     /// Only requests whose path contains this are faulted (all, when `None`).
@@ -86,6 +88,7 @@ impl FaultRates {
             fail_after: rate,
             drop_after: rate,
             delay: rate,
+            min_delay: Duration::ZERO,
             max_delay: Duration::from_millis(200),
             only_paths: None,
             once_per_path: false,
@@ -289,7 +292,10 @@ fn draw_kind(shared: &Shared, rates: &FaultRates, method: &Method) -> Fault {
     }
     if rng.random_bool(rates.delay.clamp(0.0, 1.0)) {
         let max = u64::try_from(rates.max_delay.as_millis()).unwrap_or(u64::MAX).max(1);
-        return Fault::Delay(Duration::from_millis(rng.random_range(1..=max)));
+        let min = u64::try_from(rates.min_delay.as_millis())
+            .unwrap_or(u64::MAX)
+            .clamp(1, max);
+        return Fault::Delay(Duration::from_millis(rng.random_range(min..=max)));
     }
     Fault::None
 }

@@ -568,6 +568,49 @@ async fn a_commit_that_lands_after_its_deadline_keeps_its_files() {
     assert_eq!(game_counts(standin.endpoint(), &events, &rejects), (50, 50, 0));
 }
 
+/// The tenth commit's checkpoint is slow (every checkpoint write waits 8 s) and the invocation's
+/// deadline near: the batch must be answered as committed at the deadline, the checkpoint left
+/// to the next writer, and a redelivery adds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_checkpoint_stops_at_the_deadline() {
+    let standin = StandIn::connect().await.unwrap();
+    let bucket = standin.create_bucket("slow-checkpoint").await.unwrap();
+    let (events, rejects) = (
+        StandIn::s3_uri(&bucket, "game_events"),
+        StandIn::s3_uri(&bucket, "game_events_rejects"),
+    );
+    let proxy = FaultProxy::start(standin.endpoint(), 23, FaultRates::none())
+        .await
+        .unwrap();
+    let config = Config::new(&events, Some(&rejects)).unwrap();
+    let sink = Sink::open(&config, &storage(proxy.endpoint(), &standin)).await.unwrap();
+    let mut synth = Synth::new(GameSynthConfig::default());
+    let records = shard_records(0, 90, &mut synth);
+    // Versions 1 to 9, one batch each (no rejects among the first 90 records).
+    for batch in records[..81].chunks(9) {
+        let report = sink.process(batch, &retry()).await;
+        assert_eq!((report.retry_from.as_deref(), report.post_commit_failures), (None, 0));
+    }
+    proxy.set_rates(FaultRates {
+        delay: 1.0,
+        min_delay: Duration::from_secs(8),
+        max_delay: Duration::from_secs(8),
+        only_paths: Some("checkpoint".into()),
+        only_writes: true,
+        ..FaultRates::none()
+    });
+    // Version 10 writes a checkpoint after the commit; the invocation has two seconds.
+    let near = Retry::within(Duration::from_secs(2)).with_delays(Duration::from_millis(10), Duration::from_millis(100));
+    let report = sink.process(&records[81..], &near).await;
+    assert_eq!(report.retry_from, None, "the batch is in: {report:?}");
+    assert_eq!(report.post_commit_failures, 1, "the checkpoint was stopped: {report:?}");
+    assert!(proxy.counts().delay >= 1, "{:?}", proxy.counts());
+    proxy.set_rates(FaultRates::none());
+    let again = sink.process(&records[81..], &retry()).await;
+    assert_eq!((again.rows, again.already_committed), (0, 9), "{again:?}");
+    assert_eq!(game_counts(standin.endpoint(), &events, &rejects), (90, 90, 0));
+}
+
 /// S3 carries out every commit PUT and then answers 500, then refuses every checkpoint write:
 /// the commits landed, and must be taken for landed (files kept, sources recorded), not for failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

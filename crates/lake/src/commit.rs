@@ -354,11 +354,22 @@ async fn try_commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &Retry) -
         let error = match prepared.await {
             Ok(post_commit) => {
                 let version = post_commit.version;
-                // The version is in the log; what follows is best effort.
-                let post_commit_failed = match post_commit.await {
-                    Ok(_) => false,
-                    Err(e) => {
+                // The version is in the log; what follows is best effort, and stops at the
+                // deadline: the caller must still answer that the commit landed, or its batch is
+                // delivered again (and bisected) for nothing.
+                let left = retry.deadline().saturating_duration_since(Instant::now());
+                let post_commit_failed = match tokio::time::timeout(left, post_commit).await {
+                    Ok(Ok(_)) => false,
+                    Ok(Err(e)) => {
                         warn!(table = uri, version, error = %e, "committed, but a post-commit step failed (checkpoint or log cleanup); left to the next writer or maintenance");
+                        true
+                    }
+                    Err(_) => {
+                        warn!(
+                            table = uri,
+                            version,
+                            "committed; the post-commit step (checkpoint or log cleanup) was stopped at the deadline and is left to the next writer or maintenance"
+                        );
                         true
                     }
                 };
