@@ -85,6 +85,9 @@ pub struct Config {
     /// `MAINTENANCE_RESERVE_SECONDS`: no new work starts when less than this is left of the
     /// invocation (default 180).
     pub reserve: Duration,
+    /// `MAINTENANCE_STATE_URI`: the folder of the rotation's state (`s3://bucket/prefix` or a local
+    /// directory); unset, tables are taken in a rotation by the hour of the event.
+    pub state: Option<String>,
 }
 
 impl Config {
@@ -105,7 +108,12 @@ impl Config {
         let grace_hours = vars.number("COMPACT_GRACE_HOURS", 48, 0..=24 * 366)?;
         let retention_hours = vars.number("VACUUM_RETENTION_HOURS", min_retention, min_retention..=24 * 3660)?;
         let reserve = vars.number("MAINTENANCE_RESERVE_SECONDS", 180, 0..=900)?;
+        let state = vars
+            .optional("MAINTENANCE_STATE_URI")
+            .map(|uri| env_config::table_location("MAINTENANCE_STATE_URI", &uri))
+            .transpose()?;
         Ok(Self {
+            state,
             tables,
             target_file_size: target_mb << 20,
             grace: TimeDelta::hours(grace_hours as i64),

@@ -13,6 +13,7 @@ use serde::Serialize;
 use tracing::{error, info};
 
 use crate::config::{Config, Location};
+use crate::rotation::{State, Store};
 
 /// Some tables could not be maintained. The others were; the invocation is reported as failed so
 /// that the error alarm fires and the event goes to the failure destination.
@@ -93,6 +94,9 @@ impl Report {
             )
             .put("FilesVacuumed", sum(|t| t.files_vacuumed), Count)
             .put("StoppedEarly", f64::from(u8::from(self.stopped_early)), Count);
+        if let Some(minutes) = self.minutes_since_maintained {
+            metrics.put("HoursSinceMaintained", minutes as f64 / 60.0, emf::Unit::None);
+        }
         metrics
     }
 }
@@ -160,6 +164,8 @@ pub struct Report {
     /// Whether the deadline stopped the pass before every table was done; the next scheduled run
     /// goes on from there.
     pub stopped_early: bool,
+    /// Minutes since the table maintained through longest ago was (with a rotation state).
+    pub minutes_since_maintained: Option<u64>,
 }
 
 /// Maintains every table of the configuration: compaction of closed partitions (deduplicating by
@@ -195,7 +201,22 @@ pub async fn handle(event: LambdaEvent<EventBridgeEvent>, maintainer: &Maintaine
             },
         }
     }
-    if !tables.is_empty() {
+    // The order: by the rotation's state, the table started longest ago first; without one, a
+    // rotation by the hour of the event.
+    let store = config.state.as_deref().and_then(|uri| {
+        Store::open(uri, &maintainer.storage)
+            .map_err(|e| error!(state = uri, error = %e, "cannot open the rotation state"))
+            .ok()
+    });
+    let mut state = match &store {
+        Some(store) => store.load().await,
+        None => State::default(),
+    };
+    let names: Vec<String> = tables.iter().map(|(uri, _)| uri.clone()).collect();
+    if store.is_some() {
+        state.retain(&names);
+        state.order(&mut tables);
+    } else if !tables.is_empty() {
         let hour = event
             .payload
             .time
@@ -204,6 +225,16 @@ pub async fn handle(event: LambdaEvent<EventBridgeEvent>, maintainer: &Maintaine
         let start = usize::try_from(hour.rem_euclid(tables.len() as i64)).unwrap_or(0);
         tables.rotate_left(start);
     }
+    let save = |state: State| {
+        let store = store.clone();
+        async move {
+            if let Some(store) = store
+                && let Err(e) = store.save(&state).await
+            {
+                error!(error = %e, "cannot save the rotation state");
+            }
+        }
+    };
 
     for (uri, dedup_key) in tables {
         if stop_at.is_some_and(|at| Instant::now() >= at) {
@@ -215,6 +246,8 @@ pub async fn handle(event: LambdaEvent<EventBridgeEvent>, maintainer: &Maintaine
             });
             continue;
         }
+        state.started(&uri, chrono::Utc::now().timestamp());
+        save(state.clone()).await;
         let options = MaintenanceOptions {
             compact: Some(CompactOptions {
                 target_file_size: config.target_file_size,
@@ -254,7 +287,16 @@ pub async fn handle(event: LambdaEvent<EventBridgeEvent>, maintainer: &Maintaine
             files_vacuumed = summary.files_vacuumed,
             "table maintained"
         );
+        if summary.error.is_none() && summary.skipped.is_empty() {
+            state.completed(&summary.table, chrono::Utc::now().timestamp());
+            save(state.clone()).await;
+        }
         report.tables.push(summary);
+    }
+    if store.is_some() {
+        report.minutes_since_maintained = state
+            .oldest_hours(&names, chrono::Utc::now().timestamp())
+            .map(|hours| (hours * 60.0) as u64);
     }
 
     report.metrics(&maintainer.namespace).emit();
@@ -321,6 +363,7 @@ mod tests {
                 },
             ],
             stopped_early: false,
+            minutes_since_maintained: Some(90),
         };
         let document = report.metrics("ns").document(0);
         for (name, value) in [
@@ -331,6 +374,7 @@ mod tests {
             ("DuplicatesRemoved", 12.0),
             ("FilesVacuumed", 3.0),
             ("StoppedEarly", 0.0),
+            ("HoursSinceMaintained", 1.5),
         ] {
             assert_eq!(document[name], value, "{name}: {document}");
         }

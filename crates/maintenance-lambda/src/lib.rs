@@ -13,6 +13,7 @@
 
 pub mod config;
 pub mod handler;
+pub mod rotation;
 
 pub use config::{Config, ConfigError, Location, TableEntry};
 pub use handler::{HandlerError, Maintainer, Report, TableSummary, handle};

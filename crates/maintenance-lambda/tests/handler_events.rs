@@ -113,3 +113,43 @@ async fn nothing_starts_inside_the_reserve() {
     assert_eq!(report.tables[0].skipped, vec!["all (deadline)"]);
     assert_eq!(stats(&uri).await.files, 3, "the table is untouched");
 }
+
+#[tokio::test]
+async fn the_rotation_state_orders_the_tables_and_records_each_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().display();
+    let tables: Vec<String> = ["a", "b", "c"].iter().map(|t| format!("{root}/{t}")).collect();
+    for table_uri in &tables {
+        table(table_uri, "request_date", 2, &["1"]).await;
+    }
+    let state_uri = format!("{root}/state");
+    let entries = tables.join(",");
+    let config = Config::from_vars(|name| match name {
+        "LAKE_TABLES" => Some(entries.clone()),
+        "MAINTENANCE_STATE_URI" => Some(state_uri.clone()),
+        _ => None,
+    })
+    .unwrap();
+    let maintainer = Maintainer::new(config, StorageConfig::default());
+    // b was started longest ago, then c, then a: the order of this run.
+    let store = maintenance_lambda::rotation::Store::open(&state_uri, &StorageConfig::default()).unwrap();
+    let mut state = maintenance_lambda::rotation::State::default();
+    for (table_uri, started) in tables.iter().zip([30, 10, 20]) {
+        state.started(table_uri, started);
+    }
+    store.save(&state).await.unwrap();
+    let report = handle(LambdaEvent::new(event(), context()), &maintainer).await.unwrap();
+    let order: Vec<&str> = report.tables.iter().map(|t| t.table.as_str()).collect();
+    assert_eq!(order, [&tables[1], &tables[2], &tables[0]]);
+    assert_eq!(report.minutes_since_maintained, Some(0));
+    // Each table's start and completion are recorded for the next run.
+    let saved = store.load().await;
+    let now = chrono::Utc::now().timestamp();
+    for table_uri in &tables {
+        let times = saved.tables[table_uri];
+        assert!(
+            now - times.started < 60 && times.completed.is_some_and(|c| now - c < 60),
+            "{saved:?}"
+        );
+    }
+}
