@@ -59,7 +59,7 @@ use crate::storage::{StorageConfig, table_url};
 
 pub use crate::maintenance_compact::{
     BinOutcome, CompactOptions, CompactProgress, CompactionPlan, CompactionReport, DEDUP_TAG, NoProgress,
-    PartitionPlan, compact, plan_compaction,
+    PartitionPlan, WRITTEN_SINCE_TAG, compact, plan_compaction,
 };
 
 /// The shortest VACUUM retention accepted without `force`: files removed less than 7 days ago

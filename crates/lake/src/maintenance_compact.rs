@@ -36,6 +36,25 @@ use crate::maintenance::{MaintenanceError, now, partition_label};
 /// appends) are rewritten by the next compaction of their closed partition.
 pub const DEDUP_TAG: &str = "lakelog.deduplicatedBy";
 
+/// Tag of the files compaction writes: when the oldest row they hold was first written
+/// (milliseconds since the epoch), the earliest `modificationTime` (or tag) of the files they
+/// replace. A rewrite gets a new modification time; this keeps what lookups by age need
+/// ([`written_at`]), such as the backfill's search for sources older than the `txn` retention.
+pub const WRITTEN_SINCE_TAG: &str = "lakelog.writtenSince";
+
+/// When the oldest rows of a file were first written: its [`WRITTEN_SINCE_TAG`] if compaction
+/// wrote it, else its modification time.
+#[allow(deprecated)] // The only accessor of a file's tags; see `LogicalFileView::add_action`.
+pub(crate) fn written_at(view: &LogicalFileView) -> i64 {
+    view.add_action()
+        .tags
+        .as_ref()
+        .and_then(|tags| tags.get(WRITTEN_SINCE_TAG))
+        .and_then(|v| v.as_deref())
+        .and_then(|v| v.parse::<i64>().ok())
+        .unwrap_or_else(|| view.modification_time())
+}
+
 /// Default target size of compacted files: 128 MiB.
 pub const DEFAULT_TARGET_FILE_SIZE: u64 = 128 << 20;
 
@@ -770,8 +789,14 @@ impl<'a> PartitionWork<'a> {
         for file in bin {
             actions.push(Action::Remove(file.view.remove_action(data_change)));
         }
+        let written_since = bin.iter().map(|f| written_at(&f.view)).min();
         for add in &mut adds {
             add.data_change = data_change;
+            if let Some(since) = written_since {
+                add.tags
+                    .get_or_insert_with(HashMap::new)
+                    .insert(WRITTEN_SINCE_TAG.to_owned(), Some(since.to_string()));
+            }
             if let Some(key) = &self.options.dedup_key {
                 add.tags
                     .get_or_insert_with(HashMap::new)

@@ -19,7 +19,7 @@ use deltalake::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use futures::TryStreamExt as _;
 
 use crate::error::LakeError;
-use crate::maintenance_compact::StoreFile;
+use crate::maintenance_compact::{StoreFile, written_at};
 
 /// How long before the retention ends a `txn` is no longer trusted alone: the writer's clock and
 /// the commit's may differ, and a check and a commit are not the same instant.
@@ -41,8 +41,10 @@ pub fn trusted_since_ms(uri: &str, table: &DeltaTable, now_ms: i64) -> Result<Op
     }))
 }
 
-/// The distinct values of the string column `column` in the active files of `table` added before
-/// `added_before_ms` (milliseconds since the epoch).
+/// The distinct values of the string column `column` in the active files of `table` whose rows
+/// were first written before `added_before_ms` (milliseconds since the epoch): files added
+/// before it, and files compaction wrote later from such files (by their
+/// [`WRITTEN_SINCE_TAG`](crate::maintenance::WRITTEN_SINCE_TAG), not their new modification time).
 pub async fn column_values_in_files_before(
     uri: &str,
     table: &DeltaTable,
@@ -53,7 +55,7 @@ pub async fn column_values_in_files_before(
     let store = table.object_store();
     let mut values = HashSet::new();
     for view in snapshot.log_data().iter() {
-        if view.modification_time() >= added_before_ms {
+        if written_at(&view) >= added_before_ms {
             continue;
         }
         let file = view.path().into_owned();
