@@ -2,10 +2,12 @@
 //! to Kinesis, per-event results out. The library behind the `game-api-lambda` function and
 //! `lakelog serve`; it does not depend on the Lambda runtime.
 //!
-//! [`respond()`] checks a request completely before writing anything ([`prepare()`]:
-//! method, content type and encoding, base64 and gzip bodies, every event with
-//! [`game_events::parse_body`], every record's size), stamps each event with the request's time
-//! and its `eventId`, and writes the records in the seed's envelope ([`game_events::Envelope`])
+//! [`respond()`] first tells the request's game from its API key ([`Games`]: API Gateway's keys
+//! tagged with their game, or a keys file), then checks the request completely before writing
+//! anything ([`prepare()`]: method, content type and encoding, base64 and gzip bodies, every event
+//! with [`game_events::parse_body`] and the game's bounds, every record's size), stamps each event
+//! with the request's time, its `eventId` and its game, and writes the records in the seed's
+//! envelope ([`game_events::Envelope`])
 //! through a [`RecordSink`]: Kinesis ([`KinesisSink`]), the in-memory [`LocalStream`] of
 //! `lakelog serve`, or a fault-injecting double of `testing` (feature `testing`). [`deliver()`] makes `PutRecords`
 //! calls within Kinesis' limits and retries only the records that failed, with jittered
