@@ -412,6 +412,18 @@ async fn game_sink_and_compaction_lose_nothing_under_faults() {
     );
 }
 
+/// A new bucket for a game sink's tables: the `game_events` and rejects locations, and the
+/// sink's configuration of them.
+async fn game_lake(standin: &StandIn, name: &str) -> (String, String, Config) {
+    let bucket = standin.create_bucket(name).await.unwrap();
+    let (events, rejects) = (
+        StandIn::s3_uri(&bucket, "game_events"),
+        StandIn::s3_uri(&bucket, "game_events_rejects"),
+    );
+    let config = Config::new(&events, Some(&rejects)).unwrap();
+    (events, rejects, config)
+}
+
 /// Counts DuckDB finds in the game tables: events, distinct (gameId, eventId), rejects.
 fn game_counts(endpoint: &str, events: &str, rejects: &str) -> (u64, u64, u64) {
     let row = duckdb(
@@ -433,14 +445,9 @@ fn game_counts(endpoint: &str, events: &str, rejects: &str) -> (u64, u64, u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unwritable_tables_lose_nothing_and_parked_records_replay_once() {
     let standin = StandIn::connect().await.unwrap();
-    let bucket = standin.create_bucket("parking-game").await.unwrap();
-    let (events, rejects) = (
-        StandIn::s3_uri(&bucket, "game_events"),
-        StandIn::s3_uri(&bucket, "game_events_rejects"),
-    );
-    let parked = StandIn::s3_uri(&bucket, "parked");
+    let (events, rejects, config) = game_lake(&standin, "parking-game").await;
+    let parked = format!("{events}_parked");
     let direct = storage(standin.endpoint(), &standin);
-    let config = Config::new(&events, Some(&rejects)).unwrap();
     let healthy = Sink::open(&config, &direct).await.unwrap();
     let proxy = FaultProxy::start(standin.endpoint(), 21, FaultRates::none())
         .await
@@ -483,8 +490,8 @@ async fn unwritable_tables_lose_nothing_and_parked_records_replay_once() {
 
     // With parking: the records are past the point of parking, so the failing batch is parked
     // (events and rejects each where they belong) and Lambda moves on.
-    let parking = Config::new(&events, Some(&rejects))
-        .unwrap()
+    let parking = config
+        .clone()
         .with_parking(game_sink::Parking::new(&parked, 24).unwrap());
     let parking_sink = Sink::open(&parking, &faulty).await.unwrap();
     proxy.set_rates(refuse_commits);
@@ -528,12 +535,7 @@ async fn unwritable_tables_lose_nothing_and_parked_records_replay_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_that_lands_after_its_deadline_keeps_its_files() {
     let standin = StandIn::connect().await.unwrap();
-    let bucket = standin.create_bucket("late-commit").await.unwrap();
-    let (events, rejects) = (
-        StandIn::s3_uri(&bucket, "game_events"),
-        StandIn::s3_uri(&bucket, "game_events_rejects"),
-    );
-    let config = Config::new(&events, Some(&rejects)).unwrap();
+    let (events, rejects, config) = game_lake(&standin, "late-commit").await;
     let healthy = Sink::open(&config, &storage(standin.endpoint(), &standin))
         .await
         .unwrap();
@@ -574,15 +576,10 @@ async fn a_commit_that_lands_after_its_deadline_keeps_its_files() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_checkpoint_stops_at_the_deadline() {
     let standin = StandIn::connect().await.unwrap();
-    let bucket = standin.create_bucket("slow-checkpoint").await.unwrap();
-    let (events, rejects) = (
-        StandIn::s3_uri(&bucket, "game_events"),
-        StandIn::s3_uri(&bucket, "game_events_rejects"),
-    );
+    let (events, rejects, config) = game_lake(&standin, "slow-checkpoint").await;
     let proxy = FaultProxy::start(standin.endpoint(), 23, FaultRates::none())
         .await
         .unwrap();
-    let config = Config::new(&events, Some(&rejects)).unwrap();
     let sink = Sink::open(&config, &storage(proxy.endpoint(), &standin)).await.unwrap();
     let mut synth = Synth::new(GameSynthConfig::default());
     let records = shard_records(0, 90, &mut synth);
