@@ -128,7 +128,7 @@ async function refresh() {
     const live = await answer.json();
     document.getElementById('headline').innerHTML = live.headline;
     document.getElementById('charts').innerHTML = live.charts;
-    status.textContent = 'Updated at ' + new Date().toLocaleTimeString() + '.';
+    status.textContent = 'Updated at ' + new Date().toISOString().slice(11, 19) + ' UTC.';
   } catch (error) {
     status.textContent = 'Cannot update: ' + error.message;
   }
