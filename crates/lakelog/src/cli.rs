@@ -177,6 +177,9 @@ pub struct GameReportArgs {
     /// Minutes without an event after which a device's next event starts a new session.
     #[arg(long, value_name = "MINUTES", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=10080))]
     pub session_gap: u32,
+    /// Only the events of this game (its gameId); every game by default.
+    #[arg(long, value_name = "GAME")]
+    pub game: Option<String>,
     /// Range, format and output directory.
     #[command(flatten)]
     pub output: ReportOutputArgs,

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
-use lakelog::commands::demo::{game_season, requests, resent};
+use lakelog::commands::demo::{DEMO_GAMES, demo_game_of, game_season, requests, resent};
 use s3_access_log::workload;
 use s3_access_log::workload::lake::StorageTruth;
 use serde_json::Value;
@@ -78,6 +78,46 @@ fn the_demo_reports_what_its_workload_holds() {
     }
 
     let game = read_json(&dir.join("reports/game/report.json"));
+    // Each of the demo's two games sent with its own key: the report of one game (--game) counts
+    // exactly its players' events, and the revenue by game of the whole report agrees.
+    for (index, (name, _)) in DEMO_GAMES.iter().enumerate() {
+        let sent = traffic
+            .iter()
+            .flat_map(|r| &r.events)
+            .filter(|e| demo_game_of(e) == index)
+            .count() as i64;
+        let out = Command::new(env!("CARGO_BIN_EXE_lakelog"))
+            .args(["report", "game", "--format", "json", "--game", name, "--table"])
+            .arg(dir.join("lake/game_events"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let one: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let counted: i64 = one["events_per_hour"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["count"].as_i64().unwrap())
+            .sum::<i64>()
+            + one["late_events"].as_i64().unwrap();
+        assert!(
+            sent > 0 && counted == sent,
+            "{name}: {counted} events counted, {sent} sent"
+        );
+        let revenue: f64 = one["revenue"]["days"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["revenue"].as_f64().unwrap())
+            .sum();
+        let by_game = game["revenue"]["by_game"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["name"] == *name)
+            .unwrap_or_else(|| panic!("{name} not in {}", game["revenue"]["by_game"]));
+        assert!((by_game["revenue"].as_f64().unwrap() - revenue).abs() < 1e-6, "{name}");
+    }
     let events: BTreeMap<String, i64> = game["events_per_hour"]
         .as_array()
         .unwrap()

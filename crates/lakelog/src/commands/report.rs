@@ -7,7 +7,7 @@ use lake::StorageConfig;
 use crate::cli::{AccessReportArgs, GameReportArgs, ReportArgs, ReportCommand, ReportOutputArgs};
 use lakelog_reports::access::{AccessOptions, DatasetRule, Inventory, PriceTable};
 use lakelog_reports::game::game_report_with;
-use lakelog_reports::{Format, ReportDir, ReportError, ReportSession, TimeRange};
+use lakelog_reports::{Format, ReportDir, ReportError, ReportSession, TimeRange, quote_literal};
 
 /// Runs the report named on the command line.
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
@@ -28,8 +28,20 @@ async fn game_command(args: &GameReportArgs) -> anyhow::Result<ExitCode> {
             &StorageConfig::from_env(),
         )
         .await?;
+    // One game: a view of its events, which the report reads as it reads the table.
+    let table = match &args.game {
+        None => "game_events",
+        Some(game) => {
+            let view = format!(
+                "CREATE VIEW game_events_of_one_game AS SELECT * FROM game_events WHERE \"gameId\" = {}",
+                quote_literal(game)
+            );
+            session.context().sql(&view).await?;
+            "game_events_of_one_game"
+        }
+    };
     let gap = chrono::TimeDelta::minutes(i64::from(args.session_gap));
-    let report = game_report_with(&session, "game_events", &range, gap).await?;
+    let report = game_report_with(&session, table, &range, gap).await?;
     match args.output.format {
         Format::Table => print!("{}", report.render_text()),
         Format::Json => println!("{}", serde_json::to_string_pretty(&report.to_json())?),
