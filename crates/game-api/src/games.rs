@@ -332,23 +332,25 @@ impl ApiGatewayGames {
 fn game_of_tags(tags: Option<&HashMap<String, String>>) -> Option<Result<Game, GameError>> {
     let tags = tags?;
     let id = tags.get(GAME_TAG)?;
-    Some((|| {
-        let game = Game::new(id)?;
-        let defaults = Limits::default();
-        let amount = |tag: &str, default: f64| match tags.get(tag) {
-            None => Ok(default),
-            Some(text) => text.trim().parse::<f64>().map_err(|_| GameError::InvalidSetting {
-                game: id.clone(),
-                setting: format!("tag {tag}"),
-                value: text.clone(),
-                expected: "a number".into(),
-            }),
-        };
-        game.with_amounts(
-            amount(MIN_AMOUNT_TAG, defaults.min_amount)?,
-            amount(MAX_AMOUNT_TAG, defaults.max_amount)?,
-        )
-    })())
+    Some(game_with_tags(id, tags))
+}
+
+/// The game `id` with the amount range its key's tags give (the defaults where they give none).
+fn game_with_tags(id: &str, tags: &HashMap<String, String>) -> Result<Game, GameError> {
+    let defaults = Limits::default();
+    let amount = |tag: &str, default: f64| match tags.get(tag) {
+        None => Ok(default),
+        Some(text) => text.trim().parse::<f64>().map_err(|_| GameError::InvalidSetting {
+            game: id.to_owned(),
+            setting: format!("tag {tag}"),
+            value: text.clone(),
+            expected: "a number".into(),
+        }),
+    };
+    Game::new(id)?.with_amounts(
+        amount(MIN_AMOUNT_TAG, defaults.min_amount)?,
+        amount(MAX_AMOUNT_TAG, defaults.max_amount)?,
+    )
 }
 
 /// A game's key as `lakelog games` shows it.

@@ -9,7 +9,7 @@ use game_events::batch::{
     EVENT_DATE, GameEventsBatchBuilder, Lineage, RejectsBatchBuilder, game_events_rejects_schema, game_events_schema,
 };
 use game_events::{RecordError, StampedEvent, decode_record};
-use lake::{Advance, AppendOutcome, LakeError, Retry, StorageConfig, Table, TableSpec, progress};
+use lake::{Advance, AppendOutcome, LakeError, Retry, SourceFiles, StorageConfig, Table, TableSpec, progress};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, OnceCell};
 use tracing::{error, info, warn};
@@ -127,15 +127,106 @@ impl AppendTable {
                 to,
             })
             .collect();
-        let mut writer = table.writer("kinesis")?;
-        if let Err(e) = writer.write(batch).await {
-            writer.abort();
-            return Err(e.into());
-        }
-        let files = writer.finish().await?;
+        let files = write_files(&table, "kinesis", batch).await?;
         let outcome = table.commit_appends_at(vec![files], &advances, retry).await?;
         Ok((Some(outcome), extra, already))
     }
+}
+
+/// Writes `batch` into data files of `table` for `source`, ready to commit; the uploads are
+/// aborted when the write fails.
+async fn write_files(table: &Table, source: &str, batch: RecordBatch) -> Result<SourceFiles, LakeError> {
+    let mut writer = table.writer(source)?;
+    if let Err(e) = writer.write(batch).await {
+        writer.abort();
+        return Err(e);
+    }
+    writer.finish().await
+}
+
+/// The live KPIs of the events rows of one commit, and the repeats left out of it.
+#[derive(Debug, Default)]
+struct EventRows {
+    /// By `eventName` and platform.
+    counts: BTreeMap<(String, Option<String>), EventCount>,
+    /// By game.
+    by_game: BTreeMap<String, EventCount>,
+    /// Records whose (`gameId`, `eventId`) came earlier in the batch.
+    duplicates: usize,
+}
+
+/// The `game_events` rows of the records marked `new` that are events, each (`gameId`,
+/// `eventId`) once, and their KPIs.
+fn event_rows(
+    records: &[KinesisEventRecord],
+    decoded: &[Result<StampedEvent, RecordError>],
+    new: &[bool],
+    ingested_at: i64,
+) -> (Result<RecordBatch, arrow::error::ArrowError>, EventRows) {
+    let mut events = GameEventsBatchBuilder::with_capacity(records.len());
+    let mut seen: HashSet<(Option<&str>, Uuid)> = HashSet::with_capacity(records.len());
+    let mut rows = EventRows::default();
+    for ((record, event), _) in records.iter().zip(decoded).zip(new).filter(|(_, new)| **new) {
+        let Ok(event) = event else { continue };
+        if !seen.insert((event.game_id.as_deref(), event.event_id)) {
+            rows.duplicates += 1;
+            continue;
+        }
+        events.append(event, lineage(record), ingested_at);
+        let platform = event.event_params.as_ref().and_then(|p| p.platform.clone());
+        let one = EventCount {
+            events: 1,
+            bookings: event.booking().unwrap_or(0.0),
+        };
+        rows.counts
+            .entry((event.event_name.clone(), platform))
+            .or_default()
+            .add(one);
+        let game = event.game_id.as_deref().unwrap_or("unknown");
+        rows.by_game.entry(game.to_owned()).or_default().add(one);
+    }
+    if events.unreadable_client_times() > 0 {
+        warn!(
+            events = events.unreadable_client_times(),
+            "client_event_time could not be read; stored as null"
+        );
+    }
+    (events.finish(), rows)
+}
+
+/// The `game_events_rejects` rows of the records marked `new` that can never be events.
+fn reject_rows(
+    records: &[KinesisEventRecord],
+    decoded: &[Result<StampedEvent, RecordError>],
+    new: &[bool],
+    ingested_at: i64,
+) -> Result<RecordBatch, arrow::error::ArrowError> {
+    let mut rejects = RejectsBatchBuilder::default();
+    for (index, ((record, event), _)) in records
+        .iter()
+        .zip(decoded)
+        .zip(new)
+        .enumerate()
+        .filter(|(_, (_, new))| **new)
+    {
+        let Err(reason) = event else { continue };
+        let lineage = lineage(record);
+        warn!(
+            index,
+            shard = lineage.shard_id,
+            sequence_number = lineage.sequence_number,
+            %reason,
+            "record rejected"
+        );
+        rejects.append(
+            lineage,
+            Some(&record.kinesis.partition_key),
+            &record.kinesis.data,
+            &reason.to_string(),
+            ingested_at,
+        );
+    }
+    rejects.finish()
 }
 
 /// Which records of a batch a table does not have yet, by the positions of their shards.
@@ -151,24 +242,24 @@ struct Unwritten {
 /// Brings `table` to its newest version and tells which of `records` it does not have yet.
 async fn unwritten(table: &mut Table, records: &[KinesisEventRecord]) -> Result<Unwritten, LakeError> {
     table.refresh().await?;
+    let streams: Vec<String> = records.iter().map(stream_of).collect();
     let mut positions: BTreeMap<String, Option<String>> = BTreeMap::new();
-    for record in records {
-        let stream = stream_of(record);
-        if let std::collections::btree_map::Entry::Vacant(entry) = positions.entry(stream) {
-            let position = table.position(entry.key()).await?;
-            entry.insert(position);
+    for stream in &streams {
+        if !positions.contains_key(stream) {
+            let position = table.position(stream).await?;
+            positions.insert(stream.clone(), position);
         }
     }
     let mut advances: BTreeMap<String, String> = BTreeMap::new();
     let new = records
         .iter()
-        .map(|record| {
+        .zip(streams)
+        .map(|(record, stream)| {
             let sequence = record.kinesis.sequence_number.as_str();
             if !progress::is_position(sequence) {
                 // Never from Kinesis; such a record is written without a position.
                 return true;
             }
-            let stream = stream_of(record);
             let after = positions
                 .get(&stream)
                 .and_then(Option::as_deref)
@@ -411,31 +502,39 @@ impl Sink {
         }
     }
 
-    /// Parks what `table` does not have of `records` when the oldest of them is about to be
-    /// dropped by the stream (see [`Parking`]); the number parked, or `None` when it is not time
-    /// yet, parking is off, or the records could not be parked (then the batch is retried).
+    /// `table` could not take its rows of `records` (`failure` says why): parks what it does not
+    /// have of them when the oldest is about to be dropped by the stream (see [`Parking`]) and
+    /// returns the number parked; `None` when it is not time yet, parking is off, or the records
+    /// could not be parked, and then the batch is to be retried.
     async fn park_if_due(
         &self,
         table: ParkedFor,
+        failure: &WriteError,
         records: &[KinesisEventRecord],
         decoded: &[Result<StampedEvent, RecordError>],
     ) -> Option<usize> {
-        let parking = self.parking.as_ref()?;
-        let oldest = records
-            .iter()
-            .map(|r| r.kinesis.approximate_arrival_timestamp.0)
-            .min()?;
-        let age = chrono::Utc::now()
-            .signed_duration_since(oldest)
-            .to_std()
-            .unwrap_or_default();
-        if age < parking.after {
+        let uri = &self.table_for(table).uri;
+        let due = self.parking.as_ref().filter(|parking| {
+            let oldest = records.iter().map(|r| r.kinesis.approximate_arrival_timestamp.0).min();
+            oldest.is_some_and(|oldest| {
+                let age = chrono::Utc::now()
+                    .signed_duration_since(oldest)
+                    .to_std()
+                    .unwrap_or_default();
+                age >= parking.after
+            })
+        });
+        let Some(parking) = due else {
+            warn!(table = %uri, error = %failure, "not committed; the batch will be retried");
             return None;
-        }
+        };
         match self.park(parking, table, records, decoded).await {
-            Ok(parked) => Some(parked),
+            Ok(parked) => {
+                error!(table = %uri, error = %failure, parked, "not committed in time; parked");
+                Some(parked)
+            }
             Err(e) => {
-                error!(folder = %parking.folder, error = %e, "could not park the records; the batch will be retried");
+                error!(table = %uri, error = %failure, folder = %parking.folder, park_error = %e, "not committed, and could not park the records; the batch will be retried");
                 None
             }
         }
@@ -503,50 +602,26 @@ impl Sink {
         if table.is_committed(&source).await? {
             return Ok(Replayed::AlreadyIn);
         }
+        let decoded: Vec<Result<StampedEvent, RecordError>> =
+            parked.records.iter().map(|r| decode_record(&r.kinesis.data)).collect();
+        let events = parked.table == ParkedFor::Events;
+        for (record, event) in parked.records.iter().zip(&decoded) {
+            let seq = &record.kinesis.sequence_number;
+            match (event, events) {
+                (Err(reason), true) => return Err(bad(format!("record {seq}: {reason}"))),
+                (Ok(_), false) => return Err(bad(format!("record {seq} is not a reject"))),
+                _ => {}
+            }
+        }
+        let all = vec![true; parked.records.len()];
         let ingested_at = lake::now_micros();
-        let batch = match parked.table {
-            ParkedFor::Events => {
-                let mut events = GameEventsBatchBuilder::with_capacity(parked.records.len());
-                let mut seen: HashSet<(Option<String>, Uuid)> = HashSet::new();
-                for record in &parked.records {
-                    let event = decode_record(&record.kinesis.data)
-                        .map_err(|e| bad(format!("record {}: {e}", record.kinesis.sequence_number)))?;
-                    if seen.insert((event.game_id.clone(), event.event_id)) {
-                        events.append(&event, lineage(record), ingested_at);
-                    }
-                }
-                events.finish()
-            }
-            ParkedFor::Rejects => {
-                let mut rejects = RejectsBatchBuilder::default();
-                for record in &parked.records {
-                    let reason = match decode_record(&record.kinesis.data) {
-                        Err(reason) => reason.to_string(),
-                        Ok(_) => {
-                            return Err(bad(format!(
-                                "record {} is not a reject",
-                                record.kinesis.sequence_number
-                            )));
-                        }
-                    };
-                    rejects.append(
-                        lineage(record),
-                        Some(&record.kinesis.partition_key),
-                        &record.kinesis.data,
-                        &reason,
-                        ingested_at,
-                    );
-                }
-                rejects.finish()
-            }
+        let batch = if events {
+            event_rows(&parked.records, &decoded, &all, ingested_at).0
+        } else {
+            reject_rows(&parked.records, &decoded, &all, ingested_at)
         }
         .map_err(WriteError::from)?;
-        let mut writer = table.writer(&source)?;
-        if let Err(e) = writer.write(batch).await {
-            writer.abort();
-            return Err(e.into());
-        }
-        let files = writer.finish().await?;
+        let files = write_files(&table, &source, batch).await?;
         let outcome = table.commit_sources(vec![files], retry).await?;
         Ok(Replayed::Committed(outcome.rows))
     }
@@ -568,56 +643,23 @@ impl Sink {
         let first = records.first().map(|r| r.kinesis.sequence_number.clone());
         let events = self
             .events
-            .append_new(records, retry, |new| {
-                let mut events = GameEventsBatchBuilder::with_capacity(records.len());
-                let mut seen: HashSet<(Option<&str>, Uuid)> = HashSet::with_capacity(records.len());
-                let mut counts: BTreeMap<(String, Option<String>), EventCount> = BTreeMap::new();
-                let mut by_game: BTreeMap<String, EventCount> = BTreeMap::new();
-                let mut duplicates = 0;
-                for ((record, event), _) in records.iter().zip(&decoded).zip(new).filter(|(_, new)| **new) {
-                    let Ok(event) = event else { continue };
-                    if seen.insert((event.game_id.as_deref(), event.event_id)) {
-                        events.append(event, lineage(record), ingested_at);
-                        let platform = event.event_params.as_ref().and_then(|p| p.platform.clone());
-                        let one = EventCount {
-                            events: 1,
-                            bookings: event.booking().unwrap_or(0.0),
-                        };
-                        counts.entry((event.event_name.clone(), platform)).or_default().add(one);
-                        let game = event.game_id.as_deref().unwrap_or("unknown");
-                        by_game.entry(game.to_owned()).or_default().add(one);
-                    } else {
-                        duplicates += 1;
-                    }
-                }
-                if events.unreadable_client_times() > 0 {
-                    warn!(
-                        events = events.unreadable_client_times(),
-                        "client_event_time could not be read; stored as null"
-                    );
-                }
-                (events.finish(), (counts, by_game, duplicates))
-            })
+            .append_new(records, retry, |new| event_rows(records, &decoded, new, ingested_at))
             .await;
         match events {
-            Ok((outcome, (counts, by_game, duplicates), already)) => {
+            Ok((outcome, kpis, already)) => {
                 report.already_committed = already;
-                report.duplicates = duplicates;
+                report.duplicates = kpis.duplicates;
                 if let Some(outcome) = outcome {
                     report.rows = outcome.rows;
-                    report.events = counts;
-                    report.by_game = by_game;
+                    report.events = kpis.counts;
+                    report.by_game = kpis.by_game;
                     report.commit_attempts += outcome.attempts;
                     report.post_commit_failures += u32::from(outcome.post_commit_failed);
                 }
             }
-            Err(e) => match self.park_if_due(ParkedFor::Events, records, &decoded).await {
-                Some(parked) => {
-                    error!(table = %self.events.uri, error = %e, parked, "events not committed in time; parked");
-                    report.parked += parked;
-                }
+            Err(e) => match self.park_if_due(ParkedFor::Events, &e, records, &decoded).await {
+                Some(parked) => report.parked += parked,
                 None => {
-                    warn!(table = %self.events.uri, error = %e, "events not committed; the batch will be retried");
                     report.retry_from = first;
                     return report;
                 }
@@ -633,32 +675,7 @@ impl Sink {
         let rejects = self
             .rejects
             .append_new(records, retry, |new| {
-                let mut rejects = RejectsBatchBuilder::default();
-                for (index, ((record, event), _)) in records
-                    .iter()
-                    .zip(&decoded)
-                    .zip(new)
-                    .enumerate()
-                    .filter(|(_, (_, new))| **new)
-                {
-                    let Err(reason) = event else { continue };
-                    let lineage = lineage(record);
-                    warn!(
-                        index,
-                        shard = lineage.shard_id,
-                        sequence_number = lineage.sequence_number,
-                        %reason,
-                        "record rejected"
-                    );
-                    rejects.append(
-                        lineage,
-                        Some(&record.kinesis.partition_key),
-                        &record.kinesis.data,
-                        &reason.to_string(),
-                        ingested_at,
-                    );
-                }
-                (rejects.finish(), ())
+                (reject_rows(records, &decoded, new, ingested_at), ())
             })
             .await;
         match rejects {
@@ -668,13 +685,9 @@ impl Sink {
                 report.post_commit_failures += u32::from(outcome.post_commit_failed);
             }
             Ok((None, (), _)) => {}
-            Err(e) => match self.park_if_due(ParkedFor::Rejects, records, &decoded).await {
-                Some(parked) => {
-                    error!(table = %self.rejects.uri, error = %e, parked, "rejects not committed in time; parked");
-                    report.parked += parked;
-                }
+            Err(e) => match self.park_if_due(ParkedFor::Rejects, &e, records, &decoded).await {
+                Some(parked) => report.parked += parked,
                 None => {
-                    warn!(table = %self.rejects.uri, error = %e, "rejects not committed; retrying from the first");
                     report.retry_from = first_reject.or(first);
                     return report;
                 }

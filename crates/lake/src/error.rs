@@ -107,6 +107,19 @@ pub enum LakeError {
         /// What went wrong.
         reason: String,
     },
+    /// An object of a folder beside the tables ([`Folder`](crate::Folder)) could not be listed,
+    /// read or written.
+    #[error("folder {uri}: {action} {object}: {reason}")]
+    Object {
+        /// The folder.
+        uri: String,
+        /// What was done: `reading`, `writing` or `listing`.
+        action: &'static str,
+        /// The object, relative to the folder (empty when listing).
+        object: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// Creating a missing table failed, and not because another writer created it first.
     #[error("table {uri}: could not be created: {source}")]
     Create {

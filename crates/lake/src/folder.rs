@@ -43,10 +43,11 @@ impl Folder {
         format!("{}/{name}", self.uri)
     }
 
-    fn error(&self, name: &str, e: impl std::fmt::Display) -> LakeError {
-        LakeError::ReadFile {
+    fn error(&self, action: &'static str, name: &str, e: impl std::fmt::Display) -> LakeError {
+        LakeError::Object {
             uri: self.uri.clone(),
-            file: name.to_owned(),
+            action,
+            object: name.to_owned(),
             reason: e.to_string(),
         }
     }
@@ -57,7 +58,7 @@ impl Folder {
             .put(&Path::from(name), PutPayload::from(bytes))
             .await
             .map(|_| ())
-            .map_err(|e| self.error(name, e))
+            .map_err(|e| self.error("writing", name, e))
     }
 
     /// The object `name`'s bytes.
@@ -66,8 +67,8 @@ impl Folder {
             .store
             .get(&Path::from(name))
             .await
-            .map_err(|e| self.error(name, e))?;
-        let bytes = object.bytes().await.map_err(|e| self.error(name, e))?;
+            .map_err(|e| self.error("reading", name, e))?;
+        let bytes = object.bytes().await.map_err(|e| self.error("reading", name, e))?;
         Ok(bytes.to_vec())
     }
 
@@ -79,7 +80,7 @@ impl Folder {
             .map_ok(|meta| meta.location.to_string())
             .try_collect()
             .await
-            .map_err(|e| self.error("", e))?;
+            .map_err(|e| self.error("listing", "", e))?;
         names.sort();
         Ok(names)
     }

@@ -356,28 +356,10 @@ pub fn plan_compaction(
         .and_then(|d| partition_columns.iter().position(|c| c == d));
     let mut plans = Vec::new();
     let mut open_partitions = 0;
-    // The files of the day before each partition's (same other partition values).
-    let day_before = |key: &[Option<String>]| -> Vec<DataFile> {
-        let (Some(i), true) = (date_index, options.dedup_key.is_some()) else {
-            return Vec::new();
-        };
-        let Some(before) = key[i]
-            .as_deref()
-            .and_then(|v| NaiveDate::parse_from_str(v, "%Y-%m-%d").ok())
-            .and_then(|d| d.pred_opt())
-        else {
-            return Vec::new();
-        };
-        let mut previous_key = key.to_vec();
-        previous_key[i] = Some(before.format("%Y-%m-%d").to_string());
-        partitions
-            .get(&previous_key)
-            .map(|(_, files)| files.clone())
-            .unwrap_or_default()
-    };
-    let previous: Vec<Vec<DataFile>> = partitions.keys().map(|key| day_before(key)).collect();
-    // Newest partitions first: they are the ones read most.
-    for ((key, (label, mut files)), previous) in partitions.into_iter().zip(previous).rev() {
+    // Newest partitions first: they are the ones read most. Taken from the end of the map, so
+    // that a partition's day before (a smaller key: the same other values, an earlier date) is
+    // still in it when the partition is planned.
+    while let Some((key, (label, mut files))) = partitions.pop_last() {
         files.sort_by(|a, b| (a.modified, &a.path).cmp(&(b.modified, &b.path)));
         let date = date_index
             .and_then(|i| key[i].as_deref())
@@ -391,10 +373,20 @@ pub fn plan_compaction(
         if !young.is_empty() {
             open_partitions += 1;
         }
-        if let Some(mut plan) = plan_partition(label, closed, options) {
-            plan.previous = previous;
-            plans.push(plan);
+        let Some(mut plan) = plan_partition(label, closed, options) else {
+            continue;
+        };
+        // Deduplicating by date: the files of the day before (same other partition values).
+        if let (Some(i), Some(before), true) =
+            (date_index, date.and_then(|d| d.pred_opt()), options.dedup_key.is_some())
+        {
+            let mut previous_key = key;
+            previous_key[i] = Some(before.format("%Y-%m-%d").to_string());
+            if let Some((_, files)) = partitions.get(&previous_key) {
+                plan.previous = files.clone();
+            }
         }
+        plans.push(plan);
     }
     Ok(CompactionPlan {
         partition_columns,
