@@ -112,7 +112,7 @@ pub enum ReportCommand {
     ///
     /// Hourly windows follow the seed's 180-minute watermark: an event more than 180 minutes older
     /// than the latest eventTime that arrived before it is not counted, and the report says how
-    /// many such late events there were. Every figure counts each eventId once.
+    /// many such late events there were. Every figure counts each game's eventId once.
     Game(GameReportArgs),
 }
 

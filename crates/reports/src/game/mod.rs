@@ -752,7 +752,7 @@ impl GameReport {
         let mut page = HtmlPage::new("Game KPIs");
         page.headline(&self.headline_figures());
         page.paragraph(&format!(
-            "Every figure counts each eventId once. Events more than {WATERMARK_MINUTES} minutes behind the latest \
+            "Every figure counts each game's eventId once. Events more than {WATERMARK_MINUTES} minutes behind the latest \
              eventTime that arrived before them are late and not counted in their window. Bookings are the sum of \
              amount of purchaseEvent, in {BOOKINGS_CURRENCY}."
         ));
@@ -784,6 +784,12 @@ impl GameReport {
              {BOOKINGS_CURRENCY}."
         ));
         page.table(&self.revenue.days_table(BOOKINGS_CURRENCY));
+        page.table(&Revenue::of_table(&self.revenue.by_game, "game", BOOKINGS_CURRENCY));
+        page.table(&Revenue::of_table(
+            &self.revenue.by_item,
+            revenue::ITEM_PARAM,
+            BOOKINGS_CURRENCY,
+        ));
         page.table(&Revenue::of_table(
             &self.revenue.by_platform,
             "platform",
