@@ -33,6 +33,7 @@ mod folder;
 mod handle;
 pub mod maintenance;
 mod maintenance_compact;
+mod maintenance_dedup;
 #[cfg(test)]
 mod maintenance_tests;
 pub mod progress;

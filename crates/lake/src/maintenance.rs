@@ -18,10 +18,13 @@
 //!   reader, written back through delta-rs' [`RecordBatchWriter`](deltalake::writer::RecordBatchWriter)
 //!   (statistics included) and committed as one Delta version that removes the old files and adds
 //!   the new ones.
-//! * With a deduplication key (`eventId` for game events), rows whose key was already seen in the
-//!   partition are dropped, keeping the first (in the order the files were written). Files written
-//!   by a deduplicating compaction are tagged ([`DEDUP_TAG`]); any untagged file of a closed
-//!   partition is rewritten, so late duplicates are removed too.
+//! * With a deduplication key (`gameId+eventId` for game events), rows whose key was already seen
+//!   in the partition (or, partitioned by date, on the day before) are dropped. Files written by a
+//!   deduplicating compaction are tagged ([`DEDUP_TAG`]) and hold each key once; any untagged file
+//!   of a closed partition is rewritten, its rows dropped when their key is in a tagged file or in
+//!   an earlier untagged row, so late duplicates are removed too. The keys of the untagged rows are
+//!   held as fingerprints within [`CompactOptions::dedup_memory`], in several passes when they do
+//!   not fit: memory does not grow with the partition.
 //! * A bin without dropped rows is committed as `OPTIMIZE` with `dataChange = false`: readers,
 //!   streaming ones included, see the same rows. A bin that dropped duplicates changed the table's
 //!   rows, so it is committed as a `DELETE` with `dataChange = true` and the number of rows removed
@@ -58,8 +61,8 @@ use crate::error::LakeError;
 use crate::storage::{StorageConfig, table_url};
 
 pub use crate::maintenance_compact::{
-    BinOutcome, CompactOptions, CompactProgress, CompactionPlan, CompactionReport, DEDUP_TAG, NoProgress,
-    PartitionPlan, WRITTEN_SINCE_TAG, compact, plan_compaction,
+    BinOutcome, CompactOptions, CompactProgress, CompactionPlan, CompactionReport, DEDUP_TAG, DEFAULT_DEDUP_MEMORY,
+    NoProgress, PartitionPlan, WRITTEN_SINCE_TAG, compact, plan_compaction,
 };
 
 /// The shortest VACUUM retention accepted without `force`: files removed less than 7 days ago

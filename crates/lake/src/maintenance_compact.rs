@@ -2,19 +2,15 @@
 //! removal of duplicate rows by a key column. See [`crate::maintenance`] for the rules.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::hash::{BuildHasher, RandomState};
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{Array, AsArray, BooleanArray};
-use arrow::compute::{cast, filter_record_batch};
-use arrow::datatypes::DataType as ArrowType;
+use arrow::compute::filter_record_batch;
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use deltalake::kernel::{Action, Add, DataType, LogicalFileView};
-use deltalake::parquet::arrow::ProjectionMask;
 use deltalake::parquet::arrow::arrow_reader::ArrowReaderOptions;
 use deltalake::parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
 use deltalake::parquet::errors::ParquetError;
@@ -30,6 +26,7 @@ use tracing::{debug, info, warn};
 
 use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit, decode_path, delete_files};
 use crate::maintenance::{MaintenanceError, now, partition_label};
+use crate::maintenance_dedup::{Drops, KeyFile, find_duplicates, key_columns};
 
 /// Tag of the files written by a deduplicating compaction, with the key column as its value: such
 /// a file has no row whose key is in an earlier file of its partition. Files without it (fresh
@@ -61,6 +58,10 @@ pub const DEFAULT_TARGET_FILE_SIZE: u64 = 128 << 20;
 /// Default grace period after a partition's date has ended before it is compacted.
 pub const DEFAULT_GRACE: TimeDelta = TimeDelta::hours(48);
 
+/// Default memory for the keys of new rows while duplicates are looked for: 512 MiB, about 18
+/// million keys a pass.
+pub const DEFAULT_DEDUP_MEMORY: u64 = 512 << 20;
+
 /// Rows per batch read from the files being compacted.
 const BATCH_ROWS: usize = 8192;
 
@@ -77,6 +78,9 @@ pub struct CompactOptions {
     /// or several joined by `+` (`gameId+eventId`), whose values together are the key.
     /// Rows whose key columns are all null are all kept.
     pub dedup_key: Option<String>,
+    /// Bytes the keys of new rows may take while duplicates are looked for; more new rows than
+    /// fit are taken in several passes. Default [`DEFAULT_DEDUP_MEMORY`].
+    pub dedup_memory: u64,
     /// The time that decides which partitions are closed.
     pub now: DateTime<Utc>,
     /// No bin is started after this instant.
@@ -91,6 +95,7 @@ impl Default for CompactOptions {
             target_file_size: DEFAULT_TARGET_FILE_SIZE,
             grace: DEFAULT_GRACE,
             dedup_key: None,
+            dedup_memory: DEFAULT_DEDUP_MEMORY,
             now: now(),
             stop_at: None,
             dry_run: false,
@@ -479,16 +484,14 @@ pub async fn compact(
         return Ok(report);
     }
     'partitions: for partition in &plan.partitions {
-        let mut work = PartitionWork::new(uri, partition, options);
-        if let Some(key) = &options.dedup_key {
-            for file in partition.previous.iter().chain(&partition.kept) {
-                if past(options.stop_at) {
-                    report.stopped_early = true;
-                    break 'partitions;
-                }
-                work.remember_keys(table, file, key).await?;
-            }
+        if past(options.stop_at) {
+            report.stopped_early = true;
+            break;
         }
+        let Some(mut work) = PartitionWork::new(uri, table, partition, options).await? else {
+            report.stopped_early = true;
+            break;
+        };
         for bin in &partition.bins {
             if past(options.stop_at) {
                 report.stopped_early = true;
@@ -520,66 +523,86 @@ pub async fn compact(
     Ok(report)
 }
 
-/// The columns of a deduplication key: `gameId+eventId` is two.
-fn key_columns(key: &str) -> impl Iterator<Item = &str> {
-    key.split('+').map(str::trim).filter(|c| !c.is_empty())
-}
-
-/// Separates the values of a key's columns in the text that is fingerprinted.
-const KEY_SEPARATOR: char = '\u{1f}';
-/// Stands for a null value of one of a key's columns.
-const KEY_NULL: char = '\u{0}';
-
 fn past(stop_at: Option<Instant>) -> bool {
     stop_at.is_some_and(|at| Instant::now() >= at)
 }
 
-/// Keys seen in a partition, as 128-bit fingerprints (two independently keyed SipHash values):
-/// 16 bytes per row whatever the key's length. Two different keys share a fingerprint with
-/// probability 2^-128 per pair, far below any hardware error rate even for billions of rows.
-struct KeySet {
-    first: RandomState,
-    second: RandomState,
-    seen: HashSet<u128>,
-}
-
-impl KeySet {
-    fn new() -> Self {
-        Self {
-            first: RandomState::new(),
-            second: RandomState::new(),
-            seen: HashSet::new(),
+impl DataFile {
+    fn key_file(&self) -> KeyFile {
+        KeyFile {
+            path: self.path.clone(),
+            location: self.view.object_store_path(),
+            size: self.size,
+            rows: self.rows,
         }
     }
-
-    /// Records `key`; false if it was seen before.
-    fn insert(&mut self, key: &str) -> bool {
-        let fingerprint = (u128::from(self.first.hash_one(key)) << 64) | u128::from(self.second.hash_one(key));
-        self.seen.insert(fingerprint)
-    }
 }
 
-/// The state of one partition's compaction: the keys seen so far and the files whose rows they
-/// came from.
+/// The state of one partition's compaction: the duplicates found and the files the work read.
 struct PartitionWork<'a> {
     uri: &'a str,
     partition: &'a PartitionPlan,
     options: &'a CompactOptions,
-    keys: KeySet,
-    /// Files read so far that are not rewritten by the current bin: they must still be active
-    /// when a bin commits, or a concurrent commit may have changed what was seen.
+    /// The rows to drop, by new file (see [`find_duplicates`]); `None` when not deduplicating.
+    drops: Option<Drops>,
+    /// The index among the new files of each file that is one.
+    new_files: HashMap<String, usize>,
+    /// Files read so far that are not rewritten yet: they must still be active when a bin
+    /// commits, or a concurrent commit may have changed what was seen.
     read: Vec<String>,
 }
 
 impl<'a> PartitionWork<'a> {
-    fn new(uri: &'a str, partition: &'a PartitionPlan, options: &'a CompactOptions) -> Self {
-        Self {
+    /// The work of `partition`, with its duplicates when deduplicating by `options.dedup_key`;
+    /// `None` when `options.stop_at` passed while they were looked for.
+    async fn new(
+        uri: &'a str,
+        table: &DeltaTable,
+        partition: &'a PartitionPlan,
+        options: &'a CompactOptions,
+    ) -> Result<Option<Self>, MaintenanceError> {
+        let all = partition
+            .previous
+            .iter()
+            .chain(&partition.kept)
+            .chain(partition.bins.iter().flatten());
+        let mut work = Self {
             uri,
             partition,
             options,
-            keys: KeySet::new(),
-            read: Vec::new(),
-        }
+            drops: None,
+            new_files: HashMap::new(),
+            read: all.map(|f| f.path.clone()).collect(),
+        };
+        let Some(key) = &options.dedup_key else {
+            return Ok(Some(work));
+        };
+        let (new, tagged): (Vec<&DataFile>, Vec<&DataFile>) =
+            partition.bins.iter().flatten().partition(|f| !f.deduplicated);
+        let reference: Vec<KeyFile> = partition
+            .previous
+            .iter()
+            .chain(&partition.kept)
+            .chain(tagged)
+            .map(DataFile::key_file)
+            .collect();
+        let new_keys: Vec<KeyFile> = new.iter().map(|f| f.key_file()).collect();
+        let found = find_duplicates(
+            uri,
+            &table.object_store(),
+            key,
+            &new_keys,
+            &reference,
+            options.dedup_memory,
+            options.stop_at,
+        )
+        .await?;
+        let Some(drops) = found else {
+            return Ok(None);
+        };
+        work.drops = Some(drops);
+        work.new_files = new.iter().enumerate().map(|(i, f)| (f.path.clone(), i)).collect();
+        Ok(Some(work))
     }
 
     fn read_error(&self, file: &str, reason: impl ToString) -> MaintenanceError {
@@ -588,32 +611,6 @@ impl<'a> PartitionWork<'a> {
             file: file.to_owned(),
             reason: reason.to_string(),
         }
-    }
-
-    /// Adds the keys of a file that stays to the seen keys (reading only the key column).
-    async fn remember_keys(&mut self, table: &DeltaTable, file: &DataFile, key: &str) -> Result<(), MaintenanceError> {
-        let builder = self.open(table, file).await?;
-        let indices = key_columns(key)
-            .map(|column| {
-                builder
-                    .schema()
-                    .index_of(column)
-                    .map_err(|_| self.read_error(&file.path, format!("has no column {column}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let mask = ProjectionMask::roots(builder.parquet_schema(), indices);
-        let mut stream = builder
-            .with_projection(mask)
-            .with_batch_size(BATCH_ROWS)
-            .build()
-            .map_err(|e| self.read_error(&file.path, e))?;
-        while let Some(batch) = stream.try_next().await.map_err(|e| self.read_error(&file.path, e))? {
-            for key in self.keys_of(&file.path, &batch, key)?.iter().flatten() {
-                self.keys.insert(key);
-            }
-        }
-        self.read.push(file.path.clone());
-        Ok(())
     }
 
     async fn open(
@@ -631,63 +628,15 @@ impl<'a> PartitionWork<'a> {
             .map_err(|e| self.read_error(&file.path, e))
     }
 
-    /// The key column as strings (any primitive type is cast).
-    fn key_strings(&self, file: &str, column: &Arc<dyn Array>) -> Result<arrow::array::StringArray, MaintenanceError> {
-        let strings = cast(column, &ArrowType::Utf8).map_err(|e| self.read_error(file, format!("key column: {e}")))?;
-        Ok(strings.as_string::<i32>().clone())
-    }
-
-    /// The key of each row of `batch`: the text of its key column, or of its key columns joined
-    /// (a null one as a marker); `None` for a row whose key columns are all null.
-    fn keys_of(&self, file: &str, batch: &RecordBatch, key: &str) -> Result<Vec<Option<String>>, MaintenanceError> {
-        let columns = key_columns(key)
-            .map(|name| {
-                let column = batch
-                    .column_by_name(name)
-                    .ok_or_else(|| self.read_error(file, format!("has no column {name}")))?;
-                self.key_strings(file, column)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        if let [column] = columns.as_slice() {
-            return Ok(column.iter().map(|k| k.map(str::to_owned)).collect());
-        }
-        Ok((0..batch.num_rows())
-            .map(|row| {
-                if columns.iter().all(|c| c.is_null(row)) {
-                    return None;
-                }
-                let mut text = String::new();
-                for (i, column) in columns.iter().enumerate() {
-                    if i > 0 {
-                        text.push(KEY_SEPARATOR);
-                    }
-                    if column.is_null(row) {
-                        text.push(KEY_NULL);
-                    } else {
-                        text.push_str(column.value(row));
-                    }
-                }
-                Some(text)
-            })
-            .collect())
-    }
-
-    /// Drops the rows of `batch` whose key was seen, recording the others' keys.
-    fn deduplicate(
-        &mut self,
-        file: &str,
-        batch: RecordBatch,
-        key: &str,
-    ) -> Result<(RecordBatch, u64), MaintenanceError> {
-        let keys = self.keys_of(file, &batch, key)?;
-        let keep: BooleanArray = keys
-            .iter()
-            .map(|k| Some(k.as_deref().is_none_or(|k| self.keys.insert(k))))
-            .collect();
-        let dropped = keep.false_count() as u64;
-        if dropped == 0 {
+    /// Drops the rows of `batch` (rows `first..` of `file`) found to be duplicates.
+    fn deduplicate(&self, file: &str, first: u64, batch: RecordBatch) -> Result<(RecordBatch, u64), MaintenanceError> {
+        let (Some(drops), Some(&index)) = (&self.drops, self.new_files.get(file)) else {
             return Ok((batch, 0));
-        }
+        };
+        let Some(keep) = drops.keep(index, first, batch.num_rows()) else {
+            return Ok((batch, 0));
+        };
+        let dropped = keep.false_count() as u64;
         let kept = filter_record_batch(&batch, &keep).map_err(|e| self.read_error(file, e))?;
         Ok((kept, dropped))
     }
@@ -730,15 +679,10 @@ impl<'a> PartitionWork<'a> {
                     .map_err(|e| self.read_error(&file.path, e))?;
                 let mut file_rows = 0u64;
                 while let Some(batch) = stream.try_next().await.map_err(|e| self.read_error(&file.path, e))? {
+                    let first = file_rows;
                     file_rows += batch.num_rows() as u64;
-                    let batch = match &self.options.dedup_key {
-                        Some(key) => {
-                            let (batch, dropped) = self.deduplicate(&file.path, batch, key)?;
-                            duplicates += dropped;
-                            batch
-                        }
-                        None => batch,
-                    };
+                    let (batch, dropped) = self.deduplicate(&file.path, first, batch)?;
+                    duplicates += dropped;
                     if batch.num_rows() > 0 {
                         writer
                             .write_partition(batch, &values, WriteMode::Default)
@@ -815,12 +759,7 @@ impl<'a> PartitionWork<'a> {
             ("lakelog.partition".to_owned(), serde_json::json!(self.partition.label)),
             ("lakelog.duplicatesRemoved".to_owned(), serde_json::json!(duplicates)),
         ];
-        let must_be_active: Vec<&str> = self
-            .read
-            .iter()
-            .map(String::as_str)
-            .chain(bin.iter().map(|f| f.path.as_str()))
-            .collect();
+        let must_be_active: Vec<&str> = self.read.iter().map(String::as_str).collect();
         // A bin started before `stop_at` may finish its commit a little after it: a bin killed by
         // the Lambda's own deadline loses nothing (its files are in no version), but its work.
         let retry = Retry::until(match self.options.stop_at {
@@ -835,7 +774,9 @@ impl<'a> PartitionWork<'a> {
             }
             Err(e) => return Err(e),
         };
-        // The new files are read by the next bins' checks: they hold rows whose keys were seen.
+        // The new files hold the rows whose keys the next bins' duplicates were found against.
+        let rewritten: HashSet<&str> = bin.iter().map(|f| f.path.as_str()).collect();
+        self.read.retain(|path| !rewritten.contains(path.as_str()));
         self.read.extend(adds.iter().map(|a| decode_path(&a.path)));
         let outcome = BinOutcome {
             partition: self.partition.label.clone(),

@@ -384,6 +384,38 @@ async fn late_duplicates_and_a_deadline() {
     assert_eq!(after.bins_planned, 0, "converged: {after:?}");
 }
 
+/// Memory for a few dozen keys: duplicates are found in many passes, and the same ones as in one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicates_found_in_passes_within_a_small_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("t").to_str().unwrap().to_owned();
+    let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+    // 400 events in 8 appends, then a resend of every fifth in a later append.
+    for i in 0..8u64 {
+        let events: Vec<Event> = (0..50).map(|j| event(i * 50 + j, DAY)).collect();
+        append(&uri, &mut table, &format!("a{i}"), &events).await;
+    }
+    let resent: Vec<Event> = (0..400).step_by(5).map(|n| event(n, DAY)).collect();
+    append(&uri, &mut table, "resent", &resent).await;
+    let options = CompactOptions {
+        dedup_key: Some("eventId".into()),
+        dedup_memory: 1 << 10,
+        target_file_size: 1 << 30,
+        ..CompactOptions::default()
+    };
+    let report = compact(&uri, &mut table, &options, &NoProgress).await.unwrap();
+    assert_eq!(report.duplicates(), 80, "{report:?}");
+    let ids: BTreeSet<String> = rows(&table).into_iter().map(|e| e.id).collect();
+    assert_eq!((rows(&table).len(), ids.len()), (400, 400));
+
+    // A late file into the compacted (tagged) partition: its copies go, its new event stays.
+    let late: Vec<Event> = (395..405).map(|n| event(n, DAY)).collect();
+    append(&uri, &mut table, "late", &late).await;
+    let report = compact(&uri, &mut table, &options, &NoProgress).await.unwrap();
+    assert_eq!(report.duplicates(), 5, "{report:?}");
+    assert_eq!(rows(&table).len(), 405);
+}
+
 /// The backfill's lookup of sources older than the `txn` retention goes by when rows were first
 /// written: compaction rewrites files with a new modification time, and its files must still
 /// count as old.

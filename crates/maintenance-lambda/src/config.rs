@@ -82,6 +82,11 @@ pub struct Config {
     /// `VACUUM_RETENTION_HOURS`: VACUUM deletes files removed longer ago (default and minimum
     /// 168, 7 days; the function never forces a shorter one).
     pub vacuum_retention: TimeDelta,
+    /// `COMPACT_DEDUP_MEMORY_MB`: MiB the keys of new rows may take while compaction looks for
+    /// duplicates (more are taken in passes). Default: half the function's memory
+    /// (`AWS_LAMBDA_FUNCTION_MEMORY_SIZE`, which Lambda sets from the template's `MemorySize`),
+    /// or 512 outside Lambda.
+    pub dedup_memory: u64,
     /// `MAINTENANCE_RESERVE_SECONDS`: no new work starts when less than this is left of the
     /// invocation (default 180).
     pub reserve: Duration,
@@ -108,6 +113,8 @@ impl Config {
         let grace_hours = vars.number("COMPACT_GRACE_HOURS", 48, 0..=24 * 366)?;
         let retention_hours = vars.number("VACUUM_RETENTION_HOURS", min_retention, min_retention..=24 * 3660)?;
         let reserve = vars.number("MAINTENANCE_RESERVE_SECONDS", 180, 0..=900)?;
+        let function_memory = vars.number("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", 1024, 128..=10_240)?;
+        let dedup_memory = vars.number("COMPACT_DEDUP_MEMORY_MB", function_memory / 2, 16..=10_240)?;
         let state = vars
             .optional("MAINTENANCE_STATE_URI")
             .map(|uri| env_config::table_location("MAINTENANCE_STATE_URI", &uri))
@@ -116,6 +123,7 @@ impl Config {
             state,
             tables,
             target_file_size: target_mb << 20,
+            dedup_memory: dedup_memory << 20,
             grace: TimeDelta::hours(grace_hours as i64),
             vacuum_retention: TimeDelta::hours(retention_hours as i64),
             reserve: Duration::from_secs(reserve),
@@ -164,6 +172,7 @@ mod tests {
             ]
         );
         assert_eq!(c.target_file_size, 128 << 20);
+        assert_eq!(c.dedup_memory, 512 << 20);
         assert_eq!(c.grace, TimeDelta::hours(48));
         assert_eq!(c.vacuum_retention, TimeDelta::days(7));
         assert_eq!(c.reserve, Duration::from_secs(180));
@@ -173,12 +182,16 @@ mod tests {
             ("COMPACT_GRACE_HOURS", "0"),
             ("VACUUM_RETENTION_HOURS", "720"),
             ("MAINTENANCE_RESERVE_SECONDS", "60"),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "3008"),
         ])
         .unwrap();
         assert_eq!(c.target_file_size, 64 << 20);
+        assert_eq!(c.dedup_memory, 1504 << 20, "half the function's memory");
         assert_eq!(c.grace, TimeDelta::zero());
         assert_eq!(c.vacuum_retention, TimeDelta::days(30));
         assert_eq!(c.reserve, Duration::from_secs(60));
+        let c = config(&[("LAKE_TABLES", "s3://lake/t"), ("COMPACT_DEDUP_MEMORY_MB", "900")]).unwrap();
+        assert_eq!(c.dedup_memory, 900 << 20);
     }
 
     #[test]

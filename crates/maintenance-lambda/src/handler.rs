@@ -253,6 +253,7 @@ pub async fn handle(event: LambdaEvent<EventBridgeEvent>, maintainer: &Maintaine
                 target_file_size: config.target_file_size,
                 grace: config.grace,
                 dedup_key,
+                dedup_memory: config.dedup_memory,
                 ..CompactOptions::default()
             }),
             checkpoint: true,

@@ -20,6 +20,10 @@ pub struct OptimizeArgs {
     /// columns joined by + (game_events: gameId+eventId).
     #[arg(long, value_name = "COLUMN[+COLUMN]")]
     pub dedup_key: Option<String>,
+    /// MiB the keys of new rows may take while duplicates are looked for; more are taken in
+    /// several passes over the key columns.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(16..=1 << 20))]
+    pub dedup_memory_mb: u64,
     /// Target size of the compacted files, in MiB.
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub target_file_mb: u64,
@@ -75,6 +79,7 @@ async fn optimize(args: &OptimizeArgs) -> anyhow::Result<ExitCode> {
         target_file_size: args.target_file_mb << 20,
         grace: TimeDelta::hours(i64::from(args.grace_hours)),
         dedup_key: args.dedup_key.clone(),
+        dedup_memory: args.dedup_memory_mb << 20,
         stop_at: args.max_seconds.map(|s| Instant::now() + Duration::from_secs(s)),
         dry_run: args.dry_run,
         ..CompactOptions::default()
