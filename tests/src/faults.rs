@@ -4,19 +4,21 @@
 //! Each request is, with its kind's probability (drawn in this order, at most one fault each):
 //!
 //! * **slow down**: answered `503 SlowDown` without being forwarded (S3 throttling);
-//! * **fail after**: a `PUT`, `POST` or `DELETE` is carried out by moto, then answered
-//!   `500 InternalError` (the client cannot tell that it was carried out);
-//! * **drop after**: a `PUT`, `POST` or `DELETE` is carried out, then the connection is closed
-//!   without an answer;
+//! * **fail after**: the request is carried out by moto, then answered `500 InternalError` (the
+//!   client cannot tell whether a write was carried out, nor what a read found);
+//! * **drop after**: the request is carried out, then the connection is closed without an answer;
 //! * **delay**: forwarded after a random delay of up to [`FaultRates::max_delay`];
 //! * **late write** (only when [`FaultRates::late_write`] is set): a `PUT` is answered by a
 //!   dropped connection at once and carried out [`FaultRates::late_write_delay`] later, as S3 may
 //!   carry out a request whose client gave up on it.
 //!
+//! Each request is also sorted by what it is for ([`Target`]: a commit, a checkpoint, a read of
+//! the log, a LIST, anything else), which can have rates of its own
+//! ([`FaultRates::target_rates`]), so that a test can be sure to exercise the paths it is about.
 //! Faults can be limited to requests whose path contains a string ([`FaultRates::only_paths`]),
 //! for example `_delta_log/` to fail only commits and checkpoints, and to once per path
-//! ([`FaultRates::once_per_path`]). [`FaultProxy::counts`] says
-//! how many requests of each kind were faulted.
+//! ([`FaultRates::once_per_path`]). [`FaultProxy::counts`] says how many requests of each kind
+//! were faulted, and [`FaultProxy::counts_for`] how many of one target.
 //!
 //! ```no_run
 //! # async fn example() -> anyhow::Result<()> {
@@ -47,14 +49,61 @@ use rand::{Rng as _, SeedableRng as _};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+/// What a request to the store is for, as far as the delivery guarantees go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Target {
+    /// A `PUT` of a version of a Delta log (`_delta_log/NNN.json`): a commit, whose outcome is
+    /// unknown to the writer when it fails after being carried out.
+    Commit,
+    /// A `PUT` of a checkpoint or of `_last_checkpoint`: work after a commit landed.
+    Checkpoint,
+    /// A `GET` or `HEAD` under `_delta_log/`: loading a table, and the read-back of a commit.
+    LogRead,
+    /// A `LIST` of a bucket (`GET /bucket?list-type=2`): listing a log or a table's files.
+    List,
+    /// Anything else: data files, raw log objects, deletes.
+    Other,
+}
+
+impl Target {
+    /// Every target, in order.
+    pub const ALL: [Target; 5] = [
+        Target::Commit,
+        Target::Checkpoint,
+        Target::LogRead,
+        Target::List,
+        Target::Other,
+    ];
+
+    /// What a request of `method` to `path` (with `query`) is for.
+    pub fn of(method: &Method, path: &str, query: &str) -> Self {
+        let in_log = path.contains("/_delta_log/");
+        let name = path.rsplit('/').next().unwrap_or_default();
+        let is_version = name
+            .strip_suffix(".json")
+            .is_some_and(|v| v.len() == 20 && v.bytes().all(|b| b.is_ascii_digit()));
+        if *method == Method::GET && query.split('&').any(|p| p.starts_with("list-type=")) {
+            Target::List
+        } else if in_log && *method == Method::PUT && is_version {
+            Target::Commit
+        } else if in_log && *method == Method::PUT && name.contains("checkpoint") {
+            Target::Checkpoint
+        } else if in_log && matches!(*method, Method::GET | Method::HEAD) {
+            Target::LogRead
+        } else {
+            Target::Other
+        }
+    }
+}
+
 /// How often each kind of fault happens, as a share of the requests it applies to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FaultRates {
     /// Any request: answered 503 SlowDown, not forwarded.
     pub slow_down: f64,
-    /// `PUT`/`POST`/`DELETE`: carried out, then answered 500.
+    /// Any request: carried out, then answered 500.
     pub fail_after: f64,
-    /// `PUT`/`POST`/`DELETE`: carried out, then the connection dropped.
+    /// Any request: carried out, then the connection dropped.
     pub drop_after: f64,
     /// Any request: forwarded after a random delay.
     pub delay: f64,
@@ -73,6 +122,9 @@ pub struct FaultRates {
     pub late_write: f64,
     /// How much later a late write is carried out.
     pub late_write_delay: Duration,
+    /// Rates of their own for the requests of some targets: each of slow down, fail after and
+    /// drop after at this share, instead of the rates above.
+    pub target_rates: Vec<(Target, f64)>,
 }
 
 impl FaultRates {
@@ -95,7 +147,31 @@ impl FaultRates {
             only_writes: false,
             late_write: 0.0,
             late_write_delay: Duration::from_secs(3),
+            target_rates: Vec::new(),
         }
+    }
+
+    /// Whether any request can be faulted (delays aside).
+    pub fn any(&self) -> bool {
+        [self.slow_down, self.fail_after, self.drop_after, self.late_write]
+            .into_iter()
+            .chain(self.target_rates.iter().map(|(_, r)| *r))
+            .any(|r| r > 0.0)
+    }
+
+    /// These rates, with the targets the delivery guarantees hinge on faulted more often: a
+    /// seventh of commits, a fifth of checkpoints and a twentieth of log reads and LISTs each meet
+    /// each kind of fault. None of them when `self` faults nothing.
+    pub fn stressing_the_log(mut self) -> Self {
+        if self.any() {
+            self.target_rates = vec![
+                (Target::Commit, 0.15),
+                (Target::Checkpoint, 0.2),
+                (Target::LogRead, 0.05),
+                (Target::List, 0.05),
+            ];
+        }
+        self
     }
 
     /// Rates from `LAKELOG_FAULT_RATE` (a share, e.g. `0.05`) when it is set, else `default`: the
@@ -110,7 +186,7 @@ impl FaultRates {
     }
 }
 
-/// Requests faulted so far, by kind.
+/// Requests seen and faulted so far, by kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FaultCounts {
     /// Requests seen.
@@ -132,6 +208,12 @@ impl FaultCounts {
     pub fn failures(&self) -> u64 {
         self.slow_down + self.fail_after + self.drop_after
     }
+
+    /// Requests carried out whose answer was lost (500 or a dropped connection): for a commit,
+    /// the writer cannot tell whether it landed.
+    pub fn ambiguous(&self) -> u64 {
+        self.fail_after + self.drop_after + self.late_write
+    }
 }
 
 #[derive(Debug, Default)]
@@ -144,6 +226,19 @@ struct Counters {
     late_write: AtomicU64,
 }
 
+impl Counters {
+    fn read(&self) -> FaultCounts {
+        FaultCounts {
+            requests: self.requests.load(Ordering::Relaxed),
+            slow_down: self.slow_down.load(Ordering::Relaxed),
+            fail_after: self.fail_after.load(Ordering::Relaxed),
+            drop_after: self.drop_after.load(Ordering::Relaxed),
+            delay: self.delay.load(Ordering::Relaxed),
+            late_write: self.late_write.load(Ordering::Relaxed),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Shared {
     upstream: String,
@@ -152,6 +247,8 @@ struct Shared {
     faulted_paths: Mutex<std::collections::HashSet<String>>,
     client: reqwest::Client,
     counters: Counters,
+    /// By [`Target`], in the order of [`Target::ALL`].
+    target_counters: [Counters; 5],
 }
 
 /// What to do with one request.
@@ -198,6 +295,7 @@ impl FaultProxy {
             faulted_paths: Mutex::new(std::collections::HashSet::new()),
             client,
             counters: Counters::default(),
+            target_counters: Default::default(),
         });
         let accepting = Arc::clone(&shared);
         let task = tokio::spawn(async move {
@@ -235,15 +333,12 @@ impl FaultProxy {
 
     /// Requests faulted so far, by kind.
     pub fn counts(&self) -> FaultCounts {
-        let c = &self.shared.counters;
-        FaultCounts {
-            requests: c.requests.load(Ordering::Relaxed),
-            slow_down: c.slow_down.load(Ordering::Relaxed),
-            fail_after: c.fail_after.load(Ordering::Relaxed),
-            drop_after: c.drop_after.load(Ordering::Relaxed),
-            delay: c.delay.load(Ordering::Relaxed),
-            late_write: c.late_write.load(Ordering::Relaxed),
-        }
+        self.shared.counters.read()
+    }
+
+    /// Requests of `target` seen and faulted so far, by kind.
+    pub fn counts_for(&self, target: Target) -> FaultCounts {
+        self.shared.target_counters[target as usize].read()
     }
 }
 
@@ -253,8 +348,11 @@ impl Drop for FaultProxy {
     }
 }
 
-fn draw(shared: &Shared, method: &Method, path: &str) -> Fault {
-    let rates = shared.rates.lock().unwrap_or_else(PoisonError::into_inner).clone();
+fn draw(shared: &Shared, method: &Method, path: &str, target: Target) -> Fault {
+    let mut rates = shared.rates.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    if let Some(&(_, rate)) = rates.target_rates.iter().find(|(t, _)| *t == target) {
+        (rates.slow_down, rates.fail_after, rates.drop_after) = (rate, rate, rate);
+    }
     if rates.only_paths.as_deref().is_some_and(|p| !path.contains(p)) {
         return Fault::None;
     }
@@ -276,7 +374,6 @@ fn draw(shared: &Shared, method: &Method, path: &str) -> Fault {
 }
 
 fn draw_kind(shared: &Shared, rates: &FaultRates, method: &Method) -> Fault {
-    let mutating = matches!(*method, Method::PUT | Method::POST | Method::DELETE);
     let mut rng = shared.rng.lock().unwrap_or_else(PoisonError::into_inner);
     if *method == Method::PUT && rng.random_bool(rates.late_write.clamp(0.0, 1.0)) {
         return Fault::LateWrite(rates.late_write_delay);
@@ -284,10 +381,10 @@ fn draw_kind(shared: &Shared, rates: &FaultRates, method: &Method) -> Fault {
     if rng.random_bool(rates.slow_down.clamp(0.0, 1.0)) {
         return Fault::SlowDown;
     }
-    if mutating && rng.random_bool(rates.fail_after.clamp(0.0, 1.0)) {
+    if rng.random_bool(rates.fail_after.clamp(0.0, 1.0)) {
         return Fault::FailAfter;
     }
-    if mutating && rng.random_bool(rates.drop_after.clamp(0.0, 1.0)) {
+    if rng.random_bool(rates.drop_after.clamp(0.0, 1.0)) {
         return Fault::DropAfter;
     }
     if rng.random_bool(rates.delay.clamp(0.0, 1.0)) {
@@ -315,17 +412,21 @@ fn s3_error(status: StatusCode, code: &str, message: &str) -> Response<Full<Byte
 }
 
 async fn handle(shared: &Shared, request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Dropped> {
-    let counters = &shared.counters;
-    counters.requests.fetch_add(1, Ordering::Relaxed);
     let method = request.method().clone();
     let path_and_query = request
         .uri()
         .path_and_query()
         .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned());
-    let fault = draw(shared, &method, request.uri().path());
+    let target = Target::of(&method, request.uri().path(), request.uri().query().unwrap_or_default());
+    let count = |counter: fn(&Counters) -> &AtomicU64| {
+        counter(&shared.counters).fetch_add(1, Ordering::Relaxed);
+        counter(&shared.target_counters[target as usize]).fetch_add(1, Ordering::Relaxed);
+    };
+    count(|c| &c.requests);
+    let fault = draw(shared, &method, request.uri().path(), target);
     match fault {
         Fault::SlowDown => {
-            counters.slow_down.fetch_add(1, Ordering::Relaxed);
+            count(|c| &c.slow_down);
             return Ok(s3_error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "SlowDown",
@@ -333,7 +434,7 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Result<Response<
             ));
         }
         Fault::Delay(delay) => {
-            counters.delay.fetch_add(1, Ordering::Relaxed);
+            count(|c| &c.delay);
             tokio::time::sleep(delay).await;
         }
         Fault::None | Fault::FailAfter | Fault::DropAfter | Fault::LateWrite(_) => {}
@@ -355,7 +456,7 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Result<Response<
         }
     }
     if let Fault::LateWrite(delay) = fault {
-        counters.late_write.fetch_add(1, Ordering::Relaxed);
+        count(|c| &c.late_write);
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
             let _ = upstream.send().await;
@@ -379,7 +480,7 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Result<Response<
     };
     match fault {
         Fault::FailAfter => {
-            counters.fail_after.fetch_add(1, Ordering::Relaxed);
+            count(|c| &c.fail_after);
             return Ok(s3_error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "InternalError",
@@ -387,7 +488,7 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Result<Response<
             ));
         }
         Fault::DropAfter => {
-            counters.drop_after.fetch_add(1, Ordering::Relaxed);
+            count(|c| &c.drop_after);
             return Err(Dropped);
         }
         Fault::None | Fault::SlowDown | Fault::Delay(_) | Fault::LateWrite(_) => {}
@@ -401,4 +502,51 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Result<Response<
         }
     }
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_sorted_by_what_they_are_for() {
+        let log = "/lake/game_events/_delta_log";
+        for (method, path, query, target) in [
+            (
+                Method::PUT,
+                format!("{log}/00000000000000000012.json"),
+                "",
+                Target::Commit,
+            ),
+            (
+                Method::GET,
+                format!("{log}/00000000000000000012.json"),
+                "",
+                Target::LogRead,
+            ),
+            (Method::HEAD, format!("{log}/_last_checkpoint"), "", Target::LogRead),
+            (
+                Method::PUT,
+                format!("{log}/00000000000000000010.checkpoint.parquet"),
+                "",
+                Target::Checkpoint,
+            ),
+            (Method::PUT, format!("{log}/_last_checkpoint"), "", Target::Checkpoint),
+            (
+                Method::GET,
+                "/lake".to_owned(),
+                "list-type=2&prefix=game_events%2F_delta_log%2F",
+                Target::List,
+            ),
+            (
+                Method::PUT,
+                "/lake/game_events/eventDate=2026-11-20/part-0.parquet".to_owned(),
+                "",
+                Target::Other,
+            ),
+            (Method::PUT, format!("{log}/_commit_tmp.json"), "", Target::Other),
+        ] {
+            assert_eq!(Target::of(&method, &path, query), target, "{method} {path}?{query}");
+        }
+    }
 }

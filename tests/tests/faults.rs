@@ -18,9 +18,9 @@ use chrono::{TimeZone, Utc};
 use game_events::Envelope;
 use game_events::synth::{Synth, SynthConfig as GameSynthConfig};
 use game_sink::{Config, Sink};
-use lake::maintenance::{CompactOptions, compact};
+use lake::maintenance::{BinOutcome, CompactOptions, CompactProgress, compact};
 use lake::{Retry, StorageConfig};
-use lakelog_tests::faults::{FaultCounts, FaultProxy, FaultRates};
+use lakelog_tests::faults::{FaultCounts, FaultProxy, FaultRates, Target};
 use lakelog_tests::{StandIn, duckdb};
 use s3_access_log::synth::{SynthConfig, corpus};
 use s3_access_log::{AccessLogRecord, parse_lines};
@@ -96,6 +96,48 @@ fn report(test: &str, counts: FaultCounts, rounds: usize) {
     );
 }
 
+/// The suite's rates: [`SUITE_RATE`] (or `LAKELOG_FAULT_RATE`) for every request, and more for
+/// commits, checkpoints, log reads and LISTs.
+fn suite_rates() -> FaultRates {
+    FaultRates::from_env_or(SUITE_RATE).stressing_the_log()
+}
+
+/// Fails unless the run met each fault on the path it is for: commits whose answer was lost (at
+/// least `commits` of them), refused checkpoints, and failed log reads (the read-back of a
+/// commit's unknown outcome among them) and LISTs. A test that passes without them proves nothing.
+fn assert_faults_hit_their_paths(proxy: &FaultProxy, commits: u64) {
+    if !suite_rates().any() {
+        return;
+    }
+    for target in Target::ALL {
+        eprintln!("  {target:?}: {:?}", proxy.counts_for(target));
+    }
+    let hit = |target: Target, what: &str, faulted: u64, at_least: u64| {
+        assert!(
+            faulted >= at_least,
+            "{what}: {faulted} faulted, expected at least {at_least}: {:?}",
+            proxy.counts_for(target)
+        );
+    };
+    let commit = proxy.counts_for(Target::Commit);
+    hit(
+        Target::Commit,
+        "commits carried out, answer lost",
+        commit.ambiguous(),
+        commits,
+    );
+    let checkpoint = proxy.counts_for(Target::Checkpoint);
+    hit(Target::Checkpoint, "checkpoint writes", checkpoint.failures(), 1);
+    let log = proxy.counts_for(Target::LogRead);
+    hit(
+        Target::LogRead,
+        "log reads (500 or reset)",
+        log.fail_after + log.drop_after,
+        1,
+    );
+    hit(Target::List, "LISTs", proxy.counts_for(Target::List).failures(), 1);
+}
+
 /// Rows per `log_object` of a table, as DuckDB reads it from the stand-in.
 fn per_object(endpoint: &str, table: &str) -> HashMap<String, u64> {
     let sql = format!("SELECT log_object, count(*) FROM delta_scan('{table}') GROUP BY 1");
@@ -148,9 +190,7 @@ async fn access_log_ingest_loses_nothing_and_duplicates_nothing_under_faults() {
         "the corpus has malformed lines"
     );
 
-    let proxy = FaultProxy::start(standin.endpoint(), 15, FaultRates::from_env_or(SUITE_RATE))
-        .await
-        .unwrap();
+    let proxy = FaultProxy::start(standin.endpoint(), 15, suite_rates()).await.unwrap();
     let rejects = template(&lake).default_rejects();
     // Eight instances; each object is in the notifications of three of them.
     let instances: Vec<Ingestor> = (0..8).map(|_| ingestor(&standin, &lake, proxy.endpoint(), 4)).collect();
@@ -171,13 +211,19 @@ async fn access_log_ingest_loses_nothing_and_duplicates_nothing_under_faults() {
             rounds <= ROUNDS,
             "messages still failing after {ROUNDS} redeliveries: {queues:?}"
         );
+        // Two objects a message batch: many commits, so that checkpoints are written too.
         let runs = instances.iter().zip(&queues).map(|(instance, queue)| async move {
-            let outcomes = instance.ingest(queue, &retry(), &NoProgress).await;
-            // SQS delivers again what failed.
-            outcomes
-                .into_iter()
-                .filter_map(|(object, result)| result.err().map(|e| (object, e)))
-                .collect::<Vec<_>>()
+            let mut failed = Vec::new();
+            for batch in queue.chunks(2) {
+                let outcomes = instance.ingest(batch, &retry(), &NoProgress).await;
+                // SQS delivers again what failed.
+                failed.extend(
+                    outcomes
+                        .into_iter()
+                        .filter_map(|(object, result)| result.err().map(|e| (object, e))),
+                );
+            }
+            failed
         });
         let failed = futures::future::join_all(runs).await;
         for (queue, failed) in queues.iter_mut().zip(failed) {
@@ -188,11 +234,7 @@ async fn access_log_ingest_loses_nothing_and_duplicates_nothing_under_faults() {
         }
     }
     report("access-log ingest", proxy.counts(), rounds);
-    assert!(
-        SUITE_RATE == 0.0 || proxy.counts().failures() > 0,
-        "the proxy faulted nothing: {:?}",
-        proxy.counts()
-    );
+    assert_faults_hit_their_paths(&proxy, 3);
 
     for (bucket, rows) in &expected {
         let table = format!("s3://{lake}/access_logs/{bucket}");
@@ -287,9 +329,7 @@ async fn game_sink_and_compaction_lose_nothing_under_faults() {
     let bucket = standin.create_bucket("faults-game").await.unwrap();
     let table = StandIn::s3_uri(&bucket, "game_events");
     let rejects_table = StandIn::s3_uri(&bucket, "game_events_rejects");
-    let proxy = FaultProxy::start(standin.endpoint(), 16, FaultRates::from_env_or(SUITE_RATE))
-        .await
-        .unwrap();
+    let proxy = FaultProxy::start(standin.endpoint(), 16, suite_rates()).await.unwrap();
     let storage = storage(proxy.endpoint(), &standin);
     let config = Config::new(&table, Some(&rejects_table)).unwrap();
 
@@ -387,6 +427,7 @@ async fn game_sink_and_compaction_lose_nothing_under_faults() {
     }
     assert!(done, "the final compaction never completed");
     report("game sink and compaction", proxy.counts(), redeliveries);
+    assert_faults_hit_their_paths(&proxy, 3);
 
     let rows = duckdb(
         standin.endpoint(),
@@ -783,4 +824,196 @@ async fn a_writer_killed_after_its_commit_adds_nothing_when_redelivered() {
         per_object(standin.endpoint(), &template(&lake).default_rejects()),
         HashMap::from([(uri, rejected)])
     );
+}
+
+/// Variables that hand the killed compaction its table.
+const COMPACTOR_VARS: [&str; 2] = ["LAKELOG_CHILD_ENDPOINT", "LAKELOG_CHILD_TABLE"];
+
+/// How the killed compaction runs: every untagged file a bin of its own, so that it commits many
+/// times and a kill lands between or inside bins.
+fn bin_by_bin() -> CompactOptions {
+    CompactOptions {
+        dedup_key: Some(game_events::batch::DEDUP_KEY.into()),
+        now: Utc::now() + chrono::Duration::days(30),
+        target_file_size: 1,
+        ..CompactOptions::default()
+    }
+}
+
+/// The compaction that [`a_compaction_killed_midway_loses_nothing`] starts as a process of its
+/// own: it says when each bin is committed, and when it is done (it should never be).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the process of a_compaction_killed_midway_loses_nothing"]
+async fn killed_compactor() {
+    struct Say;
+    impl CompactProgress for Say {
+        fn bin_done(&self, _: &BinOutcome) {
+            println!("LAKELOG-CHILD bin committed");
+        }
+    }
+    let [endpoint, table] = COMPACTOR_VARS.map(|v| std::env::var(v).unwrap_or_else(|_| panic!("{v} is not set")));
+    let standin = StandIn::connect().await.unwrap();
+    let mut t = lake::open_table(&table, &storage(&endpoint, &standin)).await.unwrap();
+    compact(&table, &mut t, &bin_by_bin(), &Say).await.unwrap();
+    println!("LAKELOG-CHILD done");
+}
+
+/// A compaction killed (SIGKILL) between or inside its bins, as a Lambda past its timeout is:
+/// the table stays readable with every event once, and the next run finishes the work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_killed_midway_loses_nothing() {
+    use std::io::BufRead as _;
+
+    let standin = StandIn::connect().await.unwrap();
+    let (events, rejects, config) = game_lake(&standin, "killed-compaction").await;
+    let direct = storage(standin.endpoint(), &standin);
+    let sink = Sink::open(&config, &direct).await.unwrap();
+    let mut synth = Synth::new(GameSynthConfig::default());
+    let records = shard_records(0, 600, &mut synth);
+    for batch in records.chunks(20) {
+        deliver(&sink, batch).await;
+    }
+    let expected = game_counts(standin.endpoint(), &events, &rejects);
+    assert_eq!(expected, (594, 594, 6));
+
+    // Each data file written by the compaction takes a little while, so that it is killed
+    // while it works.
+    let proxy = FaultProxy::start(standin.endpoint(), 24, FaultRates::none())
+        .await
+        .unwrap();
+    proxy.set_rates(FaultRates {
+        delay: 1.0,
+        min_delay: Duration::from_millis(150),
+        max_delay: Duration::from_millis(400),
+        only_writes: true,
+        ..FaultRates::none()
+    });
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "killed_compactor", "--ignored", "--nocapture"])
+        .envs(COMPACTOR_VARS.into_iter().zip([proxy.endpoint(), &events]))
+        .env(lakelog_tests::ENDPOINT_VAR, standin.endpoint())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let (committed, mut lines) = tokio::task::spawn_blocking(move || {
+        let committed = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|line| line.contains("LAKELOG-CHILD bin committed"));
+        (committed, lines)
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let _ = child.kill();
+    let status = child.wait().unwrap();
+    let finished = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|line| line.contains("LAKELOG-CHILD done"));
+    assert!(committed, "the compaction never committed a bin (exit: {status})");
+    assert!(!finished, "the compaction finished before it was killed");
+    assert!(proxy.counts().delay > 0, "{:?}", proxy.counts());
+
+    assert_eq!(
+        game_counts(standin.endpoint(), &events, &rejects),
+        expected,
+        "rows after the kill"
+    );
+    let mut table = lake::open_table(&events, &direct).await.unwrap();
+    let report = compact(&events, &mut table, &bin_by_bin(), &lake::maintenance::NoProgress)
+        .await
+        .unwrap();
+    assert!(!report.bins.is_empty(), "the killed run left work: {report:?}");
+    assert_eq!(
+        game_counts(standin.endpoint(), &events, &rejects),
+        expected,
+        "rows after the next run"
+    );
+    let again = compact(&events, &mut table, &bin_by_bin(), &lake::maintenance::NoProgress)
+        .await
+        .unwrap();
+    assert_eq!(again.bins_planned, 0, "the next run finished the work: {again:?}");
+}
+
+/// VACUUM as maintenance runs it, while a reader still reads the version before a compaction
+/// and a writer has written its data files but not yet committed them: the reader finds every
+/// file of its version, and the writer's commit names files that are there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vacuum_beside_a_reader_and_a_writer_loses_nothing() {
+    let standin = StandIn::connect().await.unwrap();
+    let (events, rejects, config) = game_lake(&standin, "vacuum-game").await;
+    let direct = storage(standin.endpoint(), &standin);
+    let sink = Sink::open(&config, &direct).await.unwrap();
+    let mut synth = Synth::new(GameSynthConfig::default());
+    let records = shard_records(0, 400, &mut synth);
+    for batch in records[..300].chunks(30) {
+        deliver(&sink, batch).await;
+    }
+
+    // The reader loads the table, then a compaction removes every file of its version.
+    let reader = lake::open_table(&events, &direct).await.unwrap();
+    let files: Vec<_> = reader
+        .snapshot()
+        .unwrap()
+        .log_data()
+        .iter()
+        .map(|f| f.path().into_owned())
+        .collect();
+    let mut table = lake::open_table(&events, &direct).await.unwrap();
+    let compacted = compact(&events, &mut table, &bin_by_bin(), &lake::maintenance::NoProgress)
+        .await
+        .unwrap();
+    assert_eq!(compacted.files_removed(), files.len(), "{compacted:?}");
+
+    // The writer's commit is held up 4 s after its data files are written; VACUUM runs then.
+    let proxy = FaultProxy::start(standin.endpoint(), 25, FaultRates::none())
+        .await
+        .unwrap();
+    proxy.set_rates(FaultRates {
+        delay: 1.0,
+        min_delay: Duration::from_secs(4),
+        max_delay: Duration::from_secs(4),
+        target_rates: Vec::new(),
+        only_paths: Some("_delta_log/0".into()),
+        only_writes: true,
+        ..FaultRates::none()
+    });
+    let writer = Sink::open(&config, &storage(proxy.endpoint(), &standin)).await.unwrap();
+    let write = deliver(&writer, &records[300..]);
+    let vacuum = async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut table = lake::open_table(&events, &direct).await.unwrap();
+        lake::maintenance::vacuum(&events, &mut table, &lake::maintenance::VacuumOptions::default())
+            .await
+            .unwrap()
+    };
+    let ((rows, _, _), vacuumed) = tokio::join!(write, vacuum);
+    assert!(proxy.counts().delay >= 1, "{:?}", proxy.counts());
+    assert_eq!(rows, 99, "the writer's batch is in");
+    assert!(
+        vacuumed.files.is_empty(),
+        "VACUUM deleted files within the retention: {vacuumed:?}"
+    );
+
+    let (bucket, prefix) = events.trim_start_matches("s3://").split_once('/').unwrap();
+    for path in &files {
+        let found = standin
+            .s3()
+            .head_object()
+            .bucket(bucket)
+            .key(format!("{prefix}/{path}"))
+            .send()
+            .await;
+        assert!(found.is_ok(), "{path} of the reader's version is gone: {found:?}");
+    }
+    assert_eq!(game_counts(standin.endpoint(), &events, &rejects), (396, 396, 4));
+    // A retention under the minimum is refused: it would take files from such readers.
+    let mut table = lake::open_table(&events, &direct).await.unwrap();
+    let short = lake::maintenance::VacuumOptions {
+        retention: chrono::TimeDelta::hours(1),
+        ..lake::maintenance::VacuumOptions::default()
+    };
+    assert!(lake::maintenance::vacuum(&events, &mut table, &short).await.is_err());
 }
