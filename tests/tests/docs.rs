@@ -1,0 +1,296 @@
+//! The documentation agrees with what it documents. Fails, naming the file, the item and the fix,
+//! when:
+//!
+//! - docs/deploy.md's parameter table does not list exactly the `Parameters` of template.yaml, or
+//!   a row of it or of README.md's short table gives a parameter the template lacks or a default
+//!   that is not the template's (an empty default is written as a word in parentheses, such as
+//!   `(none)`);
+//! - docs/cli.md's command table names a `lakelog` subcommand (or a subcommand of one, such as
+//!   `report access`) that crates/lakelog's clap definitions do not declare, or leaves one out;
+//! - docs/deploy.md's table of the functions' variables does not list exactly the variables that
+//!   template.yaml sets for the functions (`Environment: Variables:`), each with the functions
+//!   that get it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use regex::Regex;
+use serde_norway::Value;
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(format!("{ROOT}/{path}")).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn template() -> Value {
+    serde_norway::from_str(&read("template.yaml")).expect("template.yaml is not YAML")
+}
+
+/// The cells of a Markdown table row (`\|` is a `|` inside a cell); none for other lines.
+fn cells(line: &str) -> Vec<String> {
+    if !line.starts_with('|') {
+        return Vec::new();
+    }
+    let line = line.replace("\\|", "\u{0}");
+    let inner = line.trim().trim_start_matches('|').trim_end_matches('|');
+    inner
+        .split('|')
+        .map(|c| c.replace('\u{0}', "|").trim().to_owned())
+        .collect()
+}
+
+/// The rows of the first table of `path` whose header's first cell is `first`.
+fn table(path: &str, first: &str) -> Vec<Vec<String>> {
+    let doc = read(path);
+    let mut lines = doc
+        .lines()
+        .skip_while(|l| cells(l).first().map(String::as_str) != Some(first));
+    assert!(
+        lines.next().is_some(),
+        "{path}: no table whose first column is `{first}`"
+    );
+    lines.skip(1).take_while(|l| l.starts_with('|')).map(cells).collect()
+}
+
+fn unquote(cell: &str) -> String {
+    cell.trim_matches('`').to_owned()
+}
+
+fn check(problems: Vec<String>) {
+    assert!(
+        problems.is_empty(),
+        "the docs disagree with the code:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// Each parameter of template.yaml with its default ("" when it has none).
+fn parameters() -> BTreeMap<String, String> {
+    let template = template();
+    let parameters = template.get("Parameters").and_then(Value::as_mapping);
+    let parameters = parameters.expect("template.yaml: no Parameters");
+    let text = |v: Option<&Value>| match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::Bool(b)) => b.to_string(),
+        _ => String::new(),
+    };
+    parameters
+        .iter()
+        .map(|(name, p)| (name.as_str().unwrap().to_owned(), text(p.get("Default"))))
+        .collect()
+}
+
+/// What is wrong with the rows of `path`'s parameter table, and which template parameters it lacks.
+fn parameter_problems(path: &str, template: &BTreeMap<String, String>) -> (Vec<String>, BTreeSet<String>) {
+    let mut problems = Vec::new();
+    let mut listed = BTreeSet::new();
+    for row in table(path, "parameter") {
+        let (name, documented) = (unquote(&row[0]), row.get(1).cloned().unwrap_or_default());
+        let Some(default) = template.get(&name) else {
+            problems.push(format!(
+                "{path}: parameter `{name}` is not in template.yaml: remove its row"
+            ));
+            continue;
+        };
+        let agrees = if default.is_empty() {
+            documented.starts_with('(') && documented.ends_with(')')
+        } else {
+            documented == format!("`{default}`")
+        };
+        if !agrees {
+            let want = if default.is_empty() {
+                String::from("a word in parentheses such as `(none)`")
+            } else {
+                format!("`{default}`")
+            };
+            problems.push(format!(
+                "{path}: the default of `{name}` is {documented}, template.yaml's is {want}: fix the row"
+            ));
+        }
+        listed.insert(name);
+    }
+    let missing = template.keys().filter(|p| !listed.contains(*p)).cloned().collect();
+    (problems, missing)
+}
+
+#[test]
+fn parameter_tables_list_the_template_parameters_with_their_defaults() {
+    let template = parameters();
+    let (mut problems, missing) = parameter_problems("docs/deploy.md", &template);
+    for name in missing {
+        problems.push(format!(
+            "docs/deploy.md: template.yaml's parameter `{name}` is missing from the parameter table: add a row \
+             with its default and meaning"
+        ));
+    }
+    problems.extend(parameter_problems("README.md", &template).0);
+    check(problems);
+}
+
+/// The variants of the clap `enum name` in `code`, as clap names them (kebab case), with their
+/// Rust names; `None` when `code` has no such enum.
+fn subcommands(code: &str, name: &str) -> Option<Vec<(String, String)>> {
+    let body = code.split_once(&format!("pub enum {name} {{"))?.1.split("\n}").next()?;
+    let renamed = body
+        .lines()
+        .any(|l| l.trim_start().starts_with("#[") && l.contains("name"));
+    assert!(
+        !renamed,
+        "enum {name}: a subcommand renamed in an attribute: teach docs.rs to read it"
+    );
+    let variants = body.lines().filter_map(|line| {
+        let variant = line
+            .strip_prefix("    ")
+            .filter(|v| v.starts_with(|c: char| c.is_ascii_uppercase()))?;
+        let variant: String = variant.chars().take_while(char::is_ascii_alphanumeric).collect();
+        let mut kebab = String::new();
+        for c in variant.chars() {
+            if c.is_ascii_uppercase() && !kebab.is_empty() {
+                kebab.push('-');
+            }
+            kebab.push(c.to_ascii_lowercase());
+        }
+        Some((variant, kebab))
+    });
+    Some(variants.collect())
+}
+
+#[test]
+fn the_command_table_lists_every_lakelog_subcommand() {
+    // The clap definitions: cli.rs and the commands' own argument types.
+    let code: String = std::fs::read_dir(format!("{ROOT}/crates/lakelog/src/commands"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .chain([read("crates/lakelog/src/cli.rs")])
+        .collect();
+    let top = subcommands(&code, "Command").expect("crates/lakelog/src/cli.rs: no `pub enum Command`");
+    let mut real: BTreeMap<String, Option<BTreeSet<String>>> = BTreeMap::new();
+    for (variant, name) in &top {
+        let nested = subcommands(&code, &format!("{variant}Command"));
+        real.insert(
+            name.clone(),
+            nested.map(|n| n.into_iter().map(|(_, kebab)| kebab).collect()),
+        );
+    }
+    // Every clap `Subcommand` enum is `Command` or the `<Variant>Command` of one of its variants.
+    let declared = Regex::new(r"derive\([^)]*\bSubcommand\b[^)]*\)\]\s*(?:#\[[^\]]*\]\s*)*pub enum (\w+)").unwrap();
+    for enum_name in declared.captures_iter(&code).map(|c| c[1].to_owned()) {
+        let known = enum_name == "Command" || top.iter().any(|(v, _)| enum_name == format!("{v}Command"));
+        assert!(
+            known,
+            "clap enum {enum_name}: not reached from `Command`: teach docs.rs where it is"
+        );
+    }
+
+    let named = Regex::new(r"`lakelog ([a-z][a-z-]*)(?: ([a-z][a-z-]*))?").unwrap();
+    let mut documented: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for row in table("docs/cli.md", "command") {
+        for c in named.captures_iter(&row[0]) {
+            let nested = documented.entry(c[1].to_owned()).or_default();
+            nested.extend(c.get(2).map(|m| m.as_str().to_owned()));
+        }
+    }
+
+    let mut problems = Vec::new();
+    for (command, nested) in &documented {
+        match real.get(command) {
+            None => problems.push(format!(
+                "docs/cli.md: `lakelog {command}` is not a subcommand (crates/lakelog/src/cli.rs): remove or rename it"
+            )),
+            Some(Some(real_nested)) => {
+                for sub in nested.difference(real_nested) {
+                    problems.push(format!(
+                        "docs/cli.md: `lakelog {command} {sub}` does not exist: remove or rename"
+                    ));
+                }
+            }
+            Some(None) => {}
+        }
+    }
+    for (command, nested) in &real {
+        let Some(doc_nested) = documented.get(command) else {
+            problems.push(format!(
+                "docs/cli.md: `lakelog {command}` is missing from the command table: add a row"
+            ));
+            continue;
+        };
+        for sub in nested.iter().flatten().filter(|s| !doc_nested.contains(*s)) {
+            problems.push(format!(
+                "docs/cli.md: `lakelog {command} {sub}` is missing from the command table: add it"
+            ));
+        }
+    }
+    check(problems);
+}
+
+/// Each variable template.yaml sets for the functions, with the functions (by crate; `all` for
+/// the `Globals`) that get it.
+fn function_variables() -> BTreeMap<String, BTreeSet<String>> {
+    let template = template();
+    let variables = |f: &Value| {
+        let vars = f
+            .get("Environment")
+            .and_then(|e| e.get("Variables"))
+            .and_then(Value::as_mapping);
+        vars.into_iter()
+            .flat_map(|m| m.keys())
+            .map(|k| k.as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let globals = template.get("Globals").and_then(|g| g.get("Function"));
+    for name in globals.map(variables).unwrap_or_default() {
+        out.entry(name).or_default().insert("all".into());
+    }
+    let resources = template
+        .get("Resources")
+        .and_then(Value::as_mapping)
+        .expect("template.yaml: no Resources");
+    for resource in resources.values() {
+        if resource.get("Type").and_then(Value::as_str) != Some("AWS::Serverless::Function") {
+            continue;
+        }
+        let properties = resource.get("Properties").expect("a function without Properties");
+        let code = properties
+            .get("CodeUri")
+            .and_then(Value::as_str)
+            .expect("a function without CodeUri");
+        let function = code.trim_end_matches('/').rsplit('/').next().unwrap();
+        for name in variables(properties) {
+            out.entry(name).or_default().insert(function.to_owned());
+        }
+    }
+    out
+}
+
+#[test]
+fn the_functions_variables_are_documented() {
+    let template = function_variables();
+    let mut problems = Vec::new();
+    let mut documented = BTreeSet::new();
+    for row in table("docs/deploy.md", "variable") {
+        let name = unquote(&row[0]);
+        let functions: BTreeSet<String> = row[1].split(',').map(|f| f.trim().to_owned()).collect();
+        match template.get(&name) {
+            None => problems.push(format!(
+                "docs/deploy.md: `{name}` is in the functions' variable table, but template.yaml sets it for no \
+                 function: remove its row (or say elsewhere what reads it)"
+            )),
+            Some(real) if *real != functions => problems.push(format!(
+                "docs/deploy.md: `{name}` is set for {} in template.yaml, the table says {}: fix its function column",
+                real.iter().cloned().collect::<Vec<_>>().join(", "),
+                row[1]
+            )),
+            Some(_) => {}
+        }
+        documented.insert(name);
+    }
+    for name in template.keys().filter(|n| !documented.contains(*n)) {
+        problems.push(format!(
+            "docs/deploy.md: template.yaml sets `{name}` for a function, and the functions' variable table lacks it: \
+             add a row saying what it does and its default"
+        ));
+    }
+    check(problems);
+}
