@@ -5,6 +5,10 @@
 //! ```sh
 //! cargo run --profile local -p lake --example dedup_bench -- generate /tmp/dedup-10m 10000000
 //! cargo run --profile local -p lake --example dedup_bench -- compact /tmp/dedup-10m 512
+//! # A late file into the compacted partition: 10,000 rows from event 9,895,000 on, the first
+//! # 4,949 of them copies of events the table has.
+//! cargo run --profile local -p lake --example dedup_bench -- generate /tmp/dedup-10m 10000 9895000
+//! cargo run --profile local -p lake --example dedup_bench -- compact /tmp/dedup-10m 512
 //! ```
 //!
 //! Each step is a process of its own, so that the peak RSS is the compaction's alone.
@@ -90,11 +94,12 @@ fn batch(events: &[u64]) -> RecordBatch {
     .expect("the columns follow the schema")
 }
 
-async fn generate(dir: &str, rows: u64) -> anyhow::Result<()> {
+/// Appends `rows` rows of events `first..` (and copies of earlier ones among them).
+async fn generate(dir: &str, rows: u64, first: u64) -> anyhow::Result<()> {
     let storage = StorageConfig::default();
     let mut table = open_or_create(dir, &spec(), &storage).await?;
     let mut rng = StdRng::seed_from_u64(7);
-    let (mut next_event, mut duplicates) = (0u64, 0u64);
+    let (mut next_event, mut duplicates) = (first, 0u64);
     let mut pending = Vec::new();
     let mut written = 0u64;
     while written < rows {
@@ -111,7 +116,7 @@ async fn generate(dir: &str, rows: u64) -> anyhow::Result<()> {
                 }
             })
             .collect();
-        let mut writer = SourceWriter::new(dir, &table, &format!("file-{written}"))?;
+        let mut writer = SourceWriter::new(dir, &table, &format!("file-{first}-{written}"))?;
         for chunk in events.chunks(8192) {
             writer.write(batch(chunk)).await?;
         }
@@ -121,7 +126,10 @@ async fn generate(dir: &str, rows: u64) -> anyhow::Result<()> {
             commit_appends(dir, &mut table, std::mem::take(&mut pending), &Retry::default()).await?;
         }
     }
-    println!("{dir}: {written} rows, {duplicates} duplicates, {next_event} distinct events");
+    println!(
+        "{dir}: {written} rows, {duplicates} duplicates, events {first} to {}",
+        next_event - 1
+    );
     Ok(())
 }
 
@@ -159,8 +167,9 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        ["generate", dir, rows] => runtime.block_on(generate(dir, rows.parse()?)),
+        ["generate", dir, rows] => runtime.block_on(generate(dir, rows.parse()?, 0)),
+        ["generate", dir, rows, first] => runtime.block_on(generate(dir, rows.parse()?, first.parse()?)),
         ["compact", dir, memory_mb] => runtime.block_on(run_compaction(dir, memory_mb.parse()?)),
-        _ => anyhow::bail!("usage: dedup_bench generate DIR ROWS | dedup_bench compact DIR MEMORY_MB"),
+        _ => anyhow::bail!("usage: dedup_bench generate DIR ROWS [FIRST_EVENT] | dedup_bench compact DIR MEMORY_MB"),
     }
 }
