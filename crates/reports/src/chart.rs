@@ -36,12 +36,32 @@ impl Unit<'_> {
         }
     }
 
-    /// A value as its label on a bar says it: `1,234`, `5.91 GiB`, `12.34 USD`.
+    /// A value as its label says it: `1,234`, `5.91 GiB`, `12.34 USD`.
     pub fn label(&self, value: f64) -> String {
         match *self {
             Unit::Count(_) => count(value.max(0.0).round() as u64),
             Unit::Bytes(_) => bytes(value.max(0.0).round() as u64),
             Unit::Money(_, currency) => format!("{value:.2} {currency}"),
+        }
+    }
+
+    /// A value as its label on a bar says it, in the unit of an axis whose largest value is
+    /// `max` (one unit on a chart): `812 GiB`, `0.25 GiB`, `< 0.01 GiB`.
+    pub fn label_on_axis(&self, value: f64, max: f64) -> String {
+        match *self {
+            Unit::Bytes(_) => {
+                let unit = byte_unit(max);
+                let v = value.max(0.0) / 1024f64.powi(unit as i32);
+                let figure = match v {
+                    0.0 => "0".to_owned(),
+                    v if v < 0.01 => "< 0.01".to_owned(),
+                    v if v < 10.0 => format!("{v:.2}"),
+                    v if v < 100.0 => format!("{v:.1}"),
+                    v => count(v.round() as u64),
+                };
+                format!("{figure} {}", BYTE_UNITS[unit])
+            }
+            _ => self.label(value),
         }
     }
 }
@@ -84,13 +104,29 @@ const BAR_COLOR: RGBColor = LINE_COLORS[0];
 /// Longest label drawn in full; longer ones are shortened in the middle.
 const LABEL_CHARS: usize = 48;
 
+/// How many times the next bar the longest may be before it is drawn broken.
+const BREAK_RATIO: f64 = 10.0;
+
 /// A horizontal bar chart, one bar per `(label, value)`, first bar on top, each bar with its value
-/// written at its end ([`Unit::label`]).
+/// written at its end in the axis's unit ([`Unit::label_on_axis`]). A longest bar more than
+/// [`BREAK_RATIO`] times the next is drawn broken (a gap across it, and the axis scaled to the
+/// others), so that it does not flatten them; the axis's description says so.
 pub fn bar_chart(title: &str, unit: Unit<'_>, bars: &[(String, f64)]) -> Result<Svg, ReportError> {
     let labels: Vec<String> = bars.iter().map(|(l, _)| shorten(l)).collect();
     let n = bars.len().max(1) as u32;
-    let max = bars.iter().map(|(_, v)| *v).fold(0.0, f64::max);
-    let (scale, desc) = unit.axis(max);
+    let mut values: Vec<f64> = bars.iter().map(|(_, v)| *v).collect();
+    values.sort_by(|a, b| b.total_cmp(a));
+    let (longest, next) = (
+        values.first().copied().unwrap_or(0.0),
+        values.get(1).copied().unwrap_or(0.0),
+    );
+    let broken = next > 0.0 && longest > BREAK_RATIO * next;
+    let max = if broken { next } else { longest };
+    let (scale, mut desc) = unit.axis(max);
+    if broken {
+        desc.push_str("; the longest bar is broken, not to scale");
+    }
+    let top = axis_max(max / scale);
     let label_width = labels.iter().map(|l| l.chars().count()).max().unwrap_or(4) as u32 * 8 + 16;
     let height = 100 + 30 * n;
     draw(title, (WIDTH, height), |root| {
@@ -101,17 +137,20 @@ pub fn bar_chart(title: &str, unit: Unit<'_>, bars: &[(String, f64)]) -> Result<
             .y_label_area_size(label_width.min(WIDTH / 2))
             // Room at the right for the longest value label.
             // An integer range includes its end: `0..n - 1` is n segments, one per bar.
-            .build_cartesian_2d(0.0..axis_max(max / scale) * 1.2, (0u32..n - 1).into_segmented())?;
+            .build_cartesian_2d(0.0..top * 1.25, (0u32..n - 1).into_segmented())?;
+        // An en space keeps each name off the axis (SVG collapses plain trailing spaces).
         let label_of = |v: &SegmentValue<u32>| match v {
             SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => labels
                 .get(n.saturating_sub(1 + i) as usize)
-                .cloned()
+                .map(|l| format!("{l}\u{2002}"))
                 .unwrap_or_default(),
             SegmentValue::Last => String::new(),
         };
         chart
             .configure_mesh()
             .disable_y_mesh()
+            // No tick mark glued to a bar's name.
+            .set_tick_mark_size(LabelAreaPosition::Left, 0)
             .y_labels(n as usize)
             .y_label_formatter(&label_of)
             .x_label_formatter(&|v| human(*v))
@@ -119,19 +158,36 @@ pub fn bar_chart(title: &str, unit: Unit<'_>, bars: &[(String, f64)]) -> Result<
             .label_style(("sans-serif", LABEL_SIZE))
             .axis_desc_style(("sans-serif", LABEL_SIZE))
             .draw()?;
+        // A bar as drawn: its value, or the axis's end when it is broken.
+        let drawn = |v: f64| (v / scale).min(top);
         chart.draw_series(
-            Histogram::horizontal(&chart).style(BAR_COLOR.filled()).margin(4).data(
-                bars.iter()
-                    .enumerate()
-                    .map(|(i, (_, v))| (n - 1 - i as u32, *v / scale)),
-            ),
+            Histogram::horizontal(&chart)
+                .style(BAR_COLOR.filled())
+                .margin(4)
+                .data(bars.iter().enumerate().map(|(i, (_, v))| (n - 1 - i as u32, drawn(*v)))),
+        )?;
+        // The break: a white gap across each bar cut at the axis's end.
+        chart.draw_series(
+            bars.iter()
+                .enumerate()
+                .filter(|(_, (_, v))| *v / scale > top)
+                .map(|(i, _)| {
+                    let row = n - 1 - i as u32;
+                    Rectangle::new(
+                        [
+                            (top * 0.86, SegmentValue::Exact(row)),
+                            (top * 0.89, SegmentValue::Exact(row + 1)),
+                        ],
+                        WHITE.filled(),
+                    )
+                }),
         )?;
         let value_style =
             TextStyle::from(("sans-serif", LABEL_SIZE).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
         chart.draw_series(bars.iter().enumerate().map(|(i, (_, v))| {
             Text::new(
-                format!(" {}", unit.label(*v)),
-                (*v / scale, SegmentValue::CenterOf(n - 1 - i as u32)),
+                format!(" {}", unit.label_on_axis(*v, max)),
+                (drawn(*v), SegmentValue::CenterOf(n - 1 - i as u32)),
                 value_style.clone(),
             )
         }))?;
@@ -141,21 +197,66 @@ pub fn bar_chart(title: &str, unit: Unit<'_>, bars: &[(String, f64)]) -> Result<
 
 /// A histogram of counts in labelled buckets, in the order given, every bucket labelled.
 pub fn histogram(title: &str, unit: Unit<'_>, buckets: &[(String, f64)]) -> Result<Svg, ReportError> {
-    column_chart(title, unit, buckets, buckets.len(), (640, 360))
+    column_chart(title, unit, buckets, None, (640, 360))
+}
+
+/// Steps between the ticks of an axis of hours: whole hours of the day, then whole days (at
+/// midnight UTC).
+pub const HOUR_STEPS: [i64; 12] = [1, 2, 3, 6, 12, 24, 48, 72, 168, 336, 720, 2160];
+/// Steps between the ticks of an axis of days: each day, every other, then weeks.
+pub const DAY_STEPS: [i64; 8] = [1, 2, 7, 14, 28, 56, 91, 364];
+
+/// The ticks of an axis of `slots` (hours or days since the epoch, one per position, in order):
+/// the positions whose slot is a multiple of the smallest step of `steps` that leaves at most
+/// `max` of them, so that ticks fall on round hours or at midnight, never at an arbitrary slot.
+pub fn ticks(slots: &[i64], steps: &[i64], max: usize) -> Vec<usize> {
+    let on = |step: i64| -> Vec<usize> {
+        slots
+            .iter()
+            .enumerate()
+            .filter(|(_, slot)| slot.rem_euclid(step) == 0)
+            .map(|(i, _)| i)
+            .collect()
+    };
+    steps
+        .iter()
+        .map(|&step| on(step))
+        .find(|ticks| ticks.len() <= max.max(1))
+        .unwrap_or_else(|| on(*steps.last().unwrap_or(&1)))
+}
+
+/// Steps between the ticks of an axis of minutes: round minutes, then round hours.
+pub const MINUTE_STEPS: [i64; 10] = [1, 2, 5, 10, 15, 30, 60, 120, 180, 360];
+
+/// Minutes since the epoch of `t`, for [`ticks`] with [`MINUTE_STEPS`].
+pub fn minute_slot(t: chrono::DateTime<chrono::Utc>) -> i64 {
+    t.timestamp().div_euclid(60)
+}
+
+/// Hours since the epoch of `t`, for [`ticks`] with [`HOUR_STEPS`].
+pub fn hour_slot(t: chrono::DateTime<chrono::Utc>) -> i64 {
+    t.timestamp().div_euclid(3600)
+}
+
+/// Days of `day` since Monday 1970-01-05, for [`ticks`] with [`DAY_STEPS`]: weekly ticks fall on
+/// Mondays.
+pub fn day_slot(day: NaiveDate) -> i64 {
+    i64::from(day.num_days_from_ce()) - 719_167
 }
 
 /// A series along the x axis (hours, days) as vertical bars in the order given, as wide as the
-/// page: at most `labels` of the bars' labels are shown, evenly spaced.
-pub fn series_chart(title: &str, unit: Unit<'_>, bars: &[(String, f64)], labels: usize) -> Result<Svg, ReportError> {
-    column_chart(title, unit, bars, labels, (WIDTH, 360))
+/// page, the labels of the bars at the positions `ticks` shown (see [`ticks`]).
+pub fn series_chart(title: &str, unit: Unit<'_>, bars: &[(String, f64)], ticks: &[usize]) -> Result<Svg, ReportError> {
+    column_chart(title, unit, bars, Some(ticks), (WIDTH, 360))
 }
 
-/// Vertical bars in the order given, at most `labels` of their labels shown, `size` pixels.
+/// Vertical bars in the order given, `size` pixels, the labels at the positions `ticks` or, with
+/// none, every label.
 fn column_chart(
     title: &str,
     unit: Unit<'_>,
     buckets: &[(String, f64)],
-    labels: usize,
+    ticks: Option<&[usize]>,
     size: (u32, u32),
 ) -> Result<Svg, ReportError> {
     let n = buckets.len().max(1) as u32;
@@ -169,16 +270,17 @@ fn column_chart(
             .y_label_area_size(80)
             // An integer range includes its end: `0..n - 1` is n segments, one per bar.
             .build_cartesian_2d((0u32..n - 1).into_segmented(), 0.0..axis_max(max / scale))?;
+        // Every bar is a key point; only the ticks' are labelled.
         let label_of = |v: &SegmentValue<u32>| match v {
-            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
+            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) if ticks.is_none_or(|t| t.contains(&(*i as usize))) => {
                 buckets.get(*i as usize).map(|(l, _)| shorten(l)).unwrap_or_default()
             }
-            SegmentValue::Last => String::new(),
+            _ => String::new(),
         };
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_labels(labels.clamp(1, n as usize))
+            .x_labels(n as usize)
             .x_label_formatter(&label_of)
             .y_label_formatter(&|v| human(*v))
             .y_desc(desc)
@@ -203,7 +305,8 @@ pub fn line_chart(title: &str, unit: Unit<'_>, series: &[Series]) -> Result<Svg,
         .map(|s| (s.name.as_str(), s.points.iter().map(|(d, v)| (day(d), *v)).collect()))
         .collect();
     let today = day(&chrono::Utc::now().date_naive());
-    slot_line_chart(title, unit, &lines, today, 12, |slot| {
+    // Days from the common era, whose day 1 is a Monday: weekly ticks fall on Mondays.
+    slot_line_chart(title, unit, &lines, today, (&DAY_STEPS, 1, 12), |slot| {
         NaiveDate::from_num_days_from_ce_opt(i32::try_from(slot).unwrap_or(i32::MAX))
             .map(|d| d.format("%m-%d").to_string())
             .unwrap_or_default()
@@ -227,7 +330,7 @@ pub fn hourly_line_chart(title: &str, unit: Unit<'_>, series: &[HourlySeries]) -
         .map(|s| (s.name.as_str(), s.points.iter().map(|(t, v)| (hour(t), *v)).collect()))
         .collect();
     let now = hour(&chrono::Utc::now());
-    slot_line_chart(title, unit, &lines, now, 8, |slot| {
+    slot_line_chart(title, unit, &lines, now, (&HOUR_STEPS, 0, 10), |slot| {
         chrono::DateTime::from_timestamp(slot.saturating_mul(3600), 0)
             .map(|t| t.format("%m-%d %H:00").to_string())
             .unwrap_or_default()
@@ -235,14 +338,15 @@ pub fn hourly_line_chart(title: &str, unit: Unit<'_>, series: &[HourlySeries]) -
 }
 
 /// A line chart over consecutive slots (days, hours): `(name, [(slot, value)])` per line, slots
-/// without a point drawn as 0, at most `labels` labels on the x axis, each from `label(slot)`.
-/// `empty` is the slot shown when there is no point at all.
+/// without a point drawn as 0, ticks `(steps, origin, at most)` chosen by [`ticks`] on the slots
+/// counted from `origin`, each labelled `label(slot)`. `empty` is the slot shown when there is no
+/// point at all. A legend names the lines when there are two or more (the title names one).
 fn slot_line_chart(
     title: &str,
     unit: Unit<'_>,
     lines: &[(&str, Vec<(i64, f64)>)],
     empty: i64,
-    labels: usize,
+    (steps, origin, labels): (&[i64], i64, usize),
     label: impl Fn(i64) -> String,
 ) -> Result<Svg, ReportError> {
     let slots = lines
@@ -261,6 +365,8 @@ fn slot_line_chart(
         .flat_map(|(_, points)| points.iter().map(|(_, v)| *v))
         .fold(0.0, f64::max);
     let (scale, desc) = unit.axis(max);
+    let positions: Vec<i64> = (first - origin..=first - origin + span).collect();
+    let key_points: Vec<i64> = ticks(&positions, steps, labels).into_iter().map(|i| i as i64).collect();
     draw(title, (WIDTH, 420), |root| {
         let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", TITLE_SIZE))
@@ -269,11 +375,10 @@ fn slot_line_chart(
             .margin_right(40)
             .x_label_area_size(40)
             .y_label_area_size(80)
-            .build_cartesian_2d(0..span, 0.0..axis_max(max / scale))?;
+            .build_cartesian_2d((0..span).with_key_points(key_points), 0.0..axis_max(max / scale))?;
         let label_of = |i: &i64| label(first + (*i).max(0));
         chart
             .configure_mesh()
-            .x_labels(labels.min(span as usize + 1))
             .x_label_formatter(&label_of)
             .y_label_formatter(&|v| human(*v))
             .y_desc(desc)
@@ -300,7 +405,7 @@ fn slot_line_chart(
                 .label(shorten(name))
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
         }
-        if !lines.is_empty() {
+        if lines.len() > 1 {
             chart
                 .configure_series_labels()
                 .label_font(("sans-serif", LABEL_SIZE))
@@ -496,10 +601,82 @@ mod tests {
         assert!(texts.iter().any(|t| t == "5.91 GiB"), "{texts:?}");
         // Ticks count GiB: 0, 1, 2, ... not raw bytes.
         assert!(texts.iter().any(|t| t == "5"), "{texts:?}");
-        let svg = series_chart("Bookings", Unit::Money("bookings", "USD"), &[("h".into(), 12.5)], 1).unwrap();
+        let svg = series_chart("Bookings", Unit::Money("bookings", "USD"), &[("h".into(), 12.5)], &[0]).unwrap();
         assert!(texts_of(&svg, "bookings (USD)"));
         assert_eq!(Unit::Money("bookings", "USD").label(12.345), "12.35 USD");
         assert_eq!(Unit::Count("reads").label(1234.0), "1,234");
+    }
+
+    #[test]
+    fn a_bar_far_longer_than_the_rest_is_broken_and_every_label_is_in_the_axis_unit() {
+        let (kib, gib, tib) = (1024.0, (1u64 << 30) as f64, (1u64 << 40) as f64);
+        let bars = [
+            ("logs/".to_owned(), 137.0 * tib),
+            ("events/".to_owned(), 12.0 * gib),
+            ("models/".to_owned(), 3.5 * gib),
+            ("exports/".to_owned(), 5.0 * kib),
+        ];
+        let svg = bar_chart("Bytes read per dataset", Unit::Bytes("bytes read"), &bars).unwrap();
+        let texts = texts(&svg);
+        assert!(
+            texts
+                .iter()
+                .any(|t| t == "bytes read (GiB); the longest bar is broken, not to scale"),
+            "{texts:?}"
+        );
+        for label in ["140,288 GiB", "12.0 GiB", "3.50 GiB", "< 0.01 GiB"] {
+            assert!(texts.iter().any(|t| t == label), "{label}: {texts:?}");
+        }
+        assert!(
+            !texts.iter().any(|t| t.contains("TiB") || t.contains("KiB")),
+            "{texts:?}"
+        );
+        // The broken bar ends at the axis's end, the next ones keep their proportion.
+        let mut drawn = bars_of(&svg);
+        drawn.sort_by(|a, b| a.1.total_cmp(&b.1));
+        assert!(drawn[0].2 < drawn[1].2 * 1.2, "{drawn:?}");
+        assert!((drawn[1].2 / drawn[2].2 - 12.0 / 3.5).abs() < 0.1, "{drawn:?}");
+        // Without a dominant bar, nothing is broken.
+        let svg = bar_chart("Bytes", Unit::Bytes("bytes read"), &bars[1..]).unwrap();
+        assert!(texts_of(&svg, "bytes read (GiB)"), "{:?}", super::texts(&svg));
+    }
+
+    #[test]
+    fn time_axes_tick_at_round_hours_and_midnight() {
+        // Four days from 05:00: every 12 hours, at midnight and noon.
+        let start = chrono::DateTime::parse_from_rfc3339("2026-11-20T05:00:00Z")
+            .unwrap()
+            .to_utc();
+        let slots: Vec<i64> = (0..96).map(|h| hour_slot(start) + h).collect();
+        let ticks_at = ticks(&slots, &HOUR_STEPS, 10);
+        assert_eq!(ticks_at.first(), Some(&7), "the first noon");
+        assert!(ticks_at.iter().all(|&i| slots[i] % 12 == 0), "{ticks_at:?}");
+        // Ten days at most five ticks: every other midnight.
+        let slots: Vec<i64> = (0..240).map(|h| hour_slot(start) + h).collect();
+        assert!(ticks(&slots, &HOUR_STEPS, 5).iter().all(|&i| slots[i] % 48 == 0));
+        let series = [HourlySeries {
+            name: "all platforms".into(),
+            points: (0..96).map(|h| (start + chrono::TimeDelta::hours(h), 1.0)).collect(),
+        }];
+        let svg = hourly_line_chart("Bookings per hour", Unit::Money("bookings", "USD"), &series).unwrap();
+        let labels: Vec<String> = texts(&svg).into_iter().filter(|t| t.starts_with("11-")).collect();
+        assert!(labels.len() >= 7, "{labels:?}");
+        assert!(
+            labels.iter().all(|l| l.ends_with(" 00:00") || l.ends_with(" 12:00")),
+            "{labels:?}"
+        );
+        // One line: the title names it, no legend.
+        assert!(!texts_of(&svg, "all platforms"), "{:?}", texts(&svg));
+        // Days: weekly ticks on Mondays over eight weeks.
+        let monday = NaiveDate::from_ymd_opt(2026, 11, 2).unwrap();
+        let days: Vec<i64> = (0..56).map(|d| day_slot(monday) + d).collect();
+        let weekly = ticks(&days, &DAY_STEPS, 10);
+        assert_eq!(weekly.len(), 8, "{weekly:?}");
+        assert!(
+            weekly
+                .iter()
+                .all(|&i| (monday + chrono::Days::new(i as u64)).weekday() == chrono::Weekday::Mon)
+        );
     }
 
     #[test]
@@ -515,7 +692,14 @@ mod tests {
         }
         // A series of 96 hours: vertical bars across a page wider than tall, a few labels.
         let hours: Vec<(String, f64)> = (0..96).map(|h| (format!("h{h:02}"), f64::from(h % 24))).collect();
-        let svg = series_chart("Events per hour", Unit::Count("events"), &hours, 12).unwrap();
+        let slots: Vec<i64> = (0..96).collect();
+        let svg = series_chart(
+            "Events per hour",
+            Unit::Count("events"),
+            &hours,
+            &ticks(&slots, &HOUR_STEPS, 12),
+        )
+        .unwrap();
         assert!(
             svg.markup().starts_with("<svg width=\"960\" height=\"360\""),
             "{}",

@@ -171,7 +171,7 @@ impl AccessReport {
         vec![
             ("Range", range),
             ("Datasets", count(h.datasets)),
-            ("Reads", count(h.reads)),
+            ("Reads (GET, HEAD, copy sources)", count(h.reads)),
             ("Reads of the current day's data", share(h.current_day_read_share)),
             (
                 "Stored in unused datasets",
@@ -236,10 +236,12 @@ impl AccessReport {
             ),
         };
         let mut intro = format!(
-            "From {start} to {end} ({}): {} successful object requests.\n\nA dataset is a bucket and a key \
-             prefix: {rule}.",
+            "From {start} to {end} ({}): {} successful object requests, of which {} reads (GET, HEAD and \
+             the sources of copies); the others are writes, deletes, lifecycle actions and other \
+             operations.\n\nA dataset is a bucket and a key prefix: {rule}.",
             plural(u64::from(s.range_days), "day"),
-            count(s.requests)
+            count(s.requests),
+            count(self.headline.reads)
         );
         if s.requests == 0 {
             intro.push_str("\n\nNo successful object request in the range: nothing to report.");

@@ -116,6 +116,50 @@ pub struct GameReport {
     pub cohorts: Vec<Cohort>,
     /// How often and how long people play.
     pub sessions: Sessions,
+    /// Events and bookings per minute, when the events span at most [`MINUTE_CHART_HOURS`] hours
+    /// (a live session, a short range): the charts are then per minute.
+    pub per_minute: Vec<MinuteFigures>,
+}
+
+/// A range of events at most this many hours long is charted per minute.
+pub const MINUTE_CHART_HOURS: usize = 3;
+
+/// The counted events and bookings of one minute.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MinuteFigures {
+    /// The minute's start.
+    pub window_start: DateTime<Utc>,
+    /// Events counted.
+    pub events: i64,
+    /// Bookings, in [`BOOKINGS_CURRENCY`].
+    pub bookings: f64,
+}
+
+/// The counted events and bookings per minute of the events in `within`.
+async fn per_minute(session: &ReportSession, within: &str) -> Result<Vec<MinuteFigures>, ReportError> {
+    let rows = session
+        .query(
+            "events per minute",
+            &format!(
+                "SELECT date_trunc('minute', t) AS window_start, count(*) FILTER (WHERE NOT late) AS events,
+                        coalesce(sum(amount) FILTER (WHERE {COUNTED_PURCHASE}), 0) AS bookings
+                 FROM {EVENTS} WHERE {within} GROUP BY 1 ORDER BY 1"
+            ),
+        )
+        .await?;
+    Ok(rows
+        .timestamps("window_start")?
+        .into_iter()
+        .zip(rows.i64s("events")?)
+        .zip(rows.f64s("bookings")?)
+        .filter_map(|((start, events), bookings)| {
+            Some(MinuteFigures {
+                window_start: start?,
+                events: events.unwrap_or(0),
+                bookings: bookings.unwrap_or(0.0),
+            })
+        })
+        .collect())
 }
 
 /// The script of [`live_page`]: fetches `live` (relative to the page) every two seconds and shows
@@ -205,10 +249,16 @@ pub async fn game_report_with(
     // Every query over the events, then the events dropped whatever they gave.
     let result = async {
         let within = range.filter("day", "t");
+        let kpis = kpis(session, range).await?;
+        let minutes = if kpis.0.events_per_hour.len() <= MINUTE_CHART_HOURS {
+            per_minute(session, &within).await?
+        } else {
+            Vec::new()
+        };
         Ok::<_, ReportError>((
-            kpis(session, range).await?,
+            (kpis, minutes),
             revenue::revenue(session, &within).await?,
-            retention::cohorts(session, &within).await?,
+            retention::cohorts(session, &within, complete_before(range, Utc::now())).await?,
             sessions::sessions(session, &within, session_gap).await?,
         ))
     }
@@ -220,7 +270,7 @@ pub async fn game_report_with(
             query: "drop events".to_owned(),
             source,
         })?;
-    let ((all, by_platform), revenue, cohorts, sessions) = result?;
+    let (((all, by_platform), per_minute), revenue, cohorts, sessions) = result?;
     // The range the figures cover: the bounds asked for, else the hours the events fall in.
     let hours = || all.events_per_hour.iter().map(|h| h.window_start);
     let covered = TimeRange {
@@ -234,7 +284,13 @@ pub async fn game_report_with(
         revenue,
         cohorts,
         sessions,
+        per_minute,
     })
+}
+
+/// The first day that has not ended by the end of `range` or by `now`, whichever is first.
+fn complete_before(range: &TimeRange, now: DateTime<Utc>) -> NaiveDate {
+    range.to.map_or(now, |to| to.min(now)).date_naive()
 }
 
 /// Registers the first copies among `copies` as [`EVENTS`]: their columns without the arrival
@@ -612,11 +668,32 @@ impl GameReport {
                 .map(|h| (h.window_start, h.amount))
                 .collect()
         };
+        let hour_slots: Vec<i64> = self
+            .all
+            .events_per_hour
+            .iter()
+            .map(|h| chart::hour_slot(h.window_start))
+            .collect();
+        let hour_ticks = chart::ticks(&hour_slots, &chart::HOUR_STEPS, 10);
+        let day_slots: Vec<i64> = self.all.dau.iter().map(|d| chart::day_slot(d.date)).collect();
+        let day_ticks = chart::ticks(&day_slots, &chart::DAY_STEPS, 14);
         let dau_bars: Vec<(String, f64)> = self
             .all
             .dau
             .iter()
-            .map(|d| (d.date.to_string(), d.users as f64))
+            .map(|d| {
+                // The range's last day, when it ends before midnight, is only part of a day.
+                let partial = self
+                    .covered
+                    .to
+                    .is_some_and(|to| to.date_naive() == d.date && to.time() != chrono::NaiveTime::MIN);
+                let label = if partial {
+                    format!("{} (partial)", d.date)
+                } else {
+                    d.date.to_string()
+                };
+                (label, d.users as f64)
+            })
             .collect();
         let by_platform: Vec<chart::HourlySeries> = self
             .by_platform
@@ -626,25 +703,64 @@ impl GameReport {
                 points: bookings(kpis),
             })
             .collect();
-        Ok(vec![
-            (
-                "events_per_hour.svg",
-                chart::series_chart("Events per hour", Unit::Count("events"), &hourly_bars, 8)?,
-            ),
-            (
-                "bookings_per_hour.svg",
-                chart::hourly_line_chart(
-                    "Bookings per hour",
-                    Unit::Money("bookings", BOOKINGS_CURRENCY),
-                    &[chart::HourlySeries {
-                        name: "all platforms".to_owned(),
-                        points: bookings(&self.all),
-                    }],
-                )?,
-            ),
+        let rates = if self.per_minute.is_empty() {
+            [
+                (
+                    "events_per_hour.svg",
+                    chart::series_chart("Events per hour", Unit::Count("events"), &hourly_bars, &hour_ticks)?,
+                ),
+                (
+                    "bookings_per_hour.svg",
+                    chart::hourly_line_chart(
+                        "Bookings per hour",
+                        Unit::Money("bookings", BOOKINGS_CURRENCY),
+                        &[chart::HourlySeries {
+                            name: "all platforms".to_owned(),
+                            points: bookings(&self.all),
+                        }],
+                    )?,
+                ),
+            ]
+        } else {
+            // A short range: per minute, labelled in UTC (the range above says so).
+            let minutes: Vec<i64> = self
+                .per_minute
+                .iter()
+                .map(|m| chart::minute_slot(m.window_start))
+                .collect();
+            let ticks = chart::ticks(&minutes, &chart::MINUTE_STEPS, 10);
+            let bars = |value: fn(&MinuteFigures) -> f64| -> Vec<(String, f64)> {
+                self.per_minute
+                    .iter()
+                    .map(|m| (m.window_start.format("%H:%M").to_string(), value(m)))
+                    .collect()
+            };
+            [
+                (
+                    "events_per_minute.svg",
+                    chart::series_chart(
+                        "Events per minute (UTC)",
+                        Unit::Count("events"),
+                        &bars(|m| m.events as f64),
+                        &ticks,
+                    )?,
+                ),
+                (
+                    "bookings_per_minute.svg",
+                    chart::series_chart(
+                        "Bookings per minute (UTC)",
+                        Unit::Money("bookings", BOOKINGS_CURRENCY),
+                        &bars(|m| m.bookings),
+                        &ticks,
+                    )?,
+                ),
+            ]
+        };
+        let mut charts = rates.to_vec();
+        charts.extend([
             (
                 "dau.svg",
-                chart::series_chart("Daily active users", Unit::Count("devices"), &dau_bars, 14)?,
+                chart::series_chart("Daily active users", Unit::Count("devices"), &dau_bars, &day_ticks)?,
             ),
             (
                 "retention.svg",
@@ -690,7 +806,8 @@ impl GameReport {
                     &by_platform,
                 )?,
             ),
-        ])
+        ]);
+        Ok(charts)
     }
 
     /// Day-1 retention by first-seen day, one line for all platforms and one per platform, in
@@ -767,7 +884,7 @@ impl GameReport {
         page.heading("Retention");
         page.paragraph(
             "Devices by the day of their first event in the range, and the share of them with an event again 1, 7 \
-             and 30 days later (- while that day is after the range).",
+             and 30 days later (- until that day has ended within the range).",
         );
         page.table(&retention::cohort_table(&self.cohorts));
         page.heading("Sessions");
@@ -852,6 +969,7 @@ mod tests {
             revenue: Revenue::default(),
             cohorts: Vec::new(),
             sessions: Sessions::default(),
+            per_minute: Vec::new(),
         }
     }
 
@@ -912,6 +1030,55 @@ mod tests {
         );
         // The 96-row hourly tables are folded; the DAU ones are open.
         assert_eq!(html.matches("<summary>96 rows (show)</summary>").count(), 3, "{html}");
+    }
+
+    #[test]
+    fn a_short_range_is_charted_per_minute_in_utc_with_round_ticks() {
+        let start = DateTime::parse_from_rfc3339("2024-06-01T10:07:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let mut short = report();
+        short.per_minute = (0..100)
+            .map(|m| MinuteFigures {
+                window_start: start + TimeDelta::minutes(m),
+                events: 10 + m % 7,
+                bookings: (m % 3) as f64,
+            })
+            .collect();
+        let charts = short.charts().unwrap();
+        assert_eq!(charts[0].0, "events_per_minute.svg");
+        assert_eq!(charts[1].0, "bookings_per_minute.svg");
+        assert_eq!(bars_of(&charts[0].1).len(), 100, "a bar a minute");
+        let labels: Vec<String> = texts(&charts[0].1).into_iter().filter(|t| t.contains(':')).collect();
+        assert_eq!(
+            labels,
+            [
+                "10:10", "10:20", "10:30", "10:40", "10:50", "11:00", "11:10", "11:20", "11:30", "11:40"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_day_is_complete_once_it_ended_by_the_range_and_by_now() {
+        let at = |t: &str| DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&Utc);
+        let day = |d| NaiveDate::from_ymd_opt(2026, 12, d).unwrap();
+        let now = at("2026-12-03T05:46:00Z");
+        // Today has only begun: yesterday is the last complete day.
+        assert_eq!(complete_before(&TimeRange::default(), now), day(3));
+        assert_eq!(
+            complete_before(
+                &TimeRange::between(at("2026-11-20T00:00:00Z"), at("2026-12-02T00:00:00Z")),
+                now
+            ),
+            day(2)
+        );
+        assert_eq!(
+            complete_before(
+                &TimeRange::between(at("2026-11-20T00:00:00Z"), at("2026-12-09T00:00:00Z")),
+                now
+            ),
+            day(3)
+        );
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! A device's cohort is the UTC day of its first event in the range (and the platform of that
 //! first day's events, the smallest name if several). A cohort's day-N retention is the share of
 //! its devices with an event on day N after that first day, for N = 1, 7 and 30 (classic
-//! retention); it is unknown (null) while the range's last day is before the cohort's day N.
+//! retention); it is unknown (null) while the range's last day is before the cohort's day N, and
+//! until that day has ended (by the end of the range and by now): a day that has only begun would
+//! read as a fall of retention.
 
 use chrono::NaiveDate;
 use serde::Serialize;
@@ -24,8 +26,8 @@ pub struct Cohort {
     pub platform: Option<String>,
     /// Devices first seen that day.
     pub devices: i64,
-    /// Of them, those seen again on day 1, 7 and 30 after (`None` when that day is after the
-    /// range).
+    /// Of them, those seen again on day 1, 7 and 30 after (`None` when that day has not ended
+    /// within the range).
     pub returned: [Option<i64>; 3],
 }
 
@@ -38,13 +40,19 @@ impl Cohort {
 }
 
 /// The cohorts of the events in `within` (a filter on `day` and `t`): all platforms first, then
-/// by platform, each by day.
-pub async fn cohorts(session: &ReportSession, within: &str) -> Result<Vec<Cohort>, ReportError> {
+/// by platform, each by day. Days before `complete_before` have ended: a cohort's day N counts
+/// only if it is one of them and has events.
+pub async fn cohorts(
+    session: &ReportSession,
+    within: &str,
+    complete_before: NaiveDate,
+) -> Result<Vec<Cohort>, ReportError> {
     let returned = RETENTION_DAYS
         .iter()
         .map(|n| {
             format!(
                 "CASE WHEN f.cohort + INTERVAL '{n} days' <= s.last_day \
+                 AND f.cohort + INTERVAL '{n} days' < DATE '{complete_before}' \
                  THEN count(DISTINCT CASE WHEN a.day = f.cohort + INTERVAL '{n} days' THEN f.device END) END AS d{n}"
             )
         })
