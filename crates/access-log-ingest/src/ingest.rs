@@ -56,15 +56,26 @@ pub enum IngestError {
         #[source]
         source: LakeError,
     },
-    /// The commit that carried the object's rows failed.
-    #[error("{object}: commit to {table} failed: {message}")]
+    /// The commit that carried the object's rows failed (one commit carries many objects: they
+    /// share its error).
+    #[error("{object}: commit to {table} failed: {source}")]
     Commit {
         /// The object.
         object: String,
         /// The table.
         table: String,
         /// The commit's error.
-        message: String,
+        #[source]
+        source: Arc<LakeError>,
+    },
+    /// The rows of the object were read for a table this attempt did not open (a defect: never
+    /// reported as ingested).
+    #[error("{object}: table {table} was not opened by this attempt")]
+    NotOpened {
+        /// The object.
+        object: String,
+        /// The table.
+        table: String,
     },
     /// Rows could not be assembled into a batch.
     #[error("{object}: {source}")]
@@ -304,19 +315,18 @@ impl Ingestor {
             let targets = session.targets.into_inner();
             for (uri, files) in per_table {
                 let indices: Vec<usize> = files.iter().map(|(i, _)| *i).collect();
-                let mut fail_all = |message: String| {
+                let mut fail_all = |error: &dyn Fn(String) -> IngestError| {
                     for &i in &indices {
-                        failed.entry(i).or_insert_with(|| IngestError::Commit {
-                            object: objects[i].uri(),
-                            table: uri.clone(),
-                            message: message.clone(),
-                        });
+                        failed.entry(i).or_insert_with(|| error(objects[i].uri()));
                     }
                 };
                 let Some(target) = targets.get(&uri) else {
                     // Files of a table this attempt never opened: impossible by construction, and
                     // never reported as ingested.
-                    fail_all("the table was not opened by this attempt".into());
+                    fail_all(&|object| IngestError::NotOpened {
+                        object,
+                        table: uri.clone(),
+                    });
                     continue;
                 };
                 let mut table = target.table.clone();
@@ -345,7 +355,12 @@ impl Ingestor {
                         again.extend(indices);
                     }
                     Err(e) => {
-                        fail_all(e.to_string());
+                        let source = Arc::new(e);
+                        fail_all(&|object| IngestError::Commit {
+                            object,
+                            table: uri.clone(),
+                            source: Arc::clone(&source),
+                        });
                         self.tables.lock().await.remove(&uri);
                     }
                 }
