@@ -8,8 +8,6 @@
 //! exactly once: its rows and a Delta `txn` action named by the object's URI land in the same
 //! commit.
 
-#![warn(missing_docs)]
-
 pub mod config;
 pub mod ingest;
 pub mod notification;

@@ -4,7 +4,5 @@
 //! [`access_log_ingest::Ingestor`]; everything else lives in that library, which `lakelog ingest`
 //! shares.
 
-#![warn(missing_docs)]
-
 pub mod handler;
 pub mod metrics;

@@ -7,8 +7,6 @@
 //! written too, so that the Glue console and other engines show the schema. Registering again
 //! updates the entry, so [`Catalog::register`] can be called whenever a table is opened.
 
-#![warn(missing_docs)]
-
 use arrow::datatypes::{DataType, Field, Schema};
 use aws_sdk_glue::error::{DisplayErrorContext, SdkError};
 use aws_sdk_glue::types::{Column, StorageDescriptor, TableInput};

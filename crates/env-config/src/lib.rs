@@ -19,8 +19,6 @@
 //! a table it cannot open) by reporting the reason to the Lambda Runtime API's init-error
 //! endpoint, in words.
 
-#![warn(missing_docs)]
-
 #[cfg(feature = "lambda")]
 pub mod init;
 

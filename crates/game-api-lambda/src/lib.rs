@@ -3,7 +3,5 @@
 //! to [`game_api::respond()`] and writes its metrics ([`metrics`]) to standard output; everything
 //! else lives in that library, which `lakelog serve` shares.
 
-#![warn(missing_docs)]
-
 pub mod handler;
 pub mod metrics;

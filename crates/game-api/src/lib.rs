@@ -15,8 +15,6 @@
 //! written; otherwise 503 with `Retry-After` and which events to resend. No event that did not
 //! reach the stream is ever acknowledged.
 
-#![warn(missing_docs)]
-
 pub mod config;
 pub mod deliver;
 pub mod games;

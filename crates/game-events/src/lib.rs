@@ -29,8 +29,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-#![warn(missing_docs)]
-
 #[cfg(feature = "arrow")]
 pub mod batch;
 mod body;

@@ -3,7 +3,5 @@
 //! Lambda event to [`game_sink::Sink::process`]; everything else lives in that library, which
 //! `lakelog serve` and the demo share.
 
-#![warn(missing_docs)]
-
 pub mod handler;
 pub mod metrics;

@@ -16,8 +16,6 @@
 //! The `game-sink-lambda` function and `lakelog serve` both call [`Sink::process`]; this library
 //! does not depend on the Lambda runtime.
 
-#![warn(missing_docs)]
-
 pub mod config;
 mod sink;
 

@@ -24,8 +24,6 @@
 //!   partitions (with removal of duplicate rows by a key), checkpoints, expired log cleanup and
 //!   VACUUM.
 
-#![warn(missing_docs)]
-
 mod append;
 mod commit;
 mod error;

@@ -1,3 +1,5 @@
+//! The `lakelog` command: parses its arguments ([`lakelog::cli`]) and runs the command.
+
 use std::process::ExitCode;
 
 use clap::Parser;

@@ -9,8 +9,6 @@
 //! the invocation's remaining time falls below a reserve; every commit is complete, and the next
 //! run goes on where this one stopped.
 
-#![warn(missing_docs)]
-
 pub mod config;
 pub mod handler;
 pub mod rotation;

@@ -23,8 +23,6 @@
 //! are kept verbatim. A line that cannot be parsed gives a [`ParseError`] naming the field; no input
 //! makes the parser panic.
 
-#![warn(missing_docs)]
-
 mod batch;
 mod error;
 mod field;
