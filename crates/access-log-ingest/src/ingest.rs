@@ -213,14 +213,7 @@ impl Ingestor {
         }
         let per_bucket = uri != self.rejects && self.table.per_bucket();
         let name = catalog::table_name(uri, per_bucket);
-        let result = match (table.schema(), table.partition_columns()) {
-            (Ok(schema), Ok(partitions)) => catalog
-                .register(&name, uri, &schema, &partitions)
-                .await
-                .map_err(|e| e.to_string()),
-            (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
-        };
-        match result {
+        match catalog.register(&name, table).await {
             Ok(done) => {
                 info!(table = %uri, name, database = catalog.database(), ?done, "registered in the catalog");
                 registered.lock().await.insert(uri.to_owned());

@@ -61,12 +61,13 @@ pub enum CatalogError {
         message: String,
     },
     /// The Delta table to register could not be opened or its schema read.
-    #[error("{location}: the table to register cannot be read: {message}")]
+    #[error("{location}: the table to register cannot be read: {source}")]
     TableUnreadable {
         /// The table's location.
         location: String,
         /// Why.
-        message: String,
+        #[source]
+        source: lake::LakeError,
     },
 }
 
@@ -168,9 +169,21 @@ impl Catalog {
         &self.database
     }
 
-    /// Registers the Delta table at `location` as `name`, with `schema` and its
-    /// `partition_columns`; an entry of that name is replaced.
-    pub async fn register(
+    /// Registers `table` as `name` (see [`table_name`]): its location, schema and partition
+    /// columns; an entry of that name is replaced.
+    pub async fn register(&self, name: &str, table: &lake::Table) -> Result<Registered, CatalogError> {
+        let unreadable = |source| CatalogError::TableUnreadable {
+            location: table.uri().to_owned(),
+            source,
+        };
+        let schema = table.schema().map_err(unreadable)?;
+        let partition_columns = table.partition_columns().map_err(unreadable)?;
+        self.put_table(name, table.uri(), &schema, &partition_columns).await
+    }
+
+    /// Creates or replaces the entry `name` of the Delta table at `location`, with `schema` and
+    /// its `partition_columns`.
+    async fn put_table(
         &self,
         name: &str,
         location: &str,

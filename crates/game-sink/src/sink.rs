@@ -471,15 +471,17 @@ impl Sink {
     /// locations' last segments), opening them first if they are not open yet.
     pub async fn register(&self, catalog: &catalog::Catalog) -> Result<(), catalog::CatalogError> {
         for table in [&self.events, &self.rejects] {
-            let unreadable = |e: LakeError| catalog::CatalogError::TableUnreadable {
-                location: table.uri.clone(),
-                message: e.to_string(),
-            };
-            let handle = table.table().await.map_err(unreadable)?.lock().await;
-            let schema = handle.schema().map_err(unreadable)?;
-            let partitions = handle.partition_columns().map_err(unreadable)?;
+            let handle = table
+                .table()
+                .await
+                .map_err(|source| catalog::CatalogError::TableUnreadable {
+                    location: table.uri.clone(),
+                    source,
+                })?
+                .lock()
+                .await;
             let name = catalog::table_name(&table.uri, false);
-            let done = catalog.register(&name, &table.uri, &schema, &partitions).await?;
+            let done = catalog.register(&name, &handle).await?;
             info!(table = %table.uri, name, database = catalog.database(), ?done, "registered in the catalog");
         }
         Ok(())

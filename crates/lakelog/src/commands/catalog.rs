@@ -55,9 +55,7 @@ pub fn run(args: &CatalogArgs) -> anyhow::Result<ExitCode> {
                 let name = catalog::table_name(&uri, per_bucket);
                 let registered = async {
                     let table = lake::Table::open(&uri, &storage).await?;
-                    let done = catalog
-                        .register(&name, &uri, table.schema()?.as_ref(), &table.partition_columns()?)
-                        .await?;
+                    let done = catalog.register(&name, &table).await?;
                     anyhow::Ok(done)
                 };
                 match registered.await {
