@@ -2,22 +2,15 @@
 
 use access_log_ingest::Config;
 use access_log_lambda::handler;
-use env_config::Vars;
 use lake::StorageConfig;
 use lambda_runtime::{Error, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    // A missing or bad setting ends the function at init, reported in words to the Runtime API.
-    let settings = Config::from_env().and_then(|c| {
-        let vars = Vars::env();
-        Ok((c, emf::namespace(&vars)?, catalog::database(&vars)?))
-    });
-    let (config, namespace, database) = match settings {
-        Ok(settings) => settings,
-        Err(e) => env_config::init::fail(e).await,
-    };
+    let (config, namespace, database) =
+        env_config::init::settings(|vars| Ok((Config::from_env()?, emf::namespace(vars)?, catalog::database(vars)?)))
+            .await;
     let mut ingestor = access_log_ingest::ingestor(&config, StorageConfig::from_env()).await;
     // Each table is registered for Athena the first time this instance opens it.
     if let Some(database) = database {

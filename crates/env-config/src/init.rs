@@ -24,6 +24,26 @@ pub async fn fail(error: impl Display) -> ! {
     std::process::exit(1)
 }
 
+/// A function's settings, read once at cold start by `read` from the process environment; a
+/// missing or bad one ends the function at init ([`fail`]), reported in words to the Runtime API.
+///
+/// ```no_run
+/// # async fn example() {
+/// let (stream, namespace) = env_config::init::settings(|vars| {
+///     Ok((vars.required("STREAM_NAME")?, vars.optional("METRICS_NAMESPACE")))
+/// })
+/// .await;
+/// # }
+/// ```
+pub async fn settings<T>(
+    read: impl FnOnce(&crate::Vars<fn(&str) -> Option<String>>) -> Result<T, crate::ConfigError>,
+) -> T {
+    match read(&crate::Vars::env()) {
+        Ok(settings) => settings,
+        Err(e) => fail(e).await,
+    }
+}
+
 /// Posts `message` to `/runtime/init/error` of the Runtime API named by [`RUNTIME_API_VAR`];
 /// nothing to do outside Lambda (the variable is not set).
 async fn report(message: &str) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {

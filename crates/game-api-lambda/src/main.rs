@@ -1,6 +1,5 @@
 //! `game-api-lambda`: API Gateway REST proxy requests -> validated, stamped events -> Kinesis.
 
-use env_config::Vars;
 use game_api::games::ApiGatewayGames;
 use game_api::{Config, Games, KinesisSink, kinesis_client};
 use game_api_lambda::handler;
@@ -15,11 +14,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    // A missing or bad setting ends the function at init, reported in words to the Runtime API.
-    let (config, namespace) = match Config::from_env().and_then(|c| Ok((c, emf::namespace(&Vars::env())?))) {
-        Ok(settings) => settings,
-        Err(e) => env_config::init::fail(e).await,
-    };
+    let (config, namespace) = env_config::init::settings(|vars| Ok((Config::from_env()?, emf::namespace(vars)?))).await;
     let sdk = aws_config::load_from_env().await;
     let sink = KinesisSink::new(kinesis_client(&sdk), config.stream.clone());
     // Each game's key is API Gateway's: the key names its game in its tags.

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use env_config::Vars;
 use game_sink::{Config, Sink};
 use game_sink_lambda::handler;
 use game_sink_lambda::metrics::Reporter;
@@ -12,15 +11,9 @@ use lambda_runtime::{Error, service_fn};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    // A missing or bad setting ends the function at init, reported in words to the Runtime API.
-    let settings = Config::from_env().and_then(|c| {
-        let vars = Vars::env();
-        Ok((c, emf::namespace(&vars)?, catalog::database(&vars)?))
-    });
-    let (config, namespace, database) = match settings {
-        Ok(settings) => settings,
-        Err(e) => env_config::init::fail(e).await,
-    };
+    let (config, namespace, database) =
+        env_config::init::settings(|vars| Ok((Config::from_env()?, emf::namespace(vars)?, catalog::database(vars)?)))
+            .await;
     // The tables are opened beside the first poll, not before it: init stays short whatever the
     // length of their logs, and the first batch waits for the opening or does it again if it
     // failed (then its records are retried, with the cause in the log).
