@@ -14,6 +14,7 @@ use crate::event::{EVENTS, GameEvent, MAX_EVENTS_PER_REQUEST};
 ///
 /// A body is one event object, or an object whose only field is `events`, an array of 1 to
 /// [`MAX_EVENTS_PER_REQUEST`] event objects.
+#[cfg(any(test, feature = "reference"))]
 pub fn parse_events(body: &[u8]) -> Result<Vec<GameEvent>, BodyError> {
     // Valid bodies, the common case, in one pass; anything else through the path that lists every
     // problem.
@@ -25,8 +26,8 @@ pub fn parse_events(body: &[u8]) -> Result<Vec<GameEvent>, BodyError> {
 }
 
 /// An event of a body accepted by [`parse_body`]: borrowed from the body when the one-pass parser
-/// read it, a [`GameEvent`] when the reference path did. Either way the same event as
-/// [`parse_events`] makes of it.
+/// read it, a [`GameEvent`] when the reference path did. Either way the same event as the
+/// reference path makes of it.
 #[derive(Debug, Clone)]
 #[allow(
     clippy::large_enum_variant,
@@ -86,9 +87,11 @@ impl BodyEvent<'_> {
     }
 }
 
-/// [`parse_events`] for a caller that writes the events out again: valid events borrowed from
-/// `body` where the one-pass parser reads them, so that their text is not copied (see
-/// [`BorrowedEvent`]). The same events, in order, and the same errors as [`parse_events`].
+/// Reads the events of a request body (UTF-8 JSON, already decoded and decompressed) and validates
+/// all of them: either every event is valid and they are returned in order, or the error lists
+/// every problem of every invalid event (see [`GameEvent::from_value`] for the rules). Valid events
+/// are borrowed from `body` where the one-pass parser reads them, so that their text is not copied
+/// (see [`BorrowedEvent`]); the same events and errors as [`parse_events_reference`].
 pub fn parse_body(body: &[u8]) -> Result<Vec<BodyEvent<'_>>, BodyError> {
     match crate::fast::parse(body) {
         Some(events) => Ok(events.into_iter().map(BodyEvent::Borrowed).collect()),
@@ -99,8 +102,8 @@ pub fn parse_body(body: &[u8]) -> Result<Vec<BodyEvent<'_>>, BodyError> {
     }
 }
 
-/// [`parse_events`] through a `serde_json::Value` of the whole body: slower, but it names every
-/// problem of every event. `parse_events` answers through it whenever anything is wrong, and gives
+/// The events of a body through a `serde_json::Value` of the whole body: slower, but it names every
+/// problem of every event. [`parse_body`] answers through it whenever anything is wrong, and gives
 /// the same result as it for every body (the `api_body` fuzz target checks that).
 pub fn parse_events_reference(body: &[u8]) -> Result<Vec<GameEvent>, BodyError> {
     if body.iter().all(u8::is_ascii_whitespace) {

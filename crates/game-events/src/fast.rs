@@ -1,4 +1,4 @@
-//! The fast path of [`crate::parse_body`] and [`crate::parse_events`]: the body read straight into
+//! The fast path of [`crate::parse_body`]: the body read straight into
 //! [`BorrowedEvent`]s in one pass, without building a `serde_json::Value` of every event first and
 //! without copying strings that need no unescaping.
 //!
@@ -587,7 +587,7 @@ mod tests {
                 assert_eq!(written, want, "{shown}");
             }
         }
-        assert_eq!(crate::parse_events(body), reference, "{shown}");
+        assert_eq!(crate::body::parse_events(body), reference, "{shown}");
         let read = crate::parse_body(body).map(|events| {
             let owned: Option<Vec<GameEvent>> = events.into_iter().map(crate::BodyEvent::into_owned).collect();
             owned.unwrap()

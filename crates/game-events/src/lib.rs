@@ -1,7 +1,7 @@
 //! Mobile game events: the event model, validation, server-side stamping and the Kinesis record
 //! envelope of lakelog's game pipeline. No AWS and no async dependency.
 //!
-//! Game clients POST one event object or `{"events": [...]}` to the API. [`parse_events`] reads
+//! Game clients POST one event object or `{"events": [...]}` to the API. [`parse_body`] reads
 //! and validates a body, listing every problem of every invalid event by index and field;
 //! [`GameEvent::stamp`] gives an event the server's `eventTime` (epoch seconds) and its `eventId`
 //! (the client's UUID, or a new one). Each event travels through Kinesis in the seed's shape: the
@@ -10,13 +10,14 @@
 //!
 //! ```
 //! use chrono::{TimeZone, Utc};
-//! use game_events::{Envelope, decode_record, parse_events};
+//! use game_events::{Envelope, decode_record, parse_body};
 //!
 //! let body = br#"{"events": [{"eventName": "purchaseEvent",
 //!                             "eventParams": {"amount": 4.99, "device_id": "D-1", "sku": "gems"}}]}"#;
-//! let events = parse_events(body)?;
+//! let events = parse_body(body)?;
 //! let received = Utc.timestamp_opt(1_717_243_200, 0).unwrap();
-//! let stamped = events.into_iter().next().unwrap().stamp(received);
+//! let event = events.into_iter().next().unwrap().into_owned().unwrap();
+//! let stamped = event.stamp(received);
 //!
 //! let request = serde_json::json!({"httpMethod": "POST", "path": "/events", "body": "..."});
 //! let envelope = Envelope::new(request.as_object().unwrap().clone());
@@ -43,11 +44,12 @@ mod limits;
 pub mod synth;
 pub mod time;
 
-/// The validating path on its own, for checking that the one-pass parser agrees with it (the
-/// `api_body` fuzz target); [`parse_events`] already answers through it whenever a body is invalid.
+pub use body::{BodyEvent, parse_body};
+/// The owned and the validating paths on their own, for checking that the one-pass parser agrees
+/// with them (the `api_body` fuzz target); [`parse_body`] already answers through the validating
+/// one whenever a body is invalid.
 #[cfg(feature = "reference")]
-pub use body::parse_events_reference;
-pub use body::{BodyEvent, parse_body, parse_events};
+pub use body::{parse_events, parse_events_reference};
 pub use borrowed::BorrowedEvent;
 pub use envelope::{BODY, DERIVED_ID_NAMESPACE, Envelope, IS_BASE64_ENCODED, decode_record};
 pub use error::{BodyError, EventProblem, FieldProblem, InvalidEvents, RecordError};
