@@ -11,6 +11,7 @@
 
 pub mod config;
 pub mod handler;
+pub mod metrics;
 pub mod rotation;
 
 pub use config::{Config, ConfigError, Location, TableEntry};
