@@ -75,7 +75,10 @@ pub enum Command {
     /// By default the records go to an embedded one-shard stream in place of Kinesis, and the
     /// game-events sink consumes it as the Lambda consumes Kinesis, appending to the local Delta
     /// table --lake/game_events (rows within a second or so of the request); with
-    /// --kinesis-stream they go to a real Kinesis stream. Point game clients at it.
+    /// --kinesis-stream they go to a real Kinesis stream. Point game clients at it. With the
+    /// embedded stream, http://127.0.0.1:PORT/ shows the live KPIs of what the sink committed
+    /// (refreshed every two seconds; per minute while the events span up to three hours, times
+    /// in UTC), and /live gives them as JSON.
     Serve(crate::commands::serve::ServeArgs),
     /// Post realistic game events to the API at a steady rate, and print what was sent.
     ///
@@ -111,11 +114,18 @@ pub enum ReportCommand {
     /// archive tier), each class when the price table has it (the built-in one has all five; see
     /// --prices), and prints the plan that saves the most a month with its lifecycle configuration.
     Access(AccessReportArgs),
-    /// Game KPIs: events per hour, bookings per hour, daily active users, by platform.
+    /// Game KPIs: events, bookings, DAU, revenue, retention and sessions, by game and platform.
     ///
-    /// Hourly windows follow the seed's 180-minute watermark: an event more than 180 minutes older
-    /// than the latest eventTime that arrived before it is not counted, and the report says how
-    /// many such late events there were. Every figure counts each game's eventId once.
+    /// Events and bookings (the sum of amount of purchaseEvents, in USD) per hour, in windows that
+    /// follow the seed's 180-minute watermark: an event more than 180 minutes older than the latest
+    /// eventTime that arrived before it is not counted, and the report says how many such late
+    /// events there were. Daily active users (distinct device_id), all and by platform. Revenue:
+    /// per day active and paying users, conversion, ARPDAU, ARPPU; revenue by game, by item bought
+    /// (extraParams.item_sku), by platform and by app version. Retention: devices by first-seen day
+    /// and the share seen again 1, 7 and 30 days later, once that day has ended. Sessions: cut at
+    /// sessionStart, after sessionEnd or after --session-gap minutes without an event. Every
+    /// figure counts each game's eventId once. --out writes SVG charts, index.html and report.json
+    /// (the --format json document).
     Game(GameReportArgs),
 }
 
@@ -203,7 +213,8 @@ pub struct IngestArgs {
     /// observed bucket.
     #[arg(long, value_name = "URI")]
     pub table: String,
-    /// The rejects table [default: the table URI with `_rejects` appended to its last segment].
+    /// The rejects table [default: the table URI with `_rejects` appended to its last segment,
+    /// and `{bucket}` dropped: `access_logs/{bucket}` gives `access_logs/_rejects`].
     #[arg(long, value_name = "URI")]
     pub rejects_table: Option<String>,
     /// Objects read at once.
