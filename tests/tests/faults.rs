@@ -685,6 +685,7 @@ async fn commits_answered_500_after_landing_are_kept() {
         fail_after: 1.0,
         only_paths: Some("_delta_log/".into()),
         once_per_path: true,
+        only_writes: true,
         ..FaultRates::none()
     });
     for object in &objects[1..6] {
@@ -699,6 +700,7 @@ async fn commits_answered_500_after_landing_are_kept() {
     proxy.set_rates(FaultRates {
         drop_after: 1.0,
         only_paths: Some("checkpoint".into()),
+        only_writes: true,
         ..FaultRates::none()
     });
     for object in &objects[6..] {
