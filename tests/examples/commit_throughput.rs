@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use arrow::array::{Date32Array, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
-use lake::{Retry, SourceWriter, StorageConfig, TableSpec};
+use lake::{Retry, StorageConfig, TableSpec};
 use lakelog_tests::StandIn;
 use lakelog_tests::faults::{FaultProxy, FaultRates};
 
@@ -44,7 +44,7 @@ async fn writer(
     id: usize,
     until: Instant,
 ) -> anyhow::Result<WriterStats> {
-    let mut table = lake::open_table(&uri, &storage).await?;
+    let mut table = lake::Table::open(&uri, &storage).await?;
     let mut stats = WriterStats::default();
     let mut n = 0u64;
     while Instant::now() < until {
@@ -59,14 +59,14 @@ async fn writer(
         )?;
         let started = Instant::now();
         let result = async {
-            let mut w = SourceWriter::new(&uri, &table, &source)?;
+            let mut w = table.writer(&source)?;
             w.write(batch).await?;
             let files = w.finish().await?;
             let retry = Retry::within(Duration::from_secs(60));
             if shape == "ingest" {
-                lake::commit_sources(&uri, &mut table, vec![files], &retry).await
+                table.commit_sources(vec![files], &retry).await
             } else {
-                lake::commit_appends(&uri, &mut table, vec![files], &retry).await
+                table.commit_appends(vec![files], &retry).await
             }
         }
         .await;
@@ -115,7 +115,7 @@ async fn main() -> anyhow::Result<()> {
     for shape in ["ingest", "sink"] {
         for &count in &writers {
             let uri = StandIn::s3_uri(&bucket, &format!("{shape}-{count}"));
-            lake::open_or_create(&uri, &spec(), &storage).await?;
+            lake::Table::open_or_create(&uri, &spec(), &storage).await?;
             let before = proxy.counts();
             let started = Instant::now();
             let until = started + Duration::from_secs(seconds);

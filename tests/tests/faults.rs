@@ -18,7 +18,7 @@ use chrono::{TimeZone, Utc};
 use game_events::Envelope;
 use game_events::synth::{Synth, SynthConfig as GameSynthConfig};
 use game_sink::{Config, Sink};
-use lake::maintenance::{BinOutcome, CompactOptions, CompactProgress, compact};
+use lake::maintenance::{BinOutcome, CompactOptions, CompactProgress};
 use lake::{Retry, StorageConfig};
 use lakelog_tests::faults::{FaultCounts, FaultProxy, FaultRates, Target};
 use lakelog_tests::{StandIn, duckdb};
@@ -370,10 +370,10 @@ async fn game_sink_and_compaction_lose_nothing_under_faults() {
         let mut runs = 0;
         for _ in 0..6 {
             tokio::time::sleep(Duration::from_millis(700)).await;
-            let Ok(mut t) = lake::open_table(&table, &storage).await else {
+            let Ok(mut t) = lake::Table::open(&table, &storage).await else {
                 continue;
             };
-            match compact(&table, &mut t, &options, &lake::maintenance::NoProgress).await {
+            match t.compact(&options, &lake::maintenance::NoProgress).await {
                 Ok(_) => runs += 1,
                 Err(e) => eprintln!("compaction failed, tried again at the next run: {e}"),
             }
@@ -414,10 +414,10 @@ async fn game_sink_and_compaction_lose_nothing_under_faults() {
     };
     let mut done = false;
     for _ in 0..ROUNDS {
-        let Ok(mut t) = lake::open_table(&table, &storage).await else {
+        let Ok(mut t) = lake::Table::open(&table, &storage).await else {
             continue;
         };
-        match compact(&table, &mut t, &options, &lake::maintenance::NoProgress).await {
+        match t.compact(&options, &lake::maintenance::NoProgress).await {
             Ok(_) => {
                 done = true;
                 break;
@@ -855,8 +855,8 @@ async fn killed_compactor() {
     }
     let [endpoint, table] = COMPACTOR_VARS.map(|v| std::env::var(v).unwrap_or_else(|_| panic!("{v} is not set")));
     let standin = StandIn::connect().await.unwrap();
-    let mut t = lake::open_table(&table, &storage(&endpoint, &standin)).await.unwrap();
-    compact(&table, &mut t, &bin_by_bin(), &Say).await.unwrap();
+    let mut t = lake::Table::open(&table, &storage(&endpoint, &standin)).await.unwrap();
+    t.compact(&bin_by_bin(), &Say).await.unwrap();
     println!("LAKELOG-CHILD done");
 }
 
@@ -923,8 +923,9 @@ async fn a_compaction_killed_midway_loses_nothing() {
         expected,
         "rows after the kill"
     );
-    let mut table = lake::open_table(&events, &direct).await.unwrap();
-    let report = compact(&events, &mut table, &bin_by_bin(), &lake::maintenance::NoProgress)
+    let mut table = lake::Table::open(&events, &direct).await.unwrap();
+    let report = table
+        .compact(&bin_by_bin(), &lake::maintenance::NoProgress)
         .await
         .unwrap();
     assert!(!report.bins.is_empty(), "the killed run left work: {report:?}");
@@ -933,7 +934,8 @@ async fn a_compaction_killed_midway_loses_nothing() {
         expected,
         "rows after the next run"
     );
-    let again = compact(&events, &mut table, &bin_by_bin(), &lake::maintenance::NoProgress)
+    let again = table
+        .compact(&bin_by_bin(), &lake::maintenance::NoProgress)
         .await
         .unwrap();
     assert_eq!(again.bins_planned, 0, "the next run finished the work: {again:?}");
@@ -955,16 +957,18 @@ async fn vacuum_beside_a_reader_and_a_writer_loses_nothing() {
     }
 
     // The reader loads the table, then a compaction removes every file of its version.
-    let reader = lake::open_table(&events, &direct).await.unwrap();
+    let reader = lake::Table::open(&events, &direct).await.unwrap();
     let files: Vec<_> = reader
+        .delta()
         .snapshot()
         .unwrap()
         .log_data()
         .iter()
         .map(|f| f.path().into_owned())
         .collect();
-    let mut table = lake::open_table(&events, &direct).await.unwrap();
-    let compacted = compact(&events, &mut table, &bin_by_bin(), &lake::maintenance::NoProgress)
+    let mut table = lake::Table::open(&events, &direct).await.unwrap();
+    let compacted = table
+        .compact(&bin_by_bin(), &lake::maintenance::NoProgress)
         .await
         .unwrap();
     assert_eq!(compacted.files_removed(), files.len(), "{compacted:?}");
@@ -986,8 +990,9 @@ async fn vacuum_beside_a_reader_and_a_writer_loses_nothing() {
     let write = deliver(&writer, &records[300..]);
     let vacuum = async {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let mut table = lake::open_table(&events, &direct).await.unwrap();
-        lake::maintenance::vacuum(&events, &mut table, &lake::maintenance::VacuumOptions::default())
+        let mut table = lake::Table::open(&events, &direct).await.unwrap();
+        table
+            .vacuum(&lake::maintenance::VacuumOptions::default())
             .await
             .unwrap()
     };
@@ -1012,10 +1017,10 @@ async fn vacuum_beside_a_reader_and_a_writer_loses_nothing() {
     }
     assert_eq!(game_counts(standin.endpoint(), &events, &rejects), (396, 396, 4));
     // A retention under the minimum is refused: it would take files from such readers.
-    let mut table = lake::open_table(&events, &direct).await.unwrap();
+    let mut table = lake::Table::open(&events, &direct).await.unwrap();
     let short = lake::maintenance::VacuumOptions {
         retention: chrono::TimeDelta::hours(1),
         ..lake::maintenance::VacuumOptions::default()
     };
-    assert!(lake::maintenance::vacuum(&events, &mut table, &short).await.is_err());
+    assert!(table.vacuum(&short).await.is_err());
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arrow::array::{Date32Array, Float64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use lake::{SourceWriter, StorageConfig, TableSpec, commit_sources, file_stats, open_or_create, open_table};
+use lake::{StorageConfig, Table, TableSpec};
 use lakelog_tests::{StandIn, duckdb};
 use lambda_runtime::{Context, LambdaEvent};
 use maintenance_lambda::{Config, Maintainer, handle};
@@ -27,7 +27,7 @@ fn spec(partition: &str) -> TableSpec {
 /// `commits` commits of the events `ids` (amount = the id's number), all on one closed day.
 async fn table(uri: &str, storage: &StorageConfig, partition: &str, commits: usize, ids: &[u32]) {
     let spec = spec(partition);
-    let mut table = open_or_create(uri, &spec, storage).await.unwrap();
+    let mut table = Table::open_or_create(uri, &spec, storage).await.unwrap();
     for commit in 0..commits {
         let batch = RecordBatch::try_new(
             spec.schema.clone(),
@@ -43,10 +43,11 @@ async fn table(uri: &str, storage: &StorageConfig, partition: &str, commits: usi
         static SOURCES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = SOURCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let source = format!("batch-{n}-{commit}");
-        let mut writer = SourceWriter::new(uri, &table, &source).unwrap();
+        let mut writer = table.writer(&source).unwrap();
         writer.write(batch).await.unwrap();
         let files = writer.finish().await.unwrap();
-        commit_sources(uri, &mut table, vec![files], &lake::Retry::default())
+        table
+            .commit_sources(vec![files], &lake::Retry::default())
             .await
             .unwrap();
     }
@@ -109,11 +110,11 @@ async fn the_handler_compacts_and_deduplicates_tables_on_s3() {
     );
     assert!(summary.checkpoint_version.is_some());
 
-    let stats = file_stats(&open_table(&game, &storage).await.unwrap()).unwrap();
+    let stats = Table::open(&game, &storage).await.unwrap().file_stats().unwrap();
     assert_eq!((stats.files, stats.rows), (1, 8));
     for bucket in buckets {
         let uri = StandIn::s3_uri(&lake, &format!("access_logs/{bucket}"));
-        let stats = file_stats(&open_table(&uri, &storage).await.unwrap()).unwrap();
+        let stats = Table::open(&uri, &storage).await.unwrap().file_stats().unwrap();
         assert_eq!(
             (stats.files, stats.rows),
             (1, 10),

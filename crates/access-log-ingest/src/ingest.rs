@@ -231,7 +231,7 @@ impl Ingestor {
     async fn written_before_retention(&self, table: &Table, source: &str) -> Result<bool, LakeError> {
         let uri = table.uri();
         let now_ms = now_micros() / 1000;
-        let Some(since) = lake::sources::trusted_since_ms(uri, table.delta(), now_ms)? else {
+        let Some(since) = table.trusted_since_ms(now_ms)? else {
             return Ok(false);
         };
         if log_object_time_ms(source).is_some_and(|t| t >= since) {
@@ -241,7 +241,7 @@ impl Ingestor {
         let sources = match known {
             Some(sources) => sources,
             None => {
-                let read = lake::sources::column_values_in_files_before(uri, table.delta(), LOG_OBJECT, since).await?;
+                let read = table.column_values_in_files_before(LOG_OBJECT, since).await?;
                 info!(
                     table = uri,
                     sources = read.len(),

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::Path;
 
 use access_log_ingest::{IngestError, Ingestor, NoProgress, ObjectReader, ObjectRef, TableTemplate};
-use lake::{StorageConfig, file_stats, open_table};
+use lake::{StorageConfig, Table};
 use s3_access_log::synth::{SynthConfig, corpus};
 use s3_access_log::{AccessLogRecord, parse_lines};
 
@@ -32,7 +32,10 @@ fn expected(files: &[Vec<u8>]) -> (HashMap<String, u64>, u64) {
 }
 
 async fn table_rows(uri: &str) -> u64 {
-    file_stats(&open_table(uri, &StorageConfig::default()).await.unwrap())
+    Table::open(uri, &StorageConfig::default())
+        .await
+        .unwrap()
+        .file_stats()
         .unwrap()
         .rows
 }
@@ -210,7 +213,7 @@ async fn objects_whose_txn_expired_are_not_written_again() {
         "delta.setTransactionRetentionDuration".into(),
         "interval 2 seconds".into(),
     );
-    lake::open_or_create(&table, &spec, &StorageConfig::default())
+    lake::Table::open_or_create(&table, &spec, &StorageConfig::default())
         .await
         .unwrap();
     let mut objects = Vec::new();
@@ -234,9 +237,9 @@ async fn objects_whose_txn_expired_are_not_written_again() {
     assert!(first[0].1.as_ref().is_ok_and(|r| r.rows > 0), "{first:?}");
     let rows = table_rows(&table).await;
     tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
-    let opened = open_table(&table, &StorageConfig::default()).await.unwrap();
+    let opened = Table::open(&table, &StorageConfig::default()).await.unwrap();
     assert!(
-        !lake::is_committed(&table, &opened, &objects[0].uri()).await.unwrap(),
+        !opened.is_committed(&objects[0].uri()).await.unwrap(),
         "the txn id has expired"
     );
     // Both objects again, by a new ingestor: the first is found in the rows, the second is new.

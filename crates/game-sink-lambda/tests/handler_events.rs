@@ -42,9 +42,9 @@ fn failures(response: &KinesisEventResponse) -> Vec<String> {
 
 /// Every row of a local table, with the partition directory each file is in.
 async fn rows(uri: &str) -> Vec<(String, RecordBatch)> {
-    let table = lake::open_table(uri, &StorageConfig::default()).await.unwrap();
+    let table = lake::Table::open(uri, &StorageConfig::default()).await.unwrap();
     let mut out = Vec::new();
-    for file in table.get_file_uris().unwrap() {
+    for file in table.delta().get_file_uris().unwrap() {
         let path = file.strip_prefix("file://").unwrap_or(&file).to_owned();
         let partition = Path::new(&path)
             .parent()

@@ -54,8 +54,8 @@ fn rejects_in(records: &[KinesisEventRecord]) -> u64 {
 }
 
 async fn rows(uri: &str) -> u64 {
-    let table = lake::open_table(uri, &StorageConfig::default()).await.unwrap();
-    lake::file_stats(&table).unwrap().rows
+    let table = lake::Table::open(uri, &StorageConfig::default()).await.unwrap();
+    table.file_stats().unwrap().rows
 }
 
 async fn sink() -> (tempfile::TempDir, Sink, String, String) {

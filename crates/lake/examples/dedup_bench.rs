@@ -18,8 +18,8 @@ use std::time::Instant;
 
 use arrow::array::{Date32Array, Float64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use lake::maintenance::{CompactOptions, NoProgress, compact};
-use lake::{Retry, SourceWriter, StorageConfig, TableSpec, commit_appends, open_or_create, open_table};
+use lake::maintenance::{CompactOptions, NoProgress};
+use lake::{Retry, StorageConfig, Table, TableSpec};
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
 
@@ -97,7 +97,7 @@ fn batch(events: &[u64]) -> RecordBatch {
 /// Appends `rows` rows of events `first..` (and copies of earlier ones among them).
 async fn generate(dir: &str, rows: u64, first: u64) -> anyhow::Result<()> {
     let storage = StorageConfig::default();
-    let mut table = open_or_create(dir, &spec(), &storage).await?;
+    let mut table = Table::open_or_create(dir, &spec(), &storage).await?;
     let mut rng = StdRng::seed_from_u64(7);
     let (mut next_event, mut duplicates) = (first, 0u64);
     let mut pending = Vec::new();
@@ -116,14 +116,16 @@ async fn generate(dir: &str, rows: u64, first: u64) -> anyhow::Result<()> {
                 }
             })
             .collect();
-        let mut writer = SourceWriter::new(dir, &table, &format!("file-{first}-{written}"))?;
+        let mut writer = table.writer(&format!("file-{first}-{written}"))?;
         for chunk in events.chunks(8192) {
             writer.write(batch(chunk)).await?;
         }
         pending.push(writer.finish().await?);
         written += len;
         if pending.len() as u64 == FILES_PER_COMMIT || written == rows {
-            commit_appends(dir, &mut table, std::mem::take(&mut pending), &Retry::default()).await?;
+            table
+                .commit_appends(std::mem::take(&mut pending), &Retry::default())
+                .await?;
         }
     }
     println!(
@@ -135,14 +137,14 @@ async fn generate(dir: &str, rows: u64, first: u64) -> anyhow::Result<()> {
 
 async fn run_compaction(dir: &str, memory_mb: u64) -> anyhow::Result<()> {
     let started = Instant::now();
-    let mut table = open_table(dir, &StorageConfig::default()).await?;
+    let mut table = Table::open(dir, &StorageConfig::default()).await?;
     let options = CompactOptions {
         dedup_key: Some("gameId+eventId".into()),
         dedup_memory: memory_mb << 20,
         grace: chrono::TimeDelta::zero(),
         ..CompactOptions::default()
     };
-    let report = compact(dir, &mut table, &options, &NoProgress).await?;
+    let report = table.compact(&options, &NoProgress).await?;
     let rows: u64 = report.bins.iter().map(|b| b.rows).sum();
     println!(
         "{dir}: {} files -> {}, {rows} rows kept, {} duplicates removed in {:.1} s, peak RSS {} MB",

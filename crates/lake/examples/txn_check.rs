@@ -16,7 +16,7 @@ use std::time::Instant;
 use arrow::array::{Date32Array, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
-use lake::{SourceWriter, StorageConfig, TableSpec, commit_sources, is_committed, open_or_create, open_table};
+use lake::{StorageConfig, Table, TableSpec};
 
 fn spec() -> TableSpec {
     let schema = Arc::new(Schema::new(vec![
@@ -49,14 +49,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ["build", dir, txns, commits] => {
             let (txns, commits): (usize, usize) = (txns.parse()?, commits.parse()?);
             let per_commit = txns.div_ceil(commits);
-            let mut table = open_or_create(dir, &spec(), &storage).await?;
+            let mut table = Table::open_or_create(dir, &spec(), &storage).await?;
             let started = Instant::now();
             for c in 0..commits {
                 let mut files = Vec::with_capacity(per_commit);
                 for i in c * per_commit..((c + 1) * per_commit).min(txns) {
                     let id = source(i);
                     if i == c * per_commit {
-                        let mut writer = SourceWriter::new(dir, &table, &id)?;
+                        let mut writer = table.writer(&id)?;
                         let batch = RecordBatch::try_new(
                             spec().schema,
                             vec![
@@ -70,7 +70,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         files.push(lake::SourceFiles::empty(&id));
                     }
                 }
-                commit_sources(dir, &mut table, files, &lake::Retry::default()).await?;
+                table.commit_sources(files, &lake::Retry::default()).await?;
             }
             println!(
                 "built {txns} txn ids in {commits} commits in {:.1} s",
@@ -79,17 +79,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         ["check", dir] => {
             let t0 = Instant::now();
-            let table = open_table(dir, &storage).await?;
+            let table = Table::open(dir, &storage).await?;
             let opened = t0.elapsed();
             let t1 = Instant::now();
-            let hit = is_committed(dir, &table, &source(12_345)).await?;
+            let hit = table.is_committed(&source(12_345)).await?;
             let hit_time = t1.elapsed();
             let t2 = Instant::now();
-            let miss = is_committed(dir, &table, "s3://raw-logs/access-logs/never-seen").await?;
+            let miss = table.is_committed("s3://raw-logs/access-logs/never-seen").await?;
             let miss_time = t2.elapsed();
             println!(
                 "version {:?}: open {:.0} ms, check of a present id {:.0} ms ({hit}), of an absent id {:.0} ms ({miss}), peak RSS {:.0} MB",
-                table.version(),
+                table.delta().version(),
                 opened.as_secs_f64() * 1e3,
                 hit_time.as_secs_f64() * 1e3,
                 miss_time.as_secs_f64() * 1e3,

@@ -9,6 +9,7 @@ use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use tracing::debug;
 
+pub(crate) use crate::commit::is_committed;
 use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit};
 use crate::error::LakeError;
 use crate::progress::{self, Advance};
@@ -36,19 +37,6 @@ pub struct AppendOutcome {
     pub post_commit_failed: bool,
 }
 
-/// Whether `source` was already written to `table` (its `txn` is there and has not expired).
-///
-/// Each call replays the `txn` actions of the log since the last checkpoint (and the checkpoint's),
-/// so check the sources of one invocation, not of a whole backfill, against one snapshot.
-pub async fn is_committed(uri: &str, table: &DeltaTable, source: &str) -> Result<bool, LakeError> {
-    let snapshot = table.snapshot().map_err(|e| LakeError::delta(uri, e))?;
-    let version = snapshot
-        .transaction_version(table.log_store().as_ref(), source)
-        .await
-        .map_err(|e| LakeError::delta(uri, e))?;
-    Ok(version.is_some())
-}
-
 /// Streams the rows of one source into data files of one table. Sources write files of their
 /// own, so a source that fails half way is dropped without touching the rows of the others.
 pub struct SourceWriter {
@@ -70,7 +58,7 @@ impl std::fmt::Debug for SourceWriter {
 
 impl SourceWriter {
     /// A writer of `source`'s rows into `table` (named `uri` in errors and logs).
-    pub fn new(uri: &str, table: &DeltaTable, source: &str) -> Result<Self, LakeError> {
+    pub(crate) fn new(uri: &str, table: &DeltaTable, source: &str) -> Result<Self, LakeError> {
         Ok(Self {
             uri: uri.to_owned(),
             source: source.to_owned(),
@@ -150,7 +138,7 @@ impl SourceFiles {
 /// sources makes it fail with [`LakeError::Conflict`]: nothing is written, and a retry skips the
 /// sources now in the table. The outcome is read from the log (see [`Retry`]): the files are
 /// deleted again only when no version carries the commit, never on [`LakeError::CommitUnknown`].
-pub async fn commit_sources(
+pub(crate) async fn commit_sources(
     uri: &str,
     table: &mut DeltaTable,
     sources: Vec<SourceFiles>,
@@ -164,7 +152,7 @@ pub async fn commit_sources(
 /// own identity (game events and their `eventId`), where duplicates are removed later and a `txn`
 /// per invocation would only grow the log. The commit itself still lands at most once, however
 /// the store fails. Failures behave as in [`commit_sources`].
-pub async fn commit_appends(
+pub(crate) async fn commit_appends(
     uri: &str,
     table: &mut DeltaTable,
     sources: Vec<SourceFiles>,
@@ -181,7 +169,7 @@ pub async fn commit_appends(
 /// The commit is refused with [`LakeError::Conflict`] (nothing written, files deleted) when
 /// another writer moved one of the streams since [`Advance::from`] was read; failures otherwise
 /// behave as in [`commit_sources`].
-pub async fn commit_appends_at(
+pub(crate) async fn commit_appends_at(
     uri: &str,
     table: &mut DeltaTable,
     sources: Vec<SourceFiles>,

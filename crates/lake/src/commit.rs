@@ -28,7 +28,6 @@ use rand::Rng as _;
 use serde_json::Value;
 use tracing::{debug, warn};
 
-use crate::append::is_committed;
 use crate::error::LakeError;
 use crate::progress::{self, Advance};
 
@@ -512,6 +511,19 @@ async fn find_commit(
             }
         }
     }
+}
+
+/// Whether `source` was already written to `table` (its `txn` is there and has not expired).
+///
+/// Each call replays the `txn` actions of the log since the last checkpoint (and the checkpoint's),
+/// so check the sources of one invocation, not of a whole backfill, against one snapshot.
+pub(crate) async fn is_committed(uri: &str, table: &DeltaTable, source: &str) -> Result<bool, LakeError> {
+    let snapshot = table.snapshot().map_err(|e| LakeError::delta(uri, e))?;
+    let version = snapshot
+        .transaction_version(table.log_store().as_ref(), source)
+        .await
+        .map_err(|e| LakeError::delta(uri, e))?;
+    Ok(version.is_some())
 }
 
 #[cfg(test)]

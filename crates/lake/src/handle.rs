@@ -1,5 +1,7 @@
 //! [`Table`]: one open table and everything lakelog's writers do with it.
 
+use std::collections::HashSet;
+
 use deltalake::DeltaTable;
 
 use crate::append::{
@@ -7,9 +9,14 @@ use crate::append::{
 };
 use crate::commit::Retry;
 use crate::error::LakeError;
+use crate::maintenance::{
+    self, CheckpointReport, CompactOptions, CompactProgress, CompactionPlan, CompactionReport, MaintenanceError,
+    VacuumOptions, VacuumReport,
+};
 use crate::progress::{self, Advance};
+use crate::sources;
 use crate::storage::StorageConfig;
-use crate::table::{TableSpec, open_or_create, open_table};
+use crate::table::{FileStats, TableSpec, file_stats, open_or_create, open_table};
 
 /// An open table at its location: the version loaded, brought up to date by [`Table::refresh`],
 /// and the writes of lakelog's pipelines (a writer per source, commits of sources or plain
@@ -117,8 +124,59 @@ impl Table {
             .to_vec())
     }
 
-    /// The delta-rs table, for what this handle does not do (maintenance, queries).
+    /// Active files, rows and bytes of the version loaded.
+    pub fn file_stats(&self) -> Result<FileStats, LakeError> {
+        file_stats(&self.delta).map_err(|e| LakeError::delta(&self.uri, e))
+    }
+
+    /// When, in milliseconds since the epoch, commits began whose `txn` ids are still certainly
+    /// known (see [`sources`]); `None` when ids never expire.
+    pub fn trusted_since_ms(&self, now_ms: i64) -> Result<Option<i64>, LakeError> {
+        sources::trusted_since_ms(&self.uri, &self.delta, now_ms)
+    }
+
+    /// The distinct values of the string column `column` in the active files whose rows were
+    /// first written before `before_ms` (see [`sources`]).
+    pub async fn column_values_in_files_before(
+        &self,
+        column: &str,
+        before_ms: i64,
+    ) -> Result<HashSet<String>, LakeError> {
+        sources::column_values_in_files_before(&self.uri, &self.delta, column, before_ms).await
+    }
+
+    /// Plans the compaction of the closed partitions, changing nothing (see [`maintenance`]).
+    pub fn plan_compaction(&self, options: &CompactOptions) -> Result<CompactionPlan, MaintenanceError> {
+        maintenance::plan_compaction(&self.uri, &self.delta, options)
+    }
+
+    /// Compacts the closed partitions, removing duplicate rows by `options.dedup_key`, bin by
+    /// bin (see [`maintenance`]).
+    pub async fn compact(
+        &mut self,
+        options: &CompactOptions,
+        progress: &dyn CompactProgress,
+    ) -> Result<CompactionReport, MaintenanceError> {
+        maintenance::compact(&self.uri, &mut self.delta, options, progress).await
+    }
+
+    /// Checkpoints the current version and, with `cleanup_logs`, deletes expired log files.
+    pub async fn checkpoint(&mut self, cleanup_logs: bool) -> Result<CheckpointReport, MaintenanceError> {
+        maintenance::checkpoint(&self.uri, &mut self.delta, cleanup_logs).await
+    }
+
+    /// Deletes data files removed longer ago than the retention (see [`maintenance`]).
+    pub async fn vacuum(&mut self, options: &VacuumOptions) -> Result<VacuumReport, MaintenanceError> {
+        maintenance::vacuum(&self.uri, &mut self.delta, options).await
+    }
+
+    /// The delta-rs table, for reading it (queries, statistics).
     pub fn delta(&self) -> &DeltaTable {
         &self.delta
+    }
+
+    /// The delta-rs table, for a query engine that takes it whole.
+    pub fn into_delta(self) -> DeltaTable {
+        self.delta
     }
 }

@@ -4,17 +4,18 @@
 //! Every writer of lakelog (the access-log and game-event Lambdas, the CLI's ingest and demo) goes
 //! through this crate, so the delivery guarantees of the design live in one place:
 //!
-//! * [`Table`] is an open table and what the pipelines do with it: refresh, check and write
-//!   sources, commit. The functions below are what it is made of.
-//! * [`open_or_create`] opens a table, creating it with the expected schema, partitioning and
-//!   properties when it is missing; many writers may race to create it, and all of them end up
-//!   with the one table that won.
-//! * [`SourceWriter`] streams the rows of one source (for example a raw log object) into data files
-//!   of its own, and [`commit_sources`] commits the files of many sources with one Delta `txn`
-//!   action per source in a single commit. A source whose `txn` is already in the table
-//!   ([`is_committed`]) is skipped, and a concurrent writer that commits the same source first
-//!   makes the commit fail with [`LakeError::Conflict`] instead of writing it twice.
-//!   [`commit_appends`] commits files without a `txn`, for rows that carry their own identity.
+//! * [`Table`] is the way in: an open table and what the pipelines do with it. It opens a table,
+//!   creating it with the expected schema, partitioning and properties when it is missing (many
+//!   writers may race to create it, and all of them end up with the one table that won); gives a
+//!   [`SourceWriter`] per source (for example a raw log object), which streams the rows into data
+//!   files of its own; and commits the files of many sources with one Delta `txn` action per
+//!   source in a single commit ([`Table::commit_sources`]). A source whose `txn` is already in the
+//!   table ([`Table::is_committed`]) is skipped, and a concurrent writer that commits the same
+//!   source first makes the commit fail with [`LakeError::Conflict`] instead of writing it twice.
+//!   [`Table::commit_appends`] commits files without a `txn`, for rows that carry their own
+//!   identity, and [`Table::commit_appends_at`] with the positions of the streams they came from.
+//!   Its maintenance ([`Table::compact`], [`Table::checkpoint`], [`Table::vacuum`]) is described in
+//!   [`maintenance`].
 //! * Commits rely on S3 conditional writes (put-if-absent): no lock table, no unsafe rename.
 //!   A commit's outcome is read from the log, never guessed from an error: each commit carries an
 //!   id of its own, and after any error the version the try wrote is read back. Commits are
@@ -39,17 +40,21 @@ pub mod sources;
 mod storage;
 mod table;
 
-pub use append::{
-    AppendOutcome, SourceFiles, SourceWriter, commit_appends, commit_appends_at, commit_sources, is_committed,
-    now_micros,
-};
+pub use append::{AppendOutcome, SourceFiles, SourceWriter, now_micros};
 pub use commit::{COMMIT_ID_KEY, Retry};
 pub use error::LakeError;
 pub use folder::Folder;
 pub use handle::Table;
 pub use progress::Advance;
 pub use storage::{StorageConfig, table_url};
-pub use table::{FileStats, TableSpec, file_stats, open_or_create, open_table};
+pub use table::{FileStats, TableSpec};
+// The functions `Table` is made of, for the crate's own modules and tests.
+pub(crate) use table::open_table;
+#[cfg(test)]
+pub(crate) use {
+    append::commit_sources,
+    table::{file_stats, open_or_create},
+};
 
 // The table type the functions above open, for callers that read or inspect it.
 pub use deltalake::DeltaTable;

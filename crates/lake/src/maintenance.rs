@@ -62,8 +62,9 @@ use crate::storage::{StorageConfig, table_url};
 
 pub use crate::maintenance_compact::{
     BinOutcome, CompactOptions, CompactProgress, CompactionPlan, CompactionReport, DEDUP_TAG, DEFAULT_DEDUP_MEMORY,
-    NoProgress, PartitionPlan, WRITTEN_SINCE_TAG, compact, plan_compaction,
+    NoProgress, PartitionPlan, WRITTEN_SINCE_TAG,
 };
+pub(crate) use crate::maintenance_compact::{compact, plan_compaction};
 
 /// The shortest VACUUM retention accepted without `force`: files removed less than 7 days ago
 /// may still be read by running queries and by time travel.
@@ -175,7 +176,7 @@ pub struct CheckpointReport {
 /// version, then, with `cleanup_logs`, deletes expired log files (older than the table's
 /// `delta.logRetentionDuration` and older than a checkpoint, so every version within the retention
 /// can still be loaded).
-pub async fn checkpoint(
+pub(crate) async fn checkpoint(
     uri: &str,
     table: &mut DeltaTable,
     cleanup_logs: bool,
@@ -261,7 +262,7 @@ pub struct VacuumReport {
 /// Deletes data files that were removed from the table longer ago than the retention, and with
 /// `full` unreferenced files older than it. A retention below [`MIN_VACUUM_RETENTION`] is refused
 /// unless `force` is set.
-pub async fn vacuum(
+pub(crate) async fn vacuum(
     uri: &str,
     table: &mut DeltaTable,
     options: &VacuumOptions,

@@ -275,7 +275,7 @@ impl CompactProgress for NoProgress {}
 
 /// Plans the compaction of `table` (named `uri` in errors): its closed partitions with work,
 /// newest first, each with its bins.
-pub fn plan_compaction(
+pub(crate) fn plan_compaction(
     uri: &str,
     table: &DeltaTable,
     options: &CompactOptions,
@@ -451,7 +451,7 @@ fn has_dedup_tag(view: &LogicalFileView, key: &str) -> bool {
 
 /// Compacts the closed partitions of `table` (named `uri` in errors and logs), newest first, bin
 /// by bin, until the plan is done or `options.stop_at` passes. Each bin is one commit.
-pub async fn compact(
+pub(crate) async fn compact(
     uri: &str,
     table: &mut DeltaTable,
     options: &CompactOptions,

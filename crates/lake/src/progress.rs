@@ -105,7 +105,7 @@ pub(crate) fn transactions(
 }
 
 /// The position of `stream` in `table`'s loaded version; `None` when no commit recorded one.
-pub async fn position(uri: &str, table: &DeltaTable, stream: &str) -> Result<Option<String>, LakeError> {
+pub(crate) async fn position(uri: &str, table: &DeltaTable, stream: &str) -> Result<Option<String>, LakeError> {
     let snapshot = table.snapshot().map_err(|e| LakeError::delta(uri, e))?;
     let log_store = table.log_store();
     let Some(length) = snapshot

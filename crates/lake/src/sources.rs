@@ -27,14 +27,14 @@ pub const RETENTION_MARGIN: Duration = Duration::from_secs(86_400);
 
 /// The table's `txn` retention (`delta.setTransactionRetentionDuration`); `None` when the table
 /// keeps `txn` ids for ever.
-pub fn transaction_retention(uri: &str, table: &DeltaTable) -> Result<Option<Duration>, LakeError> {
+pub(crate) fn transaction_retention(uri: &str, table: &DeltaTable) -> Result<Option<Duration>, LakeError> {
     let snapshot = table.snapshot().map_err(|e| LakeError::delta(uri, e))?;
     Ok(snapshot.table_config().set_transaction_retention_duration)
 }
 
 /// When, in milliseconds since the epoch, commits began whose `txn` ids are still certainly
 /// known: everything committed before may have lost its id. `None` when ids never expire.
-pub fn trusted_since_ms(uri: &str, table: &DeltaTable, now_ms: i64) -> Result<Option<i64>, LakeError> {
+pub(crate) fn trusted_since_ms(uri: &str, table: &DeltaTable, now_ms: i64) -> Result<Option<i64>, LakeError> {
     Ok(transaction_retention(uri, table)?.map(|retention| {
         let untrusted = retention.saturating_sub(RETENTION_MARGIN);
         now_ms - i64::try_from(untrusted.as_millis()).unwrap_or(i64::MAX)
@@ -45,7 +45,7 @@ pub fn trusted_since_ms(uri: &str, table: &DeltaTable, now_ms: i64) -> Result<Op
 /// were first written before `added_before_ms` (milliseconds since the epoch): files added
 /// before it, and files compaction wrote later from such files (by their
 /// [`WRITTEN_SINCE_TAG`](crate::maintenance::WRITTEN_SINCE_TAG), not their new modification time).
-pub async fn column_values_in_files_before(
+pub(crate) async fn column_values_in_files_before(
     uri: &str,
     table: &DeltaTable,
     column: &str,

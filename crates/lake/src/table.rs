@@ -51,13 +51,13 @@ impl TableSpec {
     }
 
     /// The Delta (kernel) schema of this spec.
-    pub fn delta_schema(&self) -> Result<StructType, DeltaTableError> {
+    pub(crate) fn delta_schema(&self) -> Result<StructType, DeltaTableError> {
         Ok(self.schema.as_ref().try_into_kernel()?)
     }
 }
 
 /// Opens the table at `location`, which must exist.
-pub async fn open_table(location: &str, storage: &StorageConfig) -> Result<DeltaTable, LakeError> {
+pub(crate) async fn open_table(location: &str, storage: &StorageConfig) -> Result<DeltaTable, LakeError> {
     let url = table_url(location)?;
     let options = storage.options_for(&url);
     DeltaTableBuilder::from_url(url)
@@ -73,7 +73,7 @@ pub async fn open_table(location: &str, storage: &StorageConfig) -> Result<Delta
 ///
 /// Many writers may call this at once on a missing table: the first commit of version 0 wins
 /// (S3 conditional write), and every other writer then opens the table that won.
-pub async fn open_or_create(
+pub(crate) async fn open_or_create(
     location: &str,
     spec: &TableSpec,
     storage: &StorageConfig,
@@ -187,7 +187,7 @@ pub struct FileStats {
 }
 
 /// Counts the active files, rows and bytes of the table's loaded version.
-pub fn file_stats(table: &DeltaTable) -> Result<FileStats, DeltaTableError> {
+pub(crate) fn file_stats(table: &DeltaTable) -> Result<FileStats, DeltaTableError> {
     let mut stats = FileStats::default();
     for file in table.snapshot()?.log_data().iter() {
         stats.files += 1;

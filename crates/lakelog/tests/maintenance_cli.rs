@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use lake::{StorageConfig, file_stats, open_table};
+use lake::{StorageConfig, Table};
 
 fn lakelog(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_lakelog")).args(args).output().unwrap();
@@ -16,7 +16,13 @@ fn lakelog(args: &[&str]) -> (bool, String, String) {
 
 fn stats(uri: &str) -> lake::FileStats {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime.block_on(async { file_stats(&open_table(uri, &StorageConfig::default()).await.unwrap()).unwrap() })
+    runtime.block_on(async {
+        Table::open(uri, &StorageConfig::default())
+            .await
+            .unwrap()
+            .file_stats()
+            .unwrap()
+    })
 }
 
 #[test]

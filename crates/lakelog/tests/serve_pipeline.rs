@@ -11,8 +11,8 @@ mod common;
 fn rows(table: &str) -> u64 {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        match lake::open_table(table, &StorageConfig::default()).await {
-            Ok(t) => lake::file_stats(&t).map(|s| s.rows).unwrap_or(0),
+        match lake::Table::open(table, &StorageConfig::default()).await {
+            Ok(t) => t.file_stats().map(|s| s.rows).unwrap_or(0),
             Err(_) => 0,
         }
     })
@@ -126,7 +126,8 @@ fn the_live_page_shows_the_events_as_they_land() {
     }
     assert!(landed > 0);
 
-    // The same page now counts them, with a bar for their hour.
+    // The same page now counts them, with a bar for their minute (a range this short is charted
+    // per minute).
     let after = rendered(&page_url);
     let events: u64 = figure(&after, "Events").replace(',', "").parse().unwrap();
     assert_eq!(events, landed, "each committed event counted once");
@@ -135,7 +136,7 @@ fn the_live_page_shows_the_events_as_they_land() {
         "no new bars"
     );
     assert!(
-        after.contains("Events per hour") && after.contains("Daily active users"),
+        after.contains("Events per minute (UTC)") && after.contains("Daily active users"),
         "{after}"
     );
     drop(server);

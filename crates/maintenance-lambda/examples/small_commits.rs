@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use chrono::{Duration, TimeZone, Utc};
 use game_events::batch::{GameEventsBatchBuilder, Lineage, game_events_schema};
 use game_events::synth::{Synth, SynthConfig};
-use lake::{SourceWriter, StorageConfig, TableSpec, commit_appends, open_or_create};
+use lake::{StorageConfig, Table, TableSpec};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -37,7 +37,7 @@ async fn main() -> ExitCode {
 async fn build(uri: &str, commits: u64, per_commit: u64, days: u64) -> Result<u64, Box<dyn std::error::Error>> {
     let spec = TableSpec::new("game_events", game_events_schema(), &["eventDate"]);
     let storage = StorageConfig::from_env();
-    let mut table = open_or_create(uri, &spec, &storage).await?;
+    let mut table = Table::open_or_create(uri, &spec, &storage).await?;
     let mut synth = Synth::new(SynthConfig::default());
     let start = Utc.with_ymd_and_hms(2024, 6, 1, 0, 0, 0).single().ok_or("start time")?;
     let span = Duration::days(days as i64);
@@ -67,9 +67,11 @@ async fn build(uri: &str, commits: u64, per_commit: u64, days: u64) -> Result<u6
         }
         let batch = builder.finish()?;
         rows += batch.num_rows() as u64;
-        let mut writer = SourceWriter::new(uri, &table, &format!("batch-{commit}"))?;
+        let mut writer = table.writer(&format!("batch-{commit}"))?;
         writer.write(batch).await?;
-        commit_appends(uri, &mut table, vec![writer.finish().await?], &lake::Retry::default()).await?;
+        table
+            .commit_appends(vec![writer.finish().await?], &lake::Retry::default())
+            .await?;
         previous = events;
     }
     Ok(rows)

@@ -5,7 +5,7 @@ mod common;
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use common::table;
-use lake::{StorageConfig, file_stats, open_table};
+use lake::{StorageConfig, Table};
 use lambda_runtime::{Context, LambdaEvent};
 use maintenance_lambda::{Config, HandlerError, Maintainer, handle};
 
@@ -26,7 +26,11 @@ fn context() -> Context {
 }
 
 async fn stats(uri: &str) -> lake::FileStats {
-    file_stats(&open_table(uri, &StorageConfig::default()).await.unwrap()).unwrap()
+    Table::open(uri, &StorageConfig::default())
+        .await
+        .unwrap()
+        .file_stats()
+        .unwrap()
 }
 
 fn maintainer(tables: &str) -> Maintainer {

@@ -64,12 +64,13 @@ impl ReportSession {
         };
         let mut schemas: Vec<Arc<Schema>> = Vec::with_capacity(uris.len());
         for (i, uri) in uris.iter().enumerate() {
-            let table = lake::open_table(uri, storage)
+            let table = lake::Table::open(uri, storage)
                 .await
                 .map_err(|source| ReportError::Open {
                     uri: uri.clone(),
                     source,
-                })?;
+                })?
+                .into_delta();
             let register = |message: String| ReportError::Register {
                 uri: uri.clone(),
                 message,

@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use clap::Args;
 use lake::StorageConfig;
-use lake::maintenance::checkpoint;
 
 /// Arguments of `lakelog checkpoint`.
 #[derive(Debug, Args)]
@@ -26,9 +25,9 @@ pub fn run(args: &CheckpointArgs) -> anyhow::Result<ExitCode> {
     let runtime = super::runtime()?;
     runtime.block_on(async {
         let storage = StorageConfig::from_env();
-        let mut table = lake::open_table(&args.table, &storage).await?;
+        let mut table = lake::Table::open(&args.table, &storage).await?;
         let spinner = super::spinner(args.quiet, format!("checkpoint {}", args.table));
-        let report = checkpoint(&args.table, &mut table, !args.no_cleanup).await;
+        let report = table.checkpoint(!args.no_cleanup).await;
         spinner.finish_and_clear();
         let report = report?;
         println!(

@@ -8,7 +8,7 @@ use chrono::TimeDelta;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use lake::StorageConfig;
-use lake::maintenance::{BinOutcome, CompactOptions, CompactProgress, CompactionPlan, compact};
+use lake::maintenance::{BinOutcome, CompactOptions, CompactProgress, CompactionPlan};
 
 /// Arguments of `lakelog optimize`.
 #[derive(Debug, Args)]
@@ -74,7 +74,7 @@ pub fn run(args: &OptimizeArgs) -> anyhow::Result<ExitCode> {
 
 async fn optimize(args: &OptimizeArgs) -> anyhow::Result<ExitCode> {
     let storage = StorageConfig::from_env();
-    let mut table = lake::open_table(&args.table, &storage).await?;
+    let mut table = lake::Table::open(&args.table, &storage).await?;
     let options = CompactOptions {
         target_file_size: args.target_file_mb << 20,
         grace: TimeDelta::hours(i64::from(args.grace_hours)),
@@ -85,7 +85,7 @@ async fn optimize(args: &OptimizeArgs) -> anyhow::Result<ExitCode> {
         ..CompactOptions::default()
     };
     if args.dry_run {
-        let plan = lake::maintenance::plan_compaction(&args.table, &table, &options)?;
+        let plan = table.plan_compaction(&options)?;
         for partition in &plan.partitions {
             println!(
                 "{}: {} files, {:.1} MB in {} bins",
@@ -117,7 +117,7 @@ async fn optimize(args: &OptimizeArgs) -> anyhow::Result<ExitCode> {
     );
     let started = Instant::now();
     let progress = Bar(bar);
-    let report = compact(&args.table, &mut table, &options, &progress).await?;
+    let report = table.compact(&options, &progress).await?;
     progress.0.finish_and_clear();
     println!(
         "compacted {} of {} partitions: {} -> {} files ({} commits, {} files rewritten, {:.1} MB), {} duplicate rows removed, in {:.1} s",

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use chrono::TimeDelta;
 use clap::Args;
 use lake::StorageConfig;
-use lake::maintenance::{VacuumOptions, vacuum};
+use lake::maintenance::VacuumOptions;
 
 /// Arguments of `lakelog vacuum`.
 #[derive(Debug, Args)]
@@ -37,7 +37,7 @@ pub fn run(args: &VacuumArgs) -> anyhow::Result<ExitCode> {
     let runtime = super::runtime()?;
     runtime.block_on(async {
         let storage = StorageConfig::from_env();
-        let mut table = lake::open_table(&args.table, &storage).await?;
+        let mut table = lake::Table::open(&args.table, &storage).await?;
         let spinner = super::spinner(args.quiet, format!("vacuum {}", args.table));
         let options = VacuumOptions {
             retention: TimeDelta::hours(i64::from(args.retention_hours)),
@@ -45,7 +45,7 @@ pub fn run(args: &VacuumArgs) -> anyhow::Result<ExitCode> {
             dry_run: args.dry_run,
             full: !args.lite,
         };
-        let report = vacuum(&args.table, &mut table, &options).await;
+        let report = table.vacuum(&options).await;
         spinner.finish_and_clear();
         let report = report?;
         if report.dry_run {

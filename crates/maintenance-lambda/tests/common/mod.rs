@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use arrow::array::{Date32Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
-use lake::{SourceWriter, StorageConfig, TableSpec, commit_sources, open_or_create};
+use lake::{StorageConfig, Table, TableSpec};
 
 /// The day of every row: long closed, so compaction takes it.
 const DAY: i32 = 19_000;
@@ -20,7 +20,9 @@ fn spec(partition: &str) -> TableSpec {
 /// A table of `commits` small commits of `ids`, all in one closed day.
 pub async fn table(uri: &str, partition: &str, commits: usize, ids: &[&str]) {
     let spec = spec(partition);
-    let mut table = open_or_create(uri, &spec, &StorageConfig::default()).await.unwrap();
+    let mut table = Table::open_or_create(uri, &spec, &StorageConfig::default())
+        .await
+        .unwrap();
     for commit in 0..commits {
         let batch = RecordBatch::try_new(
             spec.schema.clone(),
@@ -30,10 +32,11 @@ pub async fn table(uri: &str, partition: &str, commits: usize, ids: &[&str]) {
             ],
         )
         .unwrap();
-        let mut writer = SourceWriter::new(uri, &table, &format!("source-{commit}")).unwrap();
+        let mut writer = table.writer(&format!("source-{commit}")).unwrap();
         writer.write(batch).await.unwrap();
         let files = writer.finish().await.unwrap();
-        commit_sources(uri, &mut table, vec![files], &lake::Retry::default())
+        table
+            .commit_sources(vec![files], &lake::Retry::default())
             .await
             .unwrap();
     }
