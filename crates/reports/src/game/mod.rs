@@ -250,7 +250,12 @@ pub async fn game_report_with(
     let result = async {
         let within = range.filter("day", "t");
         let kpis = kpis(session, range).await?;
-        let minutes = if kpis.0.events_per_hour.len() <= MINUTE_CHART_HOURS {
+        let hours = &kpis.0.events_per_hour;
+        let span = match (hours.first(), hours.last()) {
+            (Some(first), Some(last)) => (last.window_start - first.window_start).num_hours() + 1,
+            _ => 0,
+        };
+        let minutes = if span <= MINUTE_CHART_HOURS as i64 {
             per_minute(session, &within).await?
         } else {
             Vec::new()
