@@ -529,7 +529,7 @@ fn emitted_metric_names() -> std::collections::BTreeSet<String> {
         "crates/access-log-lambda/src/metrics.rs",
         "crates/game-api-lambda/src/metrics.rs",
         "crates/game-sink-lambda/src/metrics.rs",
-        "crates/maintenance-lambda/src/handler.rs",
+        "crates/maintenance-lambda/src/metrics.rs",
     ] {
         let code = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
         names.extend(put.captures_iter(&code).map(|c| c[1].to_owned()));
