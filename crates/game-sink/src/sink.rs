@@ -628,6 +628,35 @@ impl Sink {
         Ok(Replayed::Committed(outcome.rows))
     }
 
+    /// Hands `records` to [`Sink::process`] as Lambda's Kinesis event source does with
+    /// ReportBatchItemFailures: what was not committed is delivered again from its first
+    /// uncommitted record, up to `deliveries` deliveries in all, waiting `wait(n)` before the
+    /// `n`-th repeat (1, 2, ...). Returns the reports added up and the records still not committed
+    /// (none when the whole batch is in).
+    pub async fn process_until_committed<'r>(
+        &self,
+        records: &'r [KinesisEventRecord],
+        retry: &Retry,
+        deliveries: u32,
+        wait: impl Fn(u32) -> std::time::Duration,
+    ) -> (BatchReport, &'r [KinesisEventRecord]) {
+        let mut total = BatchReport::default();
+        let mut rest = records;
+        for delivery in 1..=deliveries.max(1) {
+            if delivery > 1 {
+                tokio::time::sleep(wait(delivery - 1)).await;
+            }
+            let report = self.process(rest, retry).await;
+            let redeliver = report.redeliver_from(rest);
+            total.add(report);
+            match redeliver {
+                None => return (total, &[]),
+                Some(from) => rest = &rest[from..],
+            }
+        }
+        (total, rest)
+    }
+
     /// Writes the records of one batch (in their shard's order): events in one commit to
     /// `game_events`, then the records that can never be rows in one commit to the rejects table.
     /// Each commit records how far each shard is in its table, and each table writes only the

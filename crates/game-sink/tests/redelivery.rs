@@ -149,3 +149,21 @@ async fn two_instances_handed_the_same_batch_write_it_once() {
     assert_eq!(rows(&rejects).await, rejects_in(&batch));
     drop(dir);
 }
+
+#[tokio::test]
+async fn delivered_until_committed_a_batch_is_in_once_and_nothing_is_handed_back() {
+    let (_dir, sink, events, rejects) = sink().await;
+    let batch = records(0, 0, 40);
+    let no_wait = |_| std::time::Duration::ZERO;
+    let (report, rest) = sink
+        .process_until_committed(&batch, &Retry::default(), 3, no_wait)
+        .await;
+    assert!(rest.is_empty(), "{report:?}");
+    assert_eq!((report.rows, report.rejected as u64), (36, 4));
+    let (again, rest) = sink
+        .process_until_committed(&batch, &Retry::default(), 3, no_wait)
+        .await;
+    assert!(rest.is_empty());
+    assert_eq!((again.rows, again.already_committed), (0, 40));
+    assert_eq!((rows(&events).await, rows(&rejects).await), (36, 4));
+}

@@ -476,29 +476,21 @@ async fn drain(
 /// is delivered again, a few times.
 async fn deliver(
     sink: &game_sink::Sink,
-    mut batch: Vec<aws_lambda_events::kinesis::KinesisEventRecord>,
+    batch: Vec<aws_lambda_events::kinesis::KinesisEventRecord>,
 ) -> anyhow::Result<game_sink::BatchReport> {
-    let mut total = game_sink::BatchReport::default();
-    for attempt in 1..=5 {
-        let report = sink.process(&batch, &lake::Retry::default()).await;
-        let redeliver = report.redeliver_from(&batch);
-        total.add(report);
-        let Some(from) = redeliver else {
-            return Ok(total);
-        };
-        batch.drain(..from);
-        tracing::warn!(
-            attempt,
-            records = batch.len(),
-            "a batch was not committed; delivering it again"
+    let (report, rest) = sink
+        .process_until_committed(&batch, &lake::Retry::default(), 5, |n| {
+            Duration::from_millis(200 * u64::from(n))
+        })
+        .await;
+    if !rest.is_empty() {
+        bail!(
+            "{} records could not be committed to {} after 5 deliveries",
+            rest.len(),
+            sink.events_uri()
         );
-        tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
     }
-    bail!(
-        "{} records could not be committed to {} after 5 attempts",
-        batch.len(),
-        sink.events_uri()
-    )
+    Ok(report)
 }
 
 /// The `message` of an API answer's JSON body.

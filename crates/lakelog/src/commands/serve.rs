@@ -182,28 +182,26 @@ async fn consume(stream: Arc<LocalStream>, sink: game_sink::Sink, stop: Arc<Atom
             }
             taken += pending.len() as u64;
         }
-        let report = sink.process(&pending, &lake::Retry::default()).await;
+        let (report, rest) = sink
+            .process_until_committed(&pending, &lake::Retry::default(), 1, |_| Duration::ZERO)
+            .await;
         rows += report.rows;
-        match report.redeliver_from(&pending) {
-            None => {
-                pending.clear();
-                failures = 0;
-            }
-            Some(_) if stop.load(Ordering::Acquire) && failures >= ATTEMPTS_WHEN_STOPPING => {
-                eprintln!(
-                    "lakelog serve: error: {} records of the stream could not be committed to {}; the stream \
-                     had acknowledged them, so they are lost to this table",
-                    pending.len(),
-                    sink.events_uri()
-                );
-                break;
-            }
-            Some(from) => {
-                failures += 1;
-                pending.drain(..from);
-                eprintln!("lakelog serve: a batch was not committed; retrying in a second");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
+        if rest.is_empty() {
+            pending.clear();
+            failures = 0;
+        } else if stop.load(Ordering::Acquire) && failures >= ATTEMPTS_WHEN_STOPPING {
+            eprintln!(
+                "lakelog serve: error: {} records of the stream could not be committed to {}; the stream \
+                 had acknowledged them, so they are lost to this table",
+                rest.len(),
+                sink.events_uri()
+            );
+            break;
+        } else {
+            failures += 1;
+            pending = rest.to_vec();
+            eprintln!("lakelog serve: a batch was not committed; retrying in a second");
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
     (taken, rows)
