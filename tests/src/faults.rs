@@ -160,13 +160,13 @@ impl FaultRates {
     }
 
     /// These rates, with the targets the delivery guarantees hinge on faulted more often: a
-    /// seventh of commits, a fifth of checkpoints and a twentieth of log reads and LISTs each meet
+    /// seventh of commits, half of checkpoints and a twentieth of log reads and LISTs each meet
     /// each kind of fault. None of them when `self` faults nothing.
     pub fn stressing_the_log(mut self) -> Self {
         if self.any() {
             self.target_rates = vec![
                 (Target::Commit, 0.15),
-                (Target::Checkpoint, 0.2),
+                (Target::Checkpoint, 0.5),
                 (Target::LogRead, 0.05),
                 (Target::List, 0.05),
             ];
