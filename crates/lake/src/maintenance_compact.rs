@@ -523,7 +523,8 @@ pub(crate) async fn compact(
     Ok(report)
 }
 
-fn past(stop_at: Option<Instant>) -> bool {
+/// Whether the deadline `stop_at` (if any) has passed.
+pub(crate) fn past(stop_at: Option<Instant>) -> bool {
     stop_at.is_some_and(|at| Instant::now() >= at)
 }
 

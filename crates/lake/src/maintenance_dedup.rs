@@ -30,7 +30,7 @@ use object_store::path::Path;
 use tracing::debug;
 
 use crate::maintenance::MaintenanceError;
-use crate::maintenance_compact::StoreFile;
+use crate::maintenance_compact::{StoreFile, past};
 
 /// Rows per batch read from a file's key columns.
 const BATCH_ROWS: usize = 8192;
@@ -261,10 +261,6 @@ fn entries_within(memory: u64) -> u64 {
         slots.next_power_of_two() / 2
     };
     slots / 8 * 7
-}
-
-fn past(stop_at: Option<Instant>) -> bool {
-    stop_at.is_some_and(|at| Instant::now() >= at)
 }
 
 /// Reads the key columns of files.
