@@ -21,6 +21,7 @@ use aws_lambda_events::encodings::Body;
 use aws_lambda_events::http::{HeaderMap, HeaderValue, header};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
+use game_events::json::write_str;
 use game_events::{BodyError, MAX_RECORD_BYTES, parse_body};
 use serde::Serialize;
 use serde_json::json;
@@ -358,54 +359,35 @@ pub fn delivery_response(prepared: &Prepared, delivery: &Delivery, config: &ApiC
 /// `errorCode` and `errorMessage` when it failed. Written field by field, as serde would write the
 /// same structure, without a serialiser call per field.
 fn delivery_body(message: &str, written: usize, failed: usize, event_ids: &[Uuid], outcomes: &[Outcome]) -> String {
-    let mut out = String::with_capacity(128 + event_ids.len() * 160);
-    out.push_str("{\"message\":");
-    json_str(&mut out, message);
-    out.push_str(&format!(",\"written\":{written},\"failed\":{failed},\"results\":["));
+    let mut out = Vec::with_capacity(128 + event_ids.len() * 160);
+    out.extend_from_slice(b"{\"message\":");
+    write_str(&mut out, message);
+    out.extend_from_slice(format!(",\"written\":{written},\"failed\":{failed},\"results\":[").as_bytes());
     for (index, (id, outcome)) in event_ids.iter().zip(outcomes).enumerate() {
         if index > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        out.push_str("{\"eventId\":\"");
-        out.push_str(id.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
+        out.extend_from_slice(b"{\"eventId\":\"");
+        out.extend_from_slice(id.hyphenated().encode_lower(&mut Uuid::encode_buffer()).as_bytes());
         match outcome {
             Outcome::Written(written) => {
-                out.push_str("\",\"status\":\"written\",\"shardId\":");
-                json_str(&mut out, &written.shard_id);
-                out.push_str(",\"sequenceNumber\":");
-                json_str(&mut out, &written.sequence_number);
+                out.extend_from_slice(b"\",\"status\":\"written\",\"shardId\":");
+                write_str(&mut out, &written.shard_id);
+                out.extend_from_slice(b",\"sequenceNumber\":");
+                write_str(&mut out, &written.sequence_number);
             }
             Outcome::Failed(failure) => {
-                out.push_str("\",\"status\":\"failed\",\"errorCode\":");
-                json_str(&mut out, &failure.code);
-                out.push_str(",\"errorMessage\":");
-                json_str(&mut out, &failure.message);
+                out.extend_from_slice(b"\",\"status\":\"failed\",\"errorCode\":");
+                write_str(&mut out, &failure.code);
+                out.extend_from_slice(b",\"errorMessage\":");
+                write_str(&mut out, &failure.message);
             }
         }
-        out.push('}');
+        out.push(b'}');
     }
-    out.push_str("]}");
-    out
-}
-
-/// Appends `text` as a JSON string: as it is when no character of it needs escaping (shard ids and
-/// sequence numbers never do), else escaped by serde_json.
-fn json_str(out: &mut String, text: &str) {
-    // Every byte is looked at (no early exit), which lets the compiler check many at once.
-    let needs_escape = text
-        .bytes()
-        .fold(false, |found, b| found | (b < 0x20) | (b == b'"') | (b == b'\\'));
-    if !needs_escape {
-        out.push('"');
-        out.push_str(text);
-        out.push('"');
-    } else {
-        match serde_json::to_string(text) {
-            Ok(quoted) => out.push_str(&quoted),
-            // Never: a string always serialises.
-            Err(_) => out.push_str("\"\""),
-        }
-    }
+    out.extend_from_slice(b"]}");
+    // Every piece written is UTF-8: the text given and serde_json's escapes.
+    String::from_utf8(out).unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned())
 }
 
 #[cfg(test)]

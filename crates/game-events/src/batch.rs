@@ -7,15 +7,15 @@
 use std::sync::{Arc, LazyLock};
 
 use arrow::array::{
-    ArrayBuilder, ArrayRef, BinaryBuilder, Date32Builder, Float64Builder, Int32Builder, StringBuilder, StructBuilder,
-    TimestampMicrosecondBuilder,
+    ArrayBuilder, ArrayRef, BinaryBuilder, Date32Builder, StringBuilder, StructBuilder, TimestampMicrosecondBuilder,
 };
-use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use chrono::{DateTime, Utc};
 
-use crate::event::{GAME_ID, StampedEvent};
+use crate::event::{EventParams, GAME_ID, StampedEvent};
+use crate::params::arrow_fields;
 
 /// `eventDate`: the table's partition column, the UTC date of `eventTime`.
 pub const EVENT_DATE: &str = "eventDate";
@@ -39,27 +39,13 @@ fn timestamp() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
 }
 
-/// The fields of the `eventParams` struct column.
-fn param_fields() -> Fields {
-    Fields::from(vec![
-        Field::new("game_keyword", DataType::Utf8, true),
-        Field::new("app_name", DataType::Utf8, true),
-        Field::new("scoreAdjustment", DataType::Int32, true),
-        Field::new("platform", DataType::Utf8, true),
-        Field::new("app_version", DataType::Utf8, true),
-        Field::new("device_id", DataType::Utf8, true),
-        Field::new("client_event_time", timestamp(), true),
-        Field::new("amount", DataType::Float64, true),
-    ])
-}
-
 static GAME_EVENTS_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     Arc::new(Schema::new(vec![
         Field::new("eventId", DataType::Utf8, false),
         Field::new("eventName", DataType::Utf8, false),
         Field::new("eventTime", timestamp(), false),
         Field::new(EVENT_DATE, DataType::Date32, false),
-        Field::new("eventParams", DataType::Struct(param_fields()), true),
+        Field::new("eventParams", DataType::Struct(arrow_fields()), true),
         Field::new("shardId", DataType::Utf8, false),
         Field::new("sequenceNumber", DataType::Utf8, false),
         Field::new("approximateArrivalTime", timestamp(), true),
@@ -144,7 +130,7 @@ impl GameEventsBatchBuilder {
             event_name: StringBuilder::with_capacity(rows, rows * 16),
             event_time: TimestampMicrosecondBuilder::with_capacity(rows),
             event_date: Date32Builder::with_capacity(rows),
-            event_params: StructBuilder::from_fields(param_fields(), rows),
+            event_params: StructBuilder::from_fields(arrow_fields(), rows),
             shard_id: StringBuilder::with_capacity(rows, rows * 20),
             sequence_number: StringBuilder::with_capacity(rows, rows * 56),
             arrival: TimestampMicrosecondBuilder::with_capacity(rows),
@@ -191,36 +177,9 @@ impl GameEventsBatchBuilder {
     }
 
     fn append_params(&mut self, event: &StampedEvent) {
-        let params = event.event_params.as_ref();
-        let client_time = match params.map(|p| p.client_time()) {
-            Some(Ok(time)) => time,
-            Some(Err(_)) => {
-                self.unreadable_client_times += 1;
-                None
-            }
-            None => None,
-        };
-        let b = &mut self.event_params;
-        let string = |b: &mut StructBuilder, i: usize, v: Option<&str>| {
-            if let Some(field) = b.field_builder::<StringBuilder>(i) {
-                field.append_option(v);
-            }
-        };
-        string(b, 0, params.and_then(|p| p.game_keyword.as_deref()));
-        string(b, 1, params.and_then(|p| p.app_name.as_deref()));
-        if let Some(field) = b.field_builder::<Int32Builder>(2) {
-            field.append_option(params.and_then(|p| p.score_adjustment));
+        if !EventParams::append_arrow(event.event_params.as_ref(), &mut self.event_params) {
+            self.unreadable_client_times += 1;
         }
-        string(b, 3, params.and_then(|p| p.platform.as_deref()));
-        string(b, 4, params.and_then(|p| p.app_version.as_deref()));
-        string(b, 5, params.and_then(|p| p.device_id.as_deref()));
-        if let Some(field) = b.field_builder::<TimestampMicrosecondBuilder>(6) {
-            field.append_option(client_time.map(|t| t.timestamp_micros()));
-        }
-        if let Some(field) = b.field_builder::<Float64Builder>(7) {
-            field.append_option(params.and_then(|p| p.amount));
-        }
-        b.append(params.is_some());
     }
 
     /// The rows appended so far as a batch; the builder is empty again.

@@ -12,13 +12,14 @@
 use std::borrow::Cow;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::event::{EventParams, GameEvent};
+use crate::event::GameEvent;
+use crate::json::{write_json, write_str};
 use crate::keys::KeyIndex;
+use crate::params::BorrowedParams;
 use crate::time::whole_second;
 
 /// A field the model does not read: its name and its JSON text as sent.
@@ -64,7 +65,7 @@ impl<'a> RawFields<'a> {
     }
 
     /// The fields as a `serde_json::Map`; `None` if a text no longer reads as a `Value`.
-    fn into_map(self) -> Option<Map<String, Value>> {
+    pub(crate) fn into_map(self) -> Option<Map<String, Value>> {
         self.first
             .into_iter()
             .chain(self.more)
@@ -87,20 +88,6 @@ pub struct BorrowedEvent<'a> {
     /// The event's text in the body when the record may hold it as it is: the same fields and
     /// values as the record writes field by field (see `fast::Span`).
     pub(crate) raw: Option<&'a str>,
-}
-
-/// `eventParams` of a [`BorrowedEvent`].
-#[derive(Debug, Clone, Default)]
-pub(crate) struct BorrowedParams<'a> {
-    pub(crate) game_keyword: Option<Cow<'a, str>>,
-    pub(crate) app_name: Option<Cow<'a, str>>,
-    pub(crate) score_adjustment: Option<i32>,
-    pub(crate) platform: Option<Cow<'a, str>>,
-    pub(crate) app_version: Option<Cow<'a, str>>,
-    pub(crate) device_id: Option<Cow<'a, str>>,
-    pub(crate) client_event_time: Option<Cow<'a, str>>,
-    pub(crate) amount: Option<f64>,
-    pub(crate) extra: RawFields<'a>,
 }
 
 impl BorrowedEvent<'_> {
@@ -176,7 +163,7 @@ impl BorrowedEvent<'_> {
         }
         // The keys of `StampedEvent`, quoted, as constant pieces of text.
         out.extend_from_slice(b"{\"eventName\":");
-        write_str(out, &self.name)?;
+        write_str(out, &self.name);
         out.extend_from_slice(b",\"eventTime\":");
         write_json(out, &whole_second(time).timestamp())?;
         out.extend_from_slice(b",\"eventId\":\"");
@@ -198,53 +185,14 @@ impl BorrowedEvent<'_> {
     }
 }
 
-impl BorrowedParams<'_> {
-    fn into_owned(self) -> Option<EventParams> {
-        Some(EventParams {
-            game_keyword: self.game_keyword.map(Cow::into_owned),
-            app_name: self.app_name.map(Cow::into_owned),
-            score_adjustment: self.score_adjustment,
-            platform: self.platform.map(Cow::into_owned),
-            app_version: self.app_version.map(Cow::into_owned),
-            device_id: self.device_id.map(Cow::into_owned),
-            client_event_time: self.client_event_time.map(Cow::into_owned),
-            amount: self.amount,
-            extra: self.extra.into_map()?,
-        })
-    }
-
-    /// Appends the parameters' JSON object, the fields in the order [`EventParams`] serialises
-    /// them.
-    fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        let mut object = Object::start(out);
-        object.string("\"game_keyword\":", &self.game_keyword)?;
-        object.string("\"app_name\":", &self.app_name)?;
-        if let Some(score) = self.score_adjustment {
-            object.key("\"scoreAdjustment\":");
-            write_json(object.out, &score)?;
-        }
-        object.string("\"platform\":", &self.platform)?;
-        object.string("\"app_version\":", &self.app_version)?;
-        object.string("\"device_id\":", &self.device_id)?;
-        object.string("\"client_event_time\":", &self.client_event_time)?;
-        if let Some(amount) = self.amount {
-            object.key("\"amount\":");
-            write_json(object.out, &amount)?;
-        }
-        object.raw_fields(&self.extra)?;
-        object.end();
-        Ok(())
-    }
-}
-
 /// A JSON object being appended to a buffer.
-struct Object<'o> {
-    out: &'o mut Vec<u8>,
+pub(crate) struct Object<'o> {
+    pub(crate) out: &'o mut Vec<u8>,
     empty: bool,
 }
 
 impl<'o> Object<'o> {
-    fn start(out: &'o mut Vec<u8>) -> Self {
+    pub(crate) fn start(out: &'o mut Vec<u8>) -> Self {
         out.push(b'{');
         Self { out, empty: true }
     }
@@ -257,56 +205,23 @@ impl<'o> Object<'o> {
 
     /// One of the model's keys, given quoted and with its colon (`"amount":`): they need no
     /// escaping.
-    fn key(&mut self, quoted_key: &str) {
+    pub(crate) fn key(&mut self, quoted_key: &str) {
         self.separate();
         self.out.extend_from_slice(quoted_key.as_bytes());
     }
 
-    /// A string field of the model (its key as for [`Object::key`]), left out when absent.
-    fn string(&mut self, quoted_key: &str, value: &Option<Cow<'_, str>>) -> serde_json::Result<()> {
-        if let Some(value) = value {
-            self.key(quoted_key);
-            write_str(self.out, value)?;
-        }
-        Ok(())
-    }
-
     /// Fields the model does not read, as sent.
-    fn raw_fields(&mut self, fields: &RawFields<'_>) -> serde_json::Result<()> {
+    pub(crate) fn raw_fields(&mut self, fields: &RawFields<'_>) -> serde_json::Result<()> {
         for (name, value) in fields.iter() {
             self.separate();
-            write_str(self.out, name)?;
+            write_str(self.out, name);
             self.out.push(b':');
             self.out.extend_from_slice(value.get().as_bytes());
         }
         Ok(())
     }
 
-    fn end(self) {
+    pub(crate) fn end(self) {
         self.out.push(b'}');
     }
-}
-
-/// Appends `text` as a JSON string. Text borrowed from the body had no escapes there, and a JSON
-/// string without escapes holds no character that needs one (no quote, backslash or control
-/// character), so it is copied as it is; any other text is escaped as serde_json escapes it.
-#[allow(
-    clippy::ptr_arg,
-    reason = "whether the text is borrowed is what tells that it needs no escaping"
-)]
-fn write_str(out: &mut Vec<u8>, text: &Cow<'_, str>) -> serde_json::Result<()> {
-    match text {
-        Cow::Borrowed(text) => {
-            out.push(b'"');
-            out.extend_from_slice(text.as_bytes());
-            out.push(b'"');
-            Ok(())
-        }
-        Cow::Owned(text) => write_json(out, text),
-    }
-}
-
-/// Appends `value` as serde_json writes it.
-fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> serde_json::Result<()> {
-    value.serialize(&mut serde_json::Serializer::new(out))
 }

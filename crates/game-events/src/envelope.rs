@@ -320,9 +320,9 @@ mod tests {
             ),
             (
                 b"{\"body\": {\"eventName\": \"x\", \"eventTime\": 1, \"eventParams\": {\"scoreAdjustment\": \"3\", \"client_event_time\": \"soon\"}}}",
-                "body.eventParams.client_event_time: expected a date and time like 2024-06-01T12:00:00Z or \
-                 2024-06-01 12:00:00.123, found \"soon\"; body.eventParams.scoreAdjustment: expected a whole number \
-                 from -2147483648 to 2147483647, found a string (\"3\")",
+                "body.eventParams.scoreAdjustment: expected a whole number from -2147483648 to 2147483647, found \
+                 a string (\"3\"); body.eventParams.client_event_time: expected a date and time like \
+                 2024-06-01T12:00:00Z or 2024-06-01 12:00:00.123, found \"soon\"",
             ),
         ];
         for (data, want) in cases {

@@ -7,7 +7,8 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::error::FieldProblem;
-use crate::time::{TimeError, epoch_seconds, parse_client_time};
+pub use crate::params::{EventParams, PARAM_FIELDS};
+use crate::time::epoch_seconds;
 
 /// `eventName`.
 pub const EVENT_NAME: &str = "eventName";
@@ -77,123 +78,6 @@ pub struct StampedEvent {
     /// Every other top-level field, as the client sent it.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
-}
-
-/// `eventParams`: the seed's parameters, typed, and any other parameter as sent.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct EventParams {
-    /// The game mode or keyword, e.g. `league`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub game_keyword: Option<String>,
-    /// The game's name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub app_name: Option<String>,
-    /// Points won or lost.
-    #[serde(rename = "scoreAdjustment", default, skip_serializing_if = "Option::is_none")]
-    pub score_adjustment: Option<i32>,
-    /// `ios`, `android`...
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub platform: Option<String>,
-    /// The client's version.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub app_version: Option<String>,
-    /// The device (or player); daily active users count these.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device_id: Option<String>,
-    /// The client's clock when the event happened, as it sent it; see [`EventParams::client_time`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_event_time: Option<String>,
-    /// The price of a purchase.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub amount: Option<f64>,
-    /// Every other parameter, as sent.
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
-
-/// Names of the parameters the model reads itself (none of them is ever in `extra`).
-pub const PARAM_FIELDS: [&str; 8] = [
-    "game_keyword",
-    "app_name",
-    "scoreAdjustment",
-    "platform",
-    "app_version",
-    "device_id",
-    "client_event_time",
-    "amount",
-];
-
-impl EventParams {
-    /// `client_event_time` as an instant (see [`parse_client_time`] for the formats); `None` when
-    /// the client sent none.
-    pub fn client_time(&self) -> Result<Option<DateTime<Utc>>, TimeError> {
-        self.client_event_time.as_deref().map(parse_client_time).transpose()
-    }
-
-    /// Reads parameters from a JSON value, recording every problem (field names prefixed with
-    /// `eventParams.`) instead of stopping at the first.
-    pub(crate) fn from_value(value: Value, problems: &mut Vec<FieldProblem>) -> Option<Self> {
-        let mut map = match value {
-            Value::Null => return None,
-            Value::Object(map) => map,
-            other => {
-                problems.push(FieldProblem::expected(EVENT_PARAMS, "an object", &other));
-                return None;
-            }
-        };
-        let mut string = |name: &'static str, path: &'static str| match map.remove(name) {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s),
-            Some(other) => {
-                problems.push(FieldProblem::expected(path, "a string", &other));
-                None
-            }
-        };
-        let game_keyword = string("game_keyword", "eventParams.game_keyword");
-        let app_name = string("app_name", "eventParams.app_name");
-        let platform = string("platform", "eventParams.platform");
-        let app_version = string("app_version", "eventParams.app_version");
-        let device_id = string("device_id", "eventParams.device_id");
-        let client_event_time = string("client_event_time", "eventParams.client_event_time");
-        if let Some(text) = &client_event_time
-            && let Err(err) = parse_client_time(text)
-        {
-            problems.push(FieldProblem::new("eventParams.client_event_time", err.to_string()));
-        }
-        let score_adjustment = match map.remove("scoreAdjustment") {
-            None | Some(Value::Null) => None,
-            Some(Value::Number(n)) if n.as_i64().and_then(|n| i32::try_from(n).ok()).is_some() => {
-                n.as_i64().and_then(|n| i32::try_from(n).ok())
-            }
-            Some(other) => {
-                problems.push(FieldProblem::expected(
-                    "eventParams.scoreAdjustment",
-                    "a whole number from -2147483648 to 2147483647",
-                    &other,
-                ));
-                None
-            }
-        };
-        let amount = match map.remove("amount") {
-            None | Some(Value::Null) => None,
-            Some(Value::Number(n)) => n.as_f64().filter(|f| f.is_finite()),
-            Some(other) => {
-                problems.push(FieldProblem::expected("eventParams.amount", "a number", &other));
-                None
-            }
-        };
-        Some(Self {
-            game_keyword,
-            app_name,
-            score_adjustment,
-            platform,
-            app_version,
-            device_id,
-            client_event_time,
-            amount,
-            extra: map,
-        })
-    }
 }
 
 impl GameEvent {
@@ -400,10 +284,10 @@ mod tests {
             vec![
                 "eventName: expected a string, found a number (7)",
                 "eventId: expected a UUID (or no eventId: the server assigns one), found a string (\"not-a-uuid\")",
+                "eventParams.scoreAdjustment: expected a whole number from -2147483648 to 2147483647, found a number (1.5)",
                 "eventParams.platform: expected a string, found an array",
                 "eventParams.device_id: expected a string, found a number (12)",
                 "eventParams.client_event_time: expected a date and time like 2024-06-01T12:00:00Z or 2024-06-01 12:00:00.123, found \"yesterday\"",
-                "eventParams.scoreAdjustment: expected a whole number from -2147483648 to 2147483647, found a number (1.5)",
                 "eventParams.amount: expected a number, found a string (\"4.99\")",
             ]
         );

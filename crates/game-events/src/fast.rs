@@ -10,12 +10,12 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::borrowed::{BorrowedEvent, BorrowedParams};
+use crate::borrowed::BorrowedEvent;
 use crate::event::{
     EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, EVENTS, GAME_ID, MAX_EVENTS_PER_REQUEST, PURCHASE_EVENT,
 };
 use crate::keys::KeyIndex;
-use crate::time::parse_client_time;
+use crate::params::BorrowedParams;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
@@ -70,7 +70,7 @@ impl<'de> Deserialize<'de> for Text<'de> {
 }
 
 /// A string field: `null` is absent.
-fn text<'de, A: MapAccess<'de>>(map: &mut A) -> Result<Option<Cow<'de, str>>, A::Error> {
+pub(crate) fn text<'de, A: MapAccess<'de>>(map: &mut A) -> Result<Option<Cow<'de, str>>, A::Error> {
     Ok(map.next_value::<Option<Text<'de>>>()?.map(|t| t.0))
 }
 
@@ -271,9 +271,9 @@ impl<'a, 'de> EventFields<'a, 'de> {
 /// writes otherwise (a `null` that the record leaves out, a field given twice, the client's
 /// eventId or eventTime, a number the record writes in another form) and every value's end was
 /// seen (strings with escapes are read into new strings, which say nothing of where they were).
-struct Span<'de> {
+pub(crate) struct Span<'de> {
     body: &'de str,
-    copyable: bool,
+    pub(crate) copyable: bool,
     /// Whether a key was read.
     started: bool,
     /// Where the first key starts, after its quote.
@@ -281,7 +281,7 @@ struct Span<'de> {
     /// Where the last value read ends.
     last_end: Option<usize>,
     /// The model's keys seen so far, one bit each.
-    known: u16,
+    known: u64,
 }
 
 impl<'de> Span<'de> {
@@ -320,7 +320,7 @@ impl<'de> Span<'de> {
     }
 
     /// The model's key number `bit`: a second one is a field given twice.
-    fn known(&mut self, bit: u16) {
+    pub(crate) fn known(&mut self, bit: u32) {
         if self.known & (1 << bit) != 0 {
             self.copyable = false;
         }
@@ -333,7 +333,7 @@ impl<'de> Span<'de> {
     }
 
     /// A string value read: it ends with the quote after its text, if it was borrowed.
-    fn text(&mut self, value: &Option<Cow<'de, str>>) {
+    pub(crate) fn text(&mut self, value: &Option<Cow<'de, str>>) {
         let end = match value {
             Some(Cow::Borrowed(text)) => self
                 .offset(text)
@@ -351,7 +351,7 @@ impl<'de> Span<'de> {
         self.end_at(end);
     }
 
-    fn raw(&mut self, value: &'de RawValue) {
+    pub(crate) fn raw(&mut self, value: &'de RawValue) {
         let end = self.offset(value.get()).map(|at| at + value.get().len());
         self.end_at(end);
     }
@@ -405,61 +405,20 @@ impl<'de> Visitor<'de> for ParamsSeed<'_, 'de> {
         let mut span = Span::new(self.body);
         while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
             span.key(&key);
-            let string = match &*key {
-                "game_keyword" => Some((0, &mut p.game_keyword)),
-                "app_name" => Some((1, &mut p.app_name)),
-                "platform" => Some((2, &mut p.platform)),
-                "app_version" => Some((3, &mut p.app_version)),
-                "device_id" => Some((4, &mut p.device_id)),
-                "client_event_time" => Some((5, &mut p.client_event_time)),
-                _ => None,
-            };
-            if let Some((bit, field)) = string {
-                span.known(bit);
-                *field = text(&mut map)?;
-                span.text(field);
-                continue;
-            }
-            match &*key {
-                // Numbers are read from their text, which the record keeps when it is the one
-                // serde_json writes for the number.
-                "scoreAdjustment" => {
-                    span.known(6);
-                    let raw: &RawValue = map.next_value()?;
-                    p.score_adjustment = serde_json::from_str(raw.get()).map_err(de::Error::custom)?;
-                    span.raw(raw);
-                    // A number read as an `i32` is a whole number without sign, fraction or
-                    // exponent to spare (serde_json reads `-0`, `1.0` and `1e2` as floats), which
-                    // is how serde_json writes it back; `null` the record leaves out.
-                    span.copyable &= p.score_adjustment.is_some();
-                }
-                "amount" => {
-                    span.known(7);
-                    let raw: &RawValue = map.next_value()?;
-                    p.amount = serde_json::from_str(raw.get()).map_err(de::Error::custom)?;
-                    span.raw(raw);
-                    span.copyable &= p.amount.is_some_and(|n| written_as(n, raw.get()));
-                }
-                _ => {
-                    let value = map.next_value_seed(Unread { depth: self.depth })?;
-                    span.raw(value);
-                    if p.extra.set(key, value) {
-                        span.copyable = false;
-                    }
+            if !p.read_typed(&key, &mut map, &mut span)? {
+                let value = map.next_value_seed(Unread { depth: self.depth })?;
+                span.raw(value);
+                if p.extra.set(key, value) {
+                    span.copyable = false;
                 }
             }
-        }
-        if let Some(text) = &p.client_event_time
-            && parse_client_time(text).is_err()
-        {
-            return Err(de::Error::custom("client_event_time"));
         }
         Ok(span.finish().map(|(_, end)| end))
     }
 }
 
 /// Whether serde_json writes `n` as `text`.
-fn written_as(n: f64, text: &str) -> bool {
+pub(crate) fn written_as(n: f64, text: &str) -> bool {
     let mut buffer = std::io::Cursor::new([0u8; 40]);
     if serde_json::to_writer(&mut buffer, &n).is_err() {
         return false;

@@ -38,8 +38,10 @@ mod envelope;
 mod error;
 mod event;
 mod fast;
+pub mod json;
 mod keys;
 mod limits;
+mod params;
 #[cfg(feature = "synth")]
 pub mod synth;
 pub mod time;
