@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use arrow::datatypes::SchemaRef;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalake::kernel::transaction::CommitProperties;
-use deltalake::kernel::{StructField, StructType};
+use deltalake::kernel::{DataType as DeltaDataType, StructField, StructType};
 use deltalake::operations::create::CreateBuilder;
 use deltalake::protocol::SaveMode;
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
@@ -220,6 +220,9 @@ fn check_schema(location: &str, table: &DeltaTable, spec: &TableSpec) -> Result<
         match actual.field(field.name()) {
             None if field.is_nullable() => missing.push(field.clone()),
             None => return Err(mismatch(format!("column {} is missing", field.name()))),
+            // A struct column whose spec has new nullable fields at its end (a new typed event
+            // parameter): Delta adds them by merging the column's type.
+            Some(found) if grows_into(found.data_type(), field.data_type()) => missing.push(field.clone()),
             Some(found) if found.data_type() != field.data_type() => {
                 return Err(mismatch(format!(
                     "column {} is {:?}, expected {:?}",
@@ -232,6 +235,32 @@ fn check_schema(location: &str, table: &DeltaTable, spec: &TableSpec) -> Result<
         }
     }
     Ok(missing)
+}
+
+/// Whether `expected` is `found` with new nullable fields after its own, in a struct at any
+/// depth: what [`add_columns`] can add to rows that were written without them.
+fn grows_into(found: &DeltaDataType, expected: &DeltaDataType) -> bool {
+    let (DeltaDataType::Struct(found), DeltaDataType::Struct(expected)) = (found, expected) else {
+        return false;
+    };
+    let found_count = found.fields().count();
+    if found_count > expected.fields().count() {
+        return false;
+    }
+    let mut grew = false;
+    for (f, e) in found.fields().zip(expected.fields()) {
+        if f.name() != e.name() || f.is_nullable() != e.is_nullable() {
+            return false;
+        }
+        if f.data_type() != e.data_type() {
+            if !grows_into(f.data_type(), e.data_type()) {
+                return false;
+            }
+            grew = true;
+        }
+    }
+    let added: Vec<&StructField> = expected.fields().skip(found_count).collect();
+    (grew || !added.is_empty()) && added.iter().all(|f| f.is_nullable())
 }
 
 #[cfg(test)]
@@ -317,6 +346,56 @@ pub(crate) mod tests {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("column required is missing"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn new_nullable_fields_of_a_struct_column_are_added() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = dir.path().join("t");
+        let location = location.to_str().unwrap();
+        let with_params = |params: Vec<Field>| {
+            let mut spec = spec();
+            let mut fields: Vec<Field> = spec.schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+            fields.push(Field::new("params", DataType::Struct(params.into()), true));
+            spec.schema = Arc::new(Schema::new(fields));
+            spec
+        };
+        let older = vec![Field::new("device_id", DataType::Utf8, true)];
+        open_or_create(location, &with_params(older.clone()), &StorageConfig::default())
+            .await
+            .unwrap();
+        // A new parameter, last in the struct, as a release that types one more adds it.
+        let mut newer = older.clone();
+        newer.push(Field::new("session_id", DataType::Utf8, true));
+        let table = open_or_create(location, &with_params(newer.clone()), &StorageConfig::default())
+            .await
+            .unwrap();
+        assert_eq!(table.version(), Some(1));
+        let schema = table.snapshot().unwrap().schema();
+        let DeltaDataType::Struct(params) = schema.field("params").unwrap().data_type() else {
+            panic!("params is a struct");
+        };
+        let names: Vec<&String> = params.fields().map(StructField::name).collect();
+        assert_eq!(names, ["device_id", "session_id"]);
+        // Opened again, nothing more is added.
+        let again = open_or_create(location, &with_params(newer.clone()), &StorageConfig::default())
+            .await
+            .unwrap();
+        assert_eq!(again.version(), Some(1));
+        // What cannot be added to old rows is refused: a new field that may not be null, or one
+        // placed before the fields the table has.
+        let mut required = newer.clone();
+        required.push(Field::new("level", DataType::Int32, false));
+        let err = open_or_create(location, &with_params(required), &StorageConfig::default())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("column params is"), "{err}");
+        let mut reordered = newer;
+        reordered.insert(0, Field::new("level", DataType::Int32, true));
+        let err = open_or_create(location, &with_params(reordered), &StorageConfig::default())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("column params is"), "{err}");
     }
 
     #[tokio::test]
