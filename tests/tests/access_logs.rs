@@ -12,10 +12,10 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{Event, NotificationConfiguration, QueueConfiguration};
 use aws_sdk_sqs::types::QueueAttributeName;
 use emf::DEFAULT_NAMESPACE as NAMESPACE;
+use fixtures::log_lines::{SynthConfig, corpus};
 use lake::StorageConfig;
 use lakelog_tests::{StandIn, duckdb};
 use lambda_runtime::{Context, LambdaEvent};
-use s3_access_log::synth::{SynthConfig, corpus};
 use s3_access_log::{AccessLogRecord, parse_lines};
 
 /// A raw-logs bucket notifying a queue, a lake bucket, and the ingestor of one Lambda instance.

@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use access_log_ingest::{Ingestor, NoProgress, ObjectReader, TableTemplate};
 use aws_sdk_s3::primitives::ByteStream;
 use chrono::NaiveDate;
+use fixtures::workload::{self, LAKE_BUCKET, WEB_BUCKET};
 use lake::StorageConfig;
 use lakelog_reports::TimeRange;
 use lakelog_reports::access::{AGE_BUCKETS, AccessOptions, AccessReport, AgeHistogram, PriceTable};
 use lakelog_tests::{StandIn, athena_query, duckdb};
-use s3_access_log::workload::{self, LAKE_BUCKET, WEB_BUCKET};
 use serde_json::Value;
 
 /// The table the template's access-pattern queries read.
@@ -510,8 +510,8 @@ fn the_saved_queries_group_and_date_keys_as_the_report_does() {
 /// keys) is the one read from a local copy of that bucket; a missing manifest is a clear error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inventory_on_s3_reads_as_its_local_copy_does() {
+    use fixtures::workload::inventory::{InventoryFormat, write};
     use lakelog_reports::access::{DatasetRule, Inventory};
-    use s3_access_log::workload::inventory::{InventoryFormat, write};
 
     let standin = StandIn::connect().await.unwrap();
     let lake = workload::lake::generate(NaiveDate::from_ymd_opt(2024, 3, 1).unwrap(), 6, 9);

@@ -15,14 +15,14 @@ use aws_lambda_events::encodings::SecondTimestamp;
 use aws_lambda_events::event::kinesis::{KinesisEventRecord, KinesisRecord};
 use aws_sdk_s3::primitives::ByteStream;
 use chrono::{TimeZone, Utc};
+use fixtures::game::{Synth, SynthConfig as GameSynthConfig};
+use fixtures::log_lines::{SynthConfig, corpus};
 use game_events::Envelope;
-use game_events::synth::{Synth, SynthConfig as GameSynthConfig};
 use game_sink::{Config, Sink};
 use lake::maintenance::{BinOutcome, CompactOptions, CompactProgress};
 use lake::{Retry, StorageConfig};
 use lakelog_tests::faults::{FaultCounts, FaultProxy, FaultRates, Target};
 use lakelog_tests::{StandIn, duckdb};
-use s3_access_log::synth::{SynthConfig, corpus};
 use s3_access_log::{AccessLogRecord, parse_lines};
 
 /// The suite's rate of each kind of fault, unless `LAKELOG_FAULT_RATE` says otherwise.

@@ -6,8 +6,8 @@ use std::io::Write;
 use std::path::Path;
 
 use access_log_ingest::{IngestError, Ingestor, NoProgress, ObjectReader, ObjectRef, TableTemplate};
+use fixtures::log_lines::{SynthConfig, corpus};
 use lake::{StorageConfig, Table};
-use s3_access_log::synth::{SynthConfig, corpus};
 use s3_access_log::{AccessLogRecord, parse_lines};
 
 fn ingestor(lake: &Path) -> Ingestor {

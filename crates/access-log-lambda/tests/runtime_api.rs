@@ -8,11 +8,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use aws_sdk_s3::primitives::ByteStream;
+use fixtures::log_lines::{SynthConfig, corpus};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use lakelog_tests::runtime_api::{Answer, Function};
 use lakelog_tests::{StandIn, duckdb};
-use s3_access_log::synth::{SynthConfig, corpus};
 use serde_json::{Value, json};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_access-log-lambda");

@@ -389,7 +389,7 @@ fn ids_in(records: &[KinesisEventRecord]) -> Vec<String> {
 }
 
 fn synth_batch(n: usize, seed: u64) -> String {
-    let mut synth = game_events::synth::Synth::new(game_events::synth::SynthConfig {
+    let mut synth = fixtures::game::Synth::new(fixtures::game::SynthConfig {
         seed,
         ..Default::default()
     });

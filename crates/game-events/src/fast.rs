@@ -754,10 +754,9 @@ mod tests {
         }
     }
 
-    #[cfg(feature = "synth")]
     #[test]
     fn both_paths_agree_on_generated_events() {
-        use crate::synth::{Synth, SynthConfig};
+        use fixtures::game::{Synth, SynthConfig};
         let time = chrono::DateTime::from_timestamp(1_717_243_200, 0).unwrap();
         for (seed, event_ids) in [(1, true), (2, false)] {
             let mut synth = Synth::new(SynthConfig {

@@ -42,8 +42,6 @@ pub mod json;
 mod keys;
 mod limits;
 mod params;
-#[cfg(feature = "synth")]
-pub mod synth;
 pub mod time;
 
 pub use body::{BodyEvent, parse_body};

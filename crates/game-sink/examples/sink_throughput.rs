@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use aws_lambda_events::encodings::SecondTimestamp;
 use aws_lambda_events::event::kinesis::{KinesisEventRecord, KinesisRecord};
 use chrono::{TimeZone, Utc};
+use fixtures::game::{Synth, SynthConfig};
 use game_events::Envelope;
-use game_events::synth::{Synth, SynthConfig};
 use game_sink::{Config, Sink};
 use lake::StorageConfig;
 

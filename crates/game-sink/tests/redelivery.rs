@@ -5,8 +5,8 @@
 use aws_lambda_events::event::kinesis::KinesisEventRecord;
 use aws_lambda_events::kinesis::KinesisRecord;
 use chrono::{TimeZone, Utc};
+use fixtures::game::{Synth, SynthConfig};
 use game_events::Envelope;
-use game_events::synth::{Synth, SynthConfig};
 use game_sink::{BatchReport, Config, Sink};
 use lake::{Retry, StorageConfig};
 

@@ -9,9 +9,9 @@ use access_log_ingest::{Ingestor, NoProgress, ObjectReader, TableTemplate};
 use aws_sdk_glue::types::DatabaseInput;
 use aws_sdk_s3::primitives::ByteStream;
 use catalog::Catalog;
+use fixtures::log_lines::{SynthConfig, corpus};
 use lake::StorageConfig;
 use lakelog_tests::{StandIn, unique_name};
-use s3_access_log::synth::{SynthConfig, corpus};
 
 async fn database(glue: &aws_sdk_glue::Client) -> String {
     let name = unique_name("lake").replace('-', "_").to_lowercase();

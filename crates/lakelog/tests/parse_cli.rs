@@ -3,9 +3,9 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+use fixtures::log_lines::{SynthConfig, corpus};
 use flate2::Compression;
 use flate2::write::GzEncoder;
-use s3_access_log::synth::{SynthConfig, corpus};
 
 fn lakelog() -> Command {
     Command::new(env!("CARGO_BIN_EXE_lakelog"))

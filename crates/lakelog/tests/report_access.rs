@@ -1,12 +1,12 @@
 //! `lakelog report access` on a workload whose figures are known by construction: the generated
-//! data lake of `s3_access_log::workload` (see its documentation for every request),
+//! data lake of `fixtures::workload` (see its documentation for every request),
 //! ingested with `lakelog ingest`, reported with `lakelog report access`.
 
 use std::path::Path;
 use std::process::Command;
 
-use s3_access_log::workload::inventory::{self, InventoryFormat, InventoryObject};
-use s3_access_log::workload::{
+use fixtures::workload::inventory::{self, InventoryFormat, InventoryObject};
+use fixtures::workload::{
     self, CLICKS_PART_BYTES, EXPORT_BYTES, LAKE_BUCKET, LOGO_BYTES, MODEL_BYTES, OLD_MODEL_BYTES, RAW_BYTES,
     SNAPSHOT_BYTES, WEB_BUCKET, requester,
 };
@@ -503,7 +503,7 @@ fn ranges_rules_prices_text_and_errors() {
 /// rule.
 #[test]
 fn old_data_read_regularly_goes_to_intelligent_tiering_with_its_archive_tier() {
-    use s3_access_log::workload::TICKS_PART_BYTES;
+    use fixtures::workload::TICKS_PART_BYTES;
     let dir = tempfile::tempdir().unwrap();
     let start = chrono::NaiveDate::from_ymd_opt(2024, 6, 1).unwrap();
     let generated = workload::backtest(start, 30);

@@ -6,7 +6,7 @@ use std::process::Command;
 use aws_lambda_events::encodings::SecondTimestamp;
 use aws_lambda_events::event::kinesis::{KinesisEventRecord, KinesisRecord};
 use chrono::{DateTime, TimeZone, Utc};
-use game_events::synth::season::{Season, SeasonConfig};
+use fixtures::game::season::{Season, SeasonConfig};
 use game_events::{Envelope, GameEvent, StampedEvent};
 use game_sink::{Config, Sink};
 use lake::StorageConfig;

@@ -9,8 +9,8 @@
 use std::process::ExitCode;
 
 use chrono::{Duration, TimeZone, Utc};
+use fixtures::game::{Synth, SynthConfig};
 use game_events::batch::{GameEventsBatchBuilder, Lineage, game_events_schema};
-use game_events::synth::{Synth, SynthConfig};
 use lake::{StorageConfig, Table, TableSpec};
 
 #[tokio::main]

@@ -355,7 +355,7 @@ mod tests {
     /// with the rows the parser gives per bucket.
     async fn tables(lake: &std::path::Path) -> (Vec<String>, String, Vec<(String, i64)>) {
         use access_log_ingest::{Ingestor, NoProgress, ObjectReader, ObjectRef, TableTemplate};
-        use s3_access_log::synth::{SynthConfig, corpus};
+        use fixtures::log_lines::{SynthConfig, corpus};
 
         let raw = lake.join("raw");
         std::fs::create_dir_all(&raw).unwrap();

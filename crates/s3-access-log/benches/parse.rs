@@ -1,14 +1,14 @@
 //! Throughput of the access-log parser into Arrow batches, against the regex of Athena's documented
 //! `CREATE TABLE` for S3 server access logs.
 //!
-//! Run with `cargo bench -p s3-access-log --features synth --bench parse`.
+//! Run with `cargo bench -p s3-access-log --bench parse`.
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use fixtures::log_lines::{SynthConfig, corpus};
 use regex::bytes::Regex;
-use s3_access_log::synth::{SynthConfig, corpus};
 use s3_access_log::{AccessLogBatchBuilder, RejectsBatchBuilder, parse_lines};
 
 /// The corpus size: every era and quirk mixed, a few malformed lines.

@@ -4,7 +4,7 @@
 //! `arrow` benchmark does).
 //!
 //! ```sh
-//! cargo build --profile bench -p s3-access-log --features synth --example profile_parse
+//! cargo build --profile bench -p s3-access-log --example profile_parse
 //! valgrind --tool=callgrind --toggle-collect='profile_parse::run' \
 //!     target/release/examples/profile_parse arrow 5 1
 //! ```
@@ -15,7 +15,7 @@ use std::hint::black_box;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use s3_access_log::synth::{SynthConfig, corpus};
+use fixtures::log_lines::{SynthConfig, corpus};
 use s3_access_log::{
     AccessLogBatchBuilder, AccessLogRecord, Fields, Lines, RejectsBatchBuilder, is_blank, parse_lines,
 };

@@ -29,12 +29,8 @@ mod field;
 mod lines;
 mod record;
 pub mod render;
-#[cfg(feature = "synth")]
-pub mod synth;
 mod time;
 mod tokenizer;
-#[cfg(feature = "synth")]
-pub mod workload;
 
 pub use batch::{
     AccessLogBatchBuilder, PARTITION_COLUMN, RejectsBatchBuilder, UTC, access_logs_schema, rejects_schema,

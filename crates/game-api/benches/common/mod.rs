@@ -3,8 +3,8 @@
 
 use aws_lambda_events::apigw::ApiGatewayProxyRequest;
 use chrono::{DateTime, Utc};
+use fixtures::game::{Synth, SynthConfig};
 use game_api::{Game, Games};
-use game_events::synth::{Synth, SynthConfig};
 use serde_json::json;
 
 /// Events per request.

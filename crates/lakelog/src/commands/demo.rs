@@ -25,20 +25,20 @@ use aws_lambda_events::apigw::ApiGatewayProxyRequest;
 use aws_lambda_events::encodings::Body;
 use chrono::{DateTime, Days, NaiveDate, TimeDelta, Utc};
 use clap::Args;
+use fixtures::game::season::{Season, SeasonConfig};
 use game_api::{ApiConfig, Game, Games, LocalStream, respond};
 use game_events::GameEvent;
-use game_events::synth::season::{Season, SeasonConfig};
 use lake::StorageConfig;
 use lake::maintenance::{
     CompactOptions, MaintenanceOptions, NoProgress, TableReport, VacuumOptions, discover_tables, maintain,
 };
 use serde_json::{Value, json};
 
+use fixtures::workload::inventory::{self, InventoryFormat};
+use fixtures::workload::{self, MIN_DAYS};
 use lakelog_reports::access::{AccessOptions, Inventory, PriceTable};
 use lakelog_reports::game::{BOOKINGS_CURRENCY, game_report};
 use lakelog_reports::{ReportDir, ReportSession, TimeRange};
-use s3_access_log::workload::inventory::{self, InventoryFormat};
-use s3_access_log::workload::{self, MIN_DAYS};
 
 /// A file in the demo folder that marks it as one, so that a second run may replace it.
 const MARKER: &str = ".lakelog-demo";

@@ -5,9 +5,9 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use fixtures::log_lines::{Synth, SynthConfig};
 use flate2::Compression;
 use flate2::write::GzEncoder;
-use s3_access_log::synth::{Synth, SynthConfig};
 
 use crate::cli::GenerateLogsArgs;
 

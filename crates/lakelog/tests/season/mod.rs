@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use chrono::{Days, NaiveDate};
-use game_events::synth::season::{RETURN_DAYS, SeasonTruth};
+use fixtures::game::season::{RETURN_DAYS, SeasonTruth};
 use lakelog_reports::game::sessions::LENGTHS;
 use serde_json::{Value, json};
 

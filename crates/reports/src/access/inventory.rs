@@ -564,8 +564,8 @@ mod tests {
     /// files, the web bucket in Parquet), reads back as the generator counted it.
     #[tokio::test]
     async fn the_lakes_inventory_reads_back_as_generated() {
-        use s3_access_log::workload::inventory::{InventoryFormat, write};
-        use s3_access_log::workload::{LAKE_BUCKET, WEB_BUCKET, lake};
+        use fixtures::workload::inventory::{InventoryFormat, write};
+        use fixtures::workload::{LAKE_BUCKET, WEB_BUCKET, lake};
         let lake = lake::generate(NaiveDate::from_ymd_opt(2024, 3, 1).unwrap(), 8, 3);
         let dir = tempfile::tempdir().unwrap();
         for (bucket, format, files) in [
