@@ -136,15 +136,7 @@ impl ObjectReader {
                 Box::pin(output.body.into_async_read())
             }
         };
-        let mut reader = BufReader::with_capacity(READ_BUFFER, raw);
-        let head = reader.fill_buf().await.map_err(io_error)?;
-        if head.starts_with(&GZIP_MAGIC) {
-            let mut decoder = GzipDecoder::new(reader);
-            decoder.multiple_members(true);
-            Ok(Box::pin(decoder))
-        } else {
-            Ok(Box::pin(reader))
-        }
+        decompressing(raw).await.map_err(io_error)
     }
 
     /// Every object under `location`: a local file, a directory (recursively, in name order) or
@@ -195,6 +187,21 @@ impl ObjectReader {
             }
         }
         Ok(out)
+    }
+}
+
+/// `raw` as a stream of its bytes, gunzipped when it is gzip (recognised by its first bytes;
+/// concatenated members are read as one stream). Every reader of log objects goes through it:
+/// ingestion ([`ObjectReader::open`]) and `lakelog parse` (files and standard input).
+pub async fn decompressing(raw: Pin<Box<dyn AsyncRead + Send>>) -> std::io::Result<ObjectStream> {
+    let mut reader = BufReader::with_capacity(READ_BUFFER, raw);
+    let head = reader.fill_buf().await?;
+    if head.starts_with(&GZIP_MAGIC) {
+        let mut decoder = GzipDecoder::new(reader);
+        decoder.multiple_members(true);
+        Ok(Box::pin(decoder))
+    } else {
+        Ok(Box::pin(reader))
     }
 }
 

@@ -12,6 +12,45 @@ use flate2::read::MultiGzDecoder;
 use game_events::Envelope;
 use serde_json::{Map, Value};
 
+/// An HTTP request to the API as API Gateway's REST proxy integration hands it to the function:
+/// method, path, headers (single and multi-valued), the body in base64 as received (the template's
+/// binary media types are `*/*`, so API Gateway encodes every body, gzipped or not), and a request
+/// context with `request_id`, the receive time `at` (from which events get their `eventTime`) and
+/// `stage`. `lakelog serve` converts what it
+/// receives with it, and `lakelog demo` the requests of its simulated clients.
+pub fn proxy_request(
+    parts: http::request::Parts,
+    body: &[u8],
+    at: chrono::DateTime<chrono::Utc>,
+    request_id: String,
+    stage: &str,
+) -> ApiGatewayProxyRequest {
+    let path = parts.uri.path().to_owned();
+    let mut proxy = ApiGatewayProxyRequest::default();
+    proxy.resource = Some("/events".to_owned());
+    proxy.path = Some(path.clone());
+    proxy.http_method = parts.method.clone();
+    proxy.body = Some(STANDARD.encode(body));
+    proxy.is_base64_encoded = true;
+    let context = &mut proxy.request_context;
+    context.http_method = parts.method;
+    context.request_id = Some(request_id);
+    context.request_time_epoch = at.timestamp_millis();
+    context.request_time = Some(at.format("%d/%b/%Y:%H:%M:%S %z").to_string());
+    context.stage = Some(stage.to_owned());
+    context.resource_path = Some("/events".to_owned());
+    context.path = Some(path);
+    context.protocol = Some(format!("{:?}", parts.version));
+    context.identity.user_agent = parts
+        .headers
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    proxy.headers = parts.headers.clone();
+    proxy.multi_value_headers = parts.headers;
+    proxy
+}
+
 /// The most bytes of a request body once decoded from base64 and decompressed: API Gateway's
 /// payload limit.
 pub const MAX_BODY_BYTES: usize = 10 << 20;
@@ -231,6 +270,36 @@ mod tests {
     use flate2::write::GzEncoder;
 
     use super::*;
+
+    #[test]
+    fn an_http_request_becomes_the_proxy_event_api_gateway_sends() {
+        let mut gzipped = GzEncoder::new(Vec::new(), Compression::fast());
+        gzipped.write_all(br#"{"eventName": "levelUp"}"#).unwrap();
+        let gzipped = gzipped.finish().unwrap();
+        let at = chrono::DateTime::from_timestamp(1_717_243_200, 250_000_000).unwrap();
+        for (body, encoding) in [(br#"{"eventName": "levelUp"}"#.to_vec(), None), (gzipped, Some("gzip"))] {
+            let mut http = http::Request::new(());
+            *http.method_mut() = Method::POST;
+            *http.uri_mut() = http::Uri::from_static("/events?x=1");
+            let headers = http.headers_mut();
+            headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            headers.insert(http::header::USER_AGENT, HeaderValue::from_static("game/1.0"));
+            if let Some(encoding) = encoding {
+                headers.insert(http::header::CONTENT_ENCODING, HeaderValue::from_static(encoding));
+            }
+            let (parts, ()) = http.into_parts();
+            let proxy = proxy_request(parts, &body, at, "r-1".into(), "local");
+            assert!(proxy.is_base64_encoded, "every body is binary media");
+            assert_eq!(proxy.path.as_deref(), Some("/events"));
+            assert_eq!(proxy.request_context.request_time_epoch, 1_717_243_200_250);
+            assert_eq!(proxy.request_context.request_id.as_deref(), Some("r-1"));
+            assert_eq!(proxy.request_context.stage.as_deref(), Some("local"));
+            assert_eq!(proxy.request_context.identity.user_agent.as_deref(), Some("game/1.0"));
+            assert_eq!(proxy.multi_value_headers.len(), proxy.headers.len());
+            let read = body_bytes(&proxy, MAX_BODY_BYTES).unwrap();
+            assert_eq!(&*read, br#"{"eventName": "levelUp"}"#);
+        }
+    }
 
     fn post(body: &str) -> ApiGatewayProxyRequest {
         let mut request = ApiGatewayProxyRequest::default();

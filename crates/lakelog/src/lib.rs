@@ -5,7 +5,6 @@
 
 pub mod cli;
 pub mod commands;
-pub mod input;
 
 use std::process::ExitCode;
 

@@ -158,28 +158,21 @@ pub fn demo_game_of(event: &GameEvent) -> usize {
     usize::from(hash % 3 == 0)
 }
 
-/// The API Gateway proxy event of a game client's POST of `events` at `at`, with its game's key.
-pub fn proxy_request(events: &[GameEvent], at: DateTime<Utc>, request_id: &str, key: &str) -> ApiGatewayProxyRequest {
-    let body = json!({ "events": events }).to_string();
-    let mut request = ApiGatewayProxyRequest::default();
-    request.http_method = hyper::Method::POST;
-    request.resource = Some("/events".to_owned());
-    request.path = Some("/events".to_owned());
-    request.headers.insert(
+/// The API Gateway proxy event of a game client's POST of `body` at `at`, with its game's key.
+fn client_request(body: &str, at: DateTime<Utc>, request_id: &str, key: &str) -> ApiGatewayProxyRequest {
+    let mut request = hyper::Request::new(());
+    *request.method_mut() = hyper::Method::POST;
+    *request.uri_mut() = hyper::Uri::from_static("/events");
+    let headers = request.headers_mut();
+    headers.insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("application/json"),
     );
     if let Ok(key) = hyper::header::HeaderValue::from_str(key) {
-        request.headers.insert(game_api::games::API_KEY_HEADER, key);
+        headers.insert(game_api::games::API_KEY_HEADER, key);
     }
-    request.body = Some(body);
-    let context = &mut request.request_context;
-    context.http_method = hyper::Method::POST;
-    context.request_id = Some(request_id.to_owned());
-    context.request_time_epoch = at.timestamp_millis();
-    context.stage = Some("demo".to_owned());
-    context.resource_path = Some("/events".to_owned());
-    request
+    let (parts, ()) = request.into_parts();
+    game_api::request::proxy_request(parts, body.as_bytes(), at, request_id.to_owned(), "demo")
 }
 
 /// Runs `lakelog demo`.
@@ -375,10 +368,10 @@ async fn game_events(args: &DemoArgs, table: &str, now: DateTime<Utc>, storage: 
     // A client with a bug: its request is refused whole, and nothing of it is written.
     let mut broken = traffic.first().map(|r| r.events.clone()).unwrap_or_default();
     broken.truncate(3);
-    let mut bad = proxy_request(&broken, now, "demo-bad-request", DEMO_GAMES[0].1);
-    if let Some(body) = &mut bad.body {
-        *body = body.replacen("\"eventName\"", "\"event_name\"", 1);
-    }
+    let broken = json!({ "events": broken })
+        .to_string()
+        .replacen("\"eventName\"", "\"event_name\"", 1);
+    let bad = client_request(&broken, now, "demo-bad-request", DEMO_GAMES[0].1);
     let answer = respond(&bad, &games, &stream, &config).await;
     println!(
         "  a malformed request got {}: {}",
@@ -412,7 +405,8 @@ async fn game_events(args: &DemoArgs, table: &str, now: DateTime<Utc>, storage: 
                 if events.is_empty() {
                     continue;
                 }
-                let proxy = proxy_request(&events, at, &format!("demo-{requests}"), key);
+                let body = json!({ "events": events }).to_string();
+                let proxy = client_request(&body, at, &format!("demo-{requests}"), key);
                 requests += 1;
                 let answer = respond(&proxy, &games, &stream, &config).await;
                 if answer.status_code != 200 {

@@ -1,15 +1,18 @@
 //! `lakelog parse`: what the parser makes of a user's own log files, as JSON lines.
 
-use std::io::{self, BufRead, Write};
+use std::io::{self, Write};
+use std::path::Path;
 use std::process::ExitCode;
 
+use access_log_ingest::objects::decompressing;
+use access_log_ingest::{ObjectReader, ObjectRef};
 use anyhow::Context;
 use chrono::{DateTime, NaiveDate, SecondsFormat};
 use s3_access_log::{AccessLogRecord, is_blank};
 use serde::Serialize;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 use crate::cli::ParseArgs;
-use crate::input;
 
 /// A parsed line, keyed by the `access_logs` column names.
 #[derive(Debug, Serialize)]
@@ -118,8 +121,8 @@ pub struct Counts {
 
 /// Parses every line of `reader` (the content of `log_object`), writing rows to `out` and rejects
 /// to `err`.
-pub fn parse_stream(
-    mut reader: impl BufRead,
+pub async fn parse_stream(
+    mut reader: impl AsyncBufRead + Unpin,
     log_object: &str,
     out: &mut impl Write,
     err: &mut impl Write,
@@ -131,6 +134,7 @@ pub fn parse_stream(
         buf.clear();
         let read = reader
             .read_until(b'\n', &mut buf)
+            .await
             .with_context(|| format!("{log_object}: cannot read line {}", number + 1))?;
         if read == 0 {
             return Ok(counts);
@@ -164,16 +168,28 @@ pub fn parse_stream(
 
 /// Runs `lakelog parse`.
 pub fn run(args: &ParseArgs) -> anyhow::Result<ExitCode> {
+    super::runtime()?.block_on(parse_files(args))
+}
+
+async fn parse_files(args: &ParseArgs) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let stderr = io::stderr();
     let mut err = io::BufWriter::new(stderr.lock());
     let mut failed = false;
     for path in &args.files {
-        let object = input::object_uri(path);
-        let result = input::open(path)
-            .with_context(|| format!("cannot open {}", path.display()))
-            .and_then(|reader| parse_stream(reader, &object, &mut out, &mut err));
+        let (object, result) = if path == Path::new("-") {
+            let stream = decompressing(Box::pin(tokio::io::stdin())).await;
+            ("stdin".to_owned(), stream.map_err(anyhow::Error::from))
+        } else {
+            let object = ObjectRef::Local(std::path::absolute(path).unwrap_or_else(|_| path.clone()));
+            let stream = ObjectReader::local().open(&object).await;
+            (object.uri(), stream.map_err(anyhow::Error::from))
+        };
+        let result = match result.with_context(|| format!("cannot open {}", path.display())) {
+            Ok(stream) => parse_stream(tokio::io::BufReader::new(stream), &object, &mut out, &mut err).await,
+            Err(e) => Err(e),
+        };
         if let Err(e) = result {
             if is_broken_pipe(&e) {
                 return Ok(ExitCode::SUCCESS);
@@ -209,11 +225,13 @@ mod tests {
     const LINE: &str = "o b [06/Feb/2019:01:00:38 +0100] 192.0.2.3 - ID REST.GET.OBJECT a+b%2Fc \
         \"GET /b/a+b%2Fc HTTP/1.1\" 200 - 113 - 7 - \"-\" \"\"\"curl\" - h SigV4 c AuthHeader host TLSv1.2 - Yes -";
 
-    #[test]
-    fn rows_and_rejects_as_json_lines() {
+    #[tokio::test]
+    async fn rows_and_rejects_as_json_lines() {
         let input = format!("{LINE}\r\n\nnot a log line\n{LINE}");
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let counts = parse_stream(input.as_bytes(), "file:///x.log", &mut out, &mut err).unwrap();
+        let counts = parse_stream(input.as_bytes(), "file:///x.log", &mut out, &mut err)
+            .await
+            .unwrap();
         assert_eq!(counts, Counts { parsed: 2, rejected: 1 });
         let rows: Vec<serde_json::Value> = out
             .split(|&b| b == b'\n')

@@ -14,8 +14,6 @@ use std::time::Duration;
 use anyhow::Context;
 use aws_lambda_events::apigw::{ApiGatewayProxyRequest, ApiGatewayProxyResponse};
 use aws_lambda_events::encodings::Body;
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use chrono::Utc;
 use clap::Args;
@@ -362,8 +360,8 @@ fn typed(status: StatusCode, content_type: &'static str, body: String) -> Respon
     response
 }
 
-/// The API Gateway REST proxy event of an HTTP request, as API Gateway would send it with the
-/// template's binary media types: the body base64-encoded as received.
+/// The API Gateway REST proxy event of an HTTP request ([`game_api::request::proxy_request`]), or
+/// the answer to a body that is too large or cannot be read.
 pub async fn proxy_request(
     request: Request<Incoming>,
     peer: SocketAddr,
@@ -386,31 +384,9 @@ pub async fn proxy_request(
             return Err(plain(status, &json!({"message": message})));
         }
     };
-    let now = Utc::now();
-    let path = parts.uri.path().to_owned();
-    let mut proxy = ApiGatewayProxyRequest::default();
-    proxy.resource = Some("/events".to_owned());
-    proxy.path = Some(path.clone());
-    proxy.http_method = parts.method.clone();
-    proxy.headers = parts.headers.clone();
-    proxy.multi_value_headers = parts.headers;
-    proxy.body = Some(STANDARD.encode(&body));
-    proxy.is_base64_encoded = true;
-    let context = &mut proxy.request_context;
-    context.http_method = parts.method;
-    context.request_id = Some(uuid::Uuid::new_v4().to_string());
-    context.request_time_epoch = now.timestamp_millis();
-    context.request_time = Some(now.format("%d/%b/%Y:%H:%M:%S %z").to_string());
-    context.stage = Some("local".to_owned());
-    context.resource_path = Some("/events".to_owned());
-    context.path = Some(path);
-    context.protocol = Some(format!("{:?}", parts.version));
-    context.identity.source_ip = Some(peer.ip().to_string());
-    context.identity.user_agent = proxy
-        .headers
-        .get(hyper::header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let mut proxy =
+        game_api::request::proxy_request(parts, &body, Utc::now(), uuid::Uuid::new_v4().to_string(), "local");
+    proxy.request_context.identity.source_ip = Some(peer.ip().to_string());
     Ok(proxy)
 }
 
