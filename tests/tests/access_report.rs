@@ -279,6 +279,23 @@ async fn duckdb_agrees_with_every_section() {
             .collect();
         assert_eq!(ages, want, "{table}: ages of the data read");
 
+        let per_day: BTreeMap<(String, String), [u64; 3]> = query("AccessReadsPerDayQuery")
+            .iter()
+            .map(|r| ((text(&r[1]), text(&r[2])), [int(&r[3]), int(&r[4]), int(&r[5])]))
+            .collect();
+        let want: BTreeMap<(String, String), [u64; 3]> = report
+            .days
+            .iter()
+            .map(|d| {
+                (
+                    (d.dataset.clone(), d.day.to_string()),
+                    [d.reads, d.read_bytes, d.requesters],
+                )
+            })
+            .collect();
+        assert!(!want.is_empty(), "{table}: no reads per day");
+        assert_eq!(per_day, want, "{table}: reads per dataset and day");
+
         let unread: BTreeSet<String> = query("AccessUnreadDatasetsQuery").iter().map(|r| text(&r[1])).collect();
         let want: BTreeSet<String> = report.unused.iter().map(|u| u.dataset.clone()).collect();
         assert_eq!(unread, want, "{table}: datasets nobody reads");
