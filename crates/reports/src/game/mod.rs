@@ -220,7 +220,8 @@ pub async fn game_report_with(
 ) -> Result<GameReport, ReportError> {
     let t = quote_ident(table);
     // Every copy of every event with its place in arrival order; `register_events` keeps the
-    // first copies and judges their lateness (see `arrival`).
+    // first copies and judges their lateness (see `arrival`). Only purchases keep `extra` and
+    // `version`: the revenue sections alone read them, and the events are held in memory.
     let started = Instant::now();
     let copies = session
         .query(
@@ -228,10 +229,11 @@ pub async fn game_report_with(
             &format!(
                 r#"SELECT concat(coalesce("gameId", ''), '/', "eventId") AS id, "eventName" AS name, "eventTime" AS t,
                           CAST("eventTime" AS DATE) AS day,
-                          coalesce("gameId", 'unknown') AS game, "extraParams" AS extra,
+                          coalesce("gameId", 'unknown') AS game,
+                          CASE WHEN "eventName" = 'purchaseEvent' THEN "extraParams" END AS extra,
                           coalesce("eventParams"['platform'], 'unknown') AS platform,
                           "eventParams"['device_id'] AS device,
-                          "eventParams"['app_version'] AS version,
+                          CASE WHEN "eventName" = 'purchaseEvent' THEN "eventParams"['app_version'] END AS version,
                           "eventParams"['amount'] AS amount,
                           "approximateArrivalTime" AS arrival, "shardId" AS shard, "sequenceNumber" AS seq
                    FROM {t}"#

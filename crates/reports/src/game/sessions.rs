@@ -83,7 +83,7 @@ pub async fn sessions(session: &ReportSession, within: &str, gap: TimeDelta) -> 
             "sessions per day",
             &format!(
                 "{cut} SELECT CAST(started AS DATE) AS day, count(*) AS sessions, count(DISTINCT device) AS devices, \
-                 median(len) AS median_len FROM sessions GROUP BY 1 ORDER BY 1"
+                 median(len) AS median_len, {buckets} FROM sessions GROUP BY 1 ORDER BY 1"
             ),
         )
         .await?;
@@ -105,12 +105,10 @@ pub async fn sessions(session: &ReportSession, within: &str, gap: TimeDelta) -> 
             })
         })
         .collect();
-    let rows = session
-        .query("session lengths", &format!("{cut} SELECT {buckets} FROM sessions"))
-        .await?;
+    // The lengths over the range: each day's buckets added up (the sessions are cut once).
     let mut lengths = Vec::with_capacity(LENGTHS.len());
     for (k, (label, _)) in LENGTHS.iter().enumerate() {
-        let n = rows.i64s(&format!("l{k}"))?.first().copied().flatten().unwrap_or(0);
+        let n = rows.i64s(&format!("l{k}"))?.iter().flatten().sum();
         lengths.push(((*label).to_owned(), n));
     }
     Ok(Sessions {
