@@ -348,6 +348,39 @@ pub(crate) mod tests {
         assert!(err.to_string().contains("column required is missing"), "{err}");
     }
 
+    /// Appends one row of `spec`'s schema (every struct field set) from `source`.
+    async fn append_row(location: &str, table: &mut DeltaTable, spec: &TableSpec, source: &str) {
+        use arrow::array::{ArrayRef, Date32Array, StringArray, StructArray, TimestampMicrosecondArray};
+        let columns: Vec<ArrayRef> = spec
+            .schema
+            .fields()
+            .iter()
+            .map(|field| -> ArrayRef {
+                match field.data_type() {
+                    DataType::Utf8 => Arc::new(StringArray::from(vec![source])),
+                    DataType::Timestamp(..) => Arc::new(TimestampMicrosecondArray::from(vec![0]).with_timezone("UTC")),
+                    DataType::Date32 => Arc::new(Date32Array::from(vec![0])),
+                    DataType::Struct(fields) => Arc::new(StructArray::new(
+                        fields.clone(),
+                        fields
+                            .iter()
+                            .map(|_| Arc::new(StringArray::from(vec![source])) as ArrayRef)
+                            .collect(),
+                        None,
+                    )),
+                    other => panic!("no test value for {other}"),
+                }
+            })
+            .collect();
+        let batch = arrow::record_batch::RecordBatch::try_new(spec.schema.clone(), columns).unwrap();
+        let mut writer = crate::append::SourceWriter::new(location, table, source).unwrap();
+        writer.write(batch).await.unwrap();
+        let files = writer.finish().await.unwrap();
+        crate::append::commit_sources(location, table, vec![files], &crate::Retry::default())
+            .await
+            .unwrap();
+    }
+
     #[tokio::test]
     async fn new_nullable_fields_of_a_struct_column_are_added() {
         let dir = tempfile::tempdir().unwrap();
@@ -361,27 +394,31 @@ pub(crate) mod tests {
             spec
         };
         let older = vec![Field::new("device_id", DataType::Utf8, true)];
-        open_or_create(location, &with_params(older.clone()), &StorageConfig::default())
+        let mut table = open_or_create(location, &with_params(older.clone()), &StorageConfig::default())
             .await
             .unwrap();
+        append_row(location, &mut table, &with_params(older.clone()), "before").await;
         // A new parameter, last in the struct, as a release that types one more adds it.
         let mut newer = older.clone();
         newer.push(Field::new("session_id", DataType::Utf8, true));
         let table = open_or_create(location, &with_params(newer.clone()), &StorageConfig::default())
             .await
             .unwrap();
-        assert_eq!(table.version(), Some(1));
+        assert_eq!(table.version(), Some(2), "version 1 is the row written before");
         let schema = table.snapshot().unwrap().schema();
         let DeltaDataType::Struct(params) = schema.field("params").unwrap().data_type() else {
             panic!("params is a struct");
         };
         let names: Vec<&String> = params.fields().map(StructField::name).collect();
         assert_eq!(names, ["device_id", "session_id"]);
-        // Opened again, nothing more is added.
-        let again = open_or_create(location, &with_params(newer.clone()), &StorageConfig::default())
+        // Opened again, nothing more is added; rows with the new field are written beside the old.
+        let mut again = open_or_create(location, &with_params(newer.clone()), &StorageConfig::default())
             .await
             .unwrap();
-        assert_eq!(again.version(), Some(1));
+        assert_eq!(again.version(), Some(2));
+        append_row(location, &mut again, &with_params(newer.clone()), "after").await;
+        assert_eq!(again.version(), Some(3));
+        assert_eq!(file_stats(&again).unwrap().rows, 2);
         // What cannot be added to old rows is refused: a new field that may not be null, or one
         // placed before the fields the table has.
         let mut required = newer.clone();
