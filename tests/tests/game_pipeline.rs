@@ -239,6 +239,41 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
         let bookings = row[2].as_f64().unwrap_or(f64::NAN);
         ensure!((bookings - want).abs() < 1e-6, "{hour}: bookings {bookings} vs {want}");
     }
+    // The same per platform.
+    let by_platform = duckdb(
+        standin.endpoint(),
+        &format!(
+            "SELECT platform, strftime(hour, '%Y-%m-%dT%H:%M:%SZ'), events, bookings FROM ({})",
+            athena_query("GameEventsPerHourByPlatformQuery", GAME_EVENTS, &scan)?
+        ),
+    )?;
+    let reported_hours: usize = report.by_platform.values().map(|k| k.events_per_hour.len()).sum();
+    ensure!(
+        by_platform.len() == reported_hours && report.by_platform.len() > 1,
+        "{} platform hours for {reported_hours}",
+        by_platform.len()
+    );
+    for row in &by_platform {
+        let platform = row[0].as_str().unwrap_or_default();
+        let hour: DateTime<Utc> = row[1].as_str().unwrap_or_default().parse()?;
+        let kpis = report
+            .by_platform
+            .get(platform)
+            .ok_or_else(|| anyhow::anyhow!("{platform} is not in the report"))?;
+        let events = kpis
+            .events_per_hour
+            .iter()
+            .find(|h| h.window_start == hour)
+            .map(|h| h.count);
+        ensure!(row[2].as_i64() == events, "{row:?} vs {events:?}");
+        let want = kpis
+            .bookings_per_hour
+            .iter()
+            .find(|h| h.window_start == hour)
+            .map_or(0.0, |h| h.amount);
+        let bookings = row[3].as_f64().unwrap_or(f64::NAN);
+        ensure!((bookings - want).abs() < 1e-6, "{row:?}: bookings {bookings} vs {want}");
+    }
     let late = duckdb(
         standin.endpoint(),
         &athena_query("GameLateEventsQuery", GAME_EVENTS, &scan)?,
