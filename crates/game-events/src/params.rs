@@ -71,24 +71,9 @@ pub(crate) enum Int32 {}
 /// A finite number.
 pub(crate) enum Float {}
 
-/// A client's date and time ([`parse_client_time`]): kept as sent, stored as a timestamp.
+/// A client's date and time ([`parse_client_time`]): [`Text`] that must read as a time, kept as sent
+/// and stored as a timestamp.
 pub(crate) enum ClientTime {}
-
-fn text_from_value(value: Value, path: &'static str, problems: &mut Vec<FieldProblem>) -> Option<String> {
-    match value {
-        Value::String(s) => Some(s),
-        other => {
-            problems.push(FieldProblem::expected(path, "a string", &other));
-            None
-        }
-    }
-}
-
-fn read_text<'de, A: MapAccess<'de>>(map: &mut A, span: &mut Span<'de>) -> Result<Option<Cow<'de, str>>, A::Error> {
-    let value = text(map)?;
-    span.text(&value);
-    Ok(value)
-}
 
 /// A number of the one-pass parser, read from its text, which the record keeps when it is the one
 /// serde_json writes for the number (`null` the record leaves out).
@@ -113,7 +98,13 @@ impl ParamKind for Text {
     type Borrowed<'a> = Cow<'a, str>;
 
     fn from_value(value: Value, path: &'static str, problems: &mut Vec<FieldProblem>) -> Option<String> {
-        text_from_value(value, path, problems)
+        match value {
+            Value::String(s) => Some(s),
+            other => {
+                problems.push(FieldProblem::expected(path, "a string", &other));
+                None
+            }
+        }
     }
 
     fn into_owned(value: Cow<'_, str>) -> String {
@@ -126,7 +117,9 @@ impl ParamKind for Text {
     }
 
     fn read<'de, A: MapAccess<'de>>(map: &mut A, span: &mut Span<'de>) -> Result<Option<Cow<'de, str>>, A::Error> {
-        read_text(map, span)
+        let value = text(map)?;
+        span.text(&value);
+        Ok(value)
     }
 
     #[cfg(feature = "arrow")]
@@ -235,7 +228,7 @@ impl ParamKind for ClientTime {
     type Borrowed<'a> = Cow<'a, str>;
 
     fn from_value(value: Value, path: &'static str, problems: &mut Vec<FieldProblem>) -> Option<String> {
-        let text = text_from_value(value, path, problems)?;
+        let text = Text::from_value(value, path, problems)?;
         match parse_client_time(&text) {
             Ok(_) => Some(text),
             Err(err) => {
@@ -246,16 +239,15 @@ impl ParamKind for ClientTime {
     }
 
     fn into_owned(value: Cow<'_, str>) -> String {
-        value.into_owned()
+        Text::into_owned(value)
     }
 
     fn write(value: &Cow<'_, str>, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        crate::json::write_str(out, value);
-        Ok(())
+        Text::write(value, out)
     }
 
     fn read<'de, A: MapAccess<'de>>(map: &mut A, span: &mut Span<'de>) -> Result<Option<Cow<'de, str>>, A::Error> {
-        let value = read_text(map, span)?;
+        let value = Text::read(map, span)?;
         if let Some(text) = &value
             && parse_client_time(text).is_err()
         {
