@@ -110,23 +110,29 @@ pub fn game_season(seed: u64, devices: usize, events: u64, end: DateTime<Utc>, h
 }
 
 /// The requests that send `season`: the events of each minute (sent at that minute, their server
-/// `eventTime`), in requests of up to [`EVENTS_PER_REQUEST`], in time order.
-pub fn requests(season: &Season) -> Vec<PlannedRequest> {
-    season
-        .events
-        .chunk_by(|a, b| a.at == b.at)
-        .flat_map(|minute| minute.chunks(EVENTS_PER_REQUEST))
-        .map(|chunk| PlannedRequest {
-            at: chunk[0].at,
-            events: chunk.iter().map(|e| e.event.clone()).collect(),
-        })
-        .collect()
+/// `eventTime`), in requests of up to [`EVENTS_PER_REQUEST`], in time order. They are generated as
+/// they are read.
+pub fn requests(season: &Season) -> impl Iterator<Item = PlannedRequest> + '_ {
+    let mut events = season.events().peekable();
+    std::iter::from_fn(move || {
+        let first = events.next()?;
+        let at = first.at;
+        let mut request = vec![first.event];
+        while request.len() < EVENTS_PER_REQUEST {
+            match events.next_if(|e| e.at == at) {
+                Some(e) => request.push(e.event),
+                None => break,
+            }
+        }
+        Some(PlannedRequest { at, events: request })
+    })
 }
 
-/// The index of the request that the demo sends twice: a fifth into the traffic, so that with the
-/// default four days its partition is closed, and compacted, by the end.
-pub fn resent(traffic: &[PlannedRequest]) -> usize {
-    traffic.len() / 5
+/// The number of the event (from 0, in time order) whose request the demo sends twice: a fifth
+/// into the traffic, so that with the default four days its partition is closed, and compacted, by
+/// the end.
+pub fn resent_event(season: &Season) -> u64 {
+    season.event_count() / 5
 }
 
 /// The demo studio's two games and their API keys: each player plays one of them.
@@ -356,7 +362,6 @@ async fn game_events(args: &DemoArgs, table: &str, now: DateTime<Utc>, storage: 
     let hours = args.game_days * 24;
     let devices = usize::try_from(args.devices).context("--devices is too large for this machine")?;
     let season = game_season(args.seed, devices, args.events, now, hours);
-    let traffic = requests(&season);
     let stream = LocalStream::with_capacity("game-events", usize::MAX);
     let config = ApiConfig::default();
     let games = demo_games()?;
@@ -366,7 +371,7 @@ async fn game_events(args: &DemoArgs, table: &str, now: DateTime<Utc>, storage: 
         .with_context(|| format!("cannot open the table {table}"))?;
 
     // A client with a bug: its request is refused whole, and nothing of it is written.
-    let mut broken = traffic.first().map(|r| r.events.clone()).unwrap_or_default();
+    let mut broken = requests(&season).next().map(|r| r.events).unwrap_or_default();
     broken.truncate(3);
     let broken = json!({ "events": broken })
         .to_string()
@@ -381,13 +386,15 @@ async fn game_events(args: &DemoArgs, table: &str, now: DateTime<Utc>, storage: 
 
     // One request is sent again 30 seconds later, as a client that timed out does; by then the
     // sink has committed the first copy, so the table holds both until compaction.
-    let resend = resent(&traffic);
+    let resend = resent_event(&season);
     let sending = Instant::now();
     let mut totals = game_sink::BatchReport::default();
-    let (mut sent, mut commits, mut requests) = (0u64, 0u64, 0u64);
-    for (i, request) in traffic.iter().enumerate() {
+    let (mut sent, mut commits, mut requests, mut planned) = (0u64, 0u64, 0u64, 0u64);
+    for (i, request) in self::requests(&season).enumerate() {
         let mut attempts = vec![request.at];
-        if i == resend {
+        let first = planned;
+        planned += request.events.len() as u64;
+        if (first..planned).contains(&resend) {
             attempts.push(request.at + TimeDelta::seconds(30));
         }
         for (attempt, at) in attempts.into_iter().enumerate() {
@@ -432,7 +439,7 @@ async fn game_events(args: &DemoArgs, table: &str, now: DateTime<Utc>, storage: 
          ({} events of {} sessions, one request sent twice) over the {} hours to {}, from {} of {} players",
         DEMO_GAMES[0].0,
         DEMO_GAMES[1].0,
-        season.events.len(),
+        season.event_count(),
         season.sessions.len(),
         hours,
         now.format("%Y-%m-%d %H:%M UTC"),
