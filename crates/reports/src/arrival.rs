@@ -12,204 +12,318 @@
 //! seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)`. The second window orders every row in a
 //! single partition, so DataFusion sorts all rows with all their columns on one core, and the
 //! first needs a hash aggregate and joins over every `eventId`; on ten million events the two
-//! were most of the game report's time. [`judge`] does what a stream consumer with a watermark
-//! would: it sorts row positions by a compact key (sequence numbers are compared only where
-//! arrival time and shard tie) and walks them once, remembering the ids seen.
+//! were most of the game report's time and memory. [`Arrivals`] does what a stream consumer with
+//! a watermark would, in a fixed number of bytes a row whatever the texts' lengths: it keeps each
+//! row's id as 16 bytes (a lowercase hyphenated UUID, as the API stamps them, or the number of a
+//! text kept once), its shard and the leading digits of its sequence number as numbers of texts
+//! kept once, and the sequence number's last 38 digits as a number; it sorts row numbers into
+//! arrival order, finds each id's first copy by sorting them by id, and walks arrival order once.
 
 use std::cmp::Ordering;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, LargeStringArray, PrimitiveArray, StringArray, StringViewArray,
-};
+use arrow::array::{Array, AsArray, LargeStringArray, StringArray, StringViewArray};
 use arrow::datatypes::{DataType, TimeUnit, TimestampMicrosecondType};
 use arrow::record_batch::RecordBatch;
 use chrono::TimeDelta;
+use uuid::Uuid;
 
 use super::ReportError;
 use super::session::{batch_column, cast_column};
 
-/// The columns [`judge`] reads.
+/// The columns [`Arrivals::push`] reads.
 #[derive(Debug, Clone, Copy)]
 pub struct ArrivalColumns<'a> {
+    /// The namespace of the ids (text, such as the game; a missing one is the empty text), if the
+    /// ids are unique only within one.
+    pub namespace: Option<&'a str>,
     /// The event's id (text; a row without one is an event of its own).
     pub id: &'a str,
     /// The event time (a timestamp).
     pub time: &'a str,
     /// The approximate arrival time (a timestamp; nulls sort last).
     pub arrival: &'a str,
-    /// The shard id (text).
+    /// The shard id (text; nulls sort last).
     pub shard: &'a str,
-    /// The sequence number within the shard (text of decimal digits).
+    /// The sequence number within the shard (text of decimal digits; nulls sort last, and text
+    /// that is not decimal digits sorts after every number, by the text).
     pub sequence: &'a str,
 }
 
-/// What [`judge`] found about the rows of one batch.
+/// What [`Arrivals::judge`] found, one value per row in the order the rows were pushed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdicts {
     /// The row is the first copy of its event in arrival order.
-    pub first: BooleanArray,
+    pub first: Vec<bool>,
     /// The row is a first copy whose time is more than the delay older than the latest time among
     /// the first copies before it. A row without a time is never late and does not move the
     /// watermark.
-    pub late: BooleanArray,
+    pub late: Vec<bool>,
 }
 
-impl Verdicts {
-    /// Every row is a first copy.
-    pub fn all_first(&self) -> bool {
-        self.first.true_count() == self.first.len()
+/// A missing time or arrival time, as held: no timestamp of a real event is this far back.
+const MISSING: i64 = i64::MIN;
+
+/// A missing shard, sequence number or id: after every other.
+const NONE: u32 = u32::MAX;
+
+/// Marks, in [`Arrivals`]' id namespaces, an id kept as the number of its text.
+const TEXT_ID: u32 = 1 << 31;
+
+/// The arrival order and identity of rows pushed batch by batch (see the module's docs).
+#[derive(Debug, Default)]
+pub struct Arrivals {
+    namespaces: Interner,
+    /// Ids that are not lowercase hyphenated UUIDs.
+    id_texts: Interner,
+    shards: Interner,
+    /// A sequence number's length and leading digits (all but the last 38), or a text that is not
+    /// digits: see [`prefix_key`].
+    prefixes: Interner,
+    /// Per row: the id's namespace (with [`TEXT_ID`] when the id is a text's number; [`NONE`]
+    /// without an id) and the id.
+    id_namespace: Vec<u32>,
+    id: Vec<u128>,
+    time: Vec<i64>,
+    arrival: Vec<i64>,
+    shard: Vec<u32>,
+    prefix: Vec<u32>,
+    /// The sequence number's last 38 digits.
+    low: Vec<u128>,
+}
+
+impl Arrivals {
+    /// Rows pushed so far.
+    pub fn len(&self) -> usize {
+        self.time.len()
     }
-}
 
-/// Judges the rows of `batches` (one [`Verdicts`] per batch, in order) against a watermark of
-/// `delay`. `query` names the rows' query in errors.
-pub fn judge(
-    query: &str,
-    batches: &[RecordBatch],
-    columns: ArrivalColumns<'_>,
-    delay: TimeDelta,
-) -> Result<Vec<Verdicts>, ReportError> {
-    let delay = delay.num_microseconds().unwrap_or(i64::MAX);
-    let mut ids = Vec::with_capacity(batches.len());
-    let mut times = Vec::with_capacity(batches.len());
-    let mut sequences = Vec::with_capacity(batches.len());
-    let mut keys = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
-    let mut shards = ShardRanks::default();
-    for (b, batch) in batches.iter().enumerate() {
-        let batch_index = u32::try_from(b).map_err(|_| too_many(query))?;
+    /// The event time of row `row` in microseconds since the epoch, if it has one.
+    pub fn time(&self, row: usize) -> Option<i64> {
+        self.time.get(row).copied().filter(|t| *t != MISSING)
+    }
+
+    /// Appends the rows of `batch`. `query` names the rows' query in errors.
+    pub fn push(&mut self, query: &str, batch: &RecordBatch, columns: ArrivalColumns<'_>) -> Result<(), ReportError> {
+        let text = |name: &str| Text::new(query, name, batch_column(query, batch, name)?.as_ref());
+        let namespace = columns.namespace.map(text).transpose()?;
+        let (id, shard, sequence) = (text(columns.id)?, text(columns.shard)?, text(columns.sequence)?);
+        let time = micros(query, batch, columns.time)?;
         let arrival = micros(query, batch, columns.arrival)?;
-        let arrival = arrival.as_primitive::<TimestampMicrosecondType>();
-        let shard = Text::new(
-            query,
-            columns.shard,
-            batch_column(query, batch, columns.shard)?.as_ref(),
-        )?;
+        let (time, arrival) = (
+            time.as_primitive::<TimestampMicrosecondType>(),
+            arrival.as_primitive::<TimestampMicrosecondType>(),
+        );
+        if self.len() + batch.num_rows() > NONE as usize {
+            return Err(ReportError::column(query, "", "more than 2^32 rows"));
+        }
+        let mut prefix = String::new();
         for row in 0..batch.num_rows() {
-            let row_index = u32::try_from(row).map_err(|_| too_many(query))?;
-            let arrival_missing = arrival.is_null(row);
-            keys.push(Key {
-                arrival_missing,
-                arrival: if arrival_missing { 0 } else { arrival.value(row) },
-                shard: shard.get(row).map_or(u32::MAX, |s| shards.id(s)),
-                batch: batch_index,
-                row: row_index,
-            });
-        }
-        ids.push(Text::new(
-            query,
-            columns.id,
-            batch_column(query, batch, columns.id)?.as_ref(),
-        )?);
-        times.push(micros(query, batch, columns.time)?);
-        sequences.push(Text::new(
-            query,
-            columns.sequence,
-            batch_column(query, batch, columns.sequence)?.as_ref(),
-        )?);
-    }
-    let ranks = shards.ranks();
-    for key in &mut keys {
-        if let Some(rank) = ranks.get(key.shard as usize) {
-            key.shard = *rank;
-        }
-    }
-    let sequence = |key: &Key| sequences[key.batch as usize].get(key.row as usize);
-    keys.sort_unstable_by(|a, b| {
-        (a.arrival_missing, a.arrival, a.shard)
-            .cmp(&(b.arrival_missing, b.arrival, b.shard))
-            .then_with(|| sequence_order(sequence(a), sequence(b)))
-    });
-
-    let times: Vec<&PrimitiveArray<TimestampMicrosecondType>> = times
-        .iter()
-        .map(|t| t.as_primitive::<TimestampMicrosecondType>())
-        .collect();
-    let mut first: Vec<Vec<bool>> = batches.iter().map(|b| vec![false; b.num_rows()]).collect();
-    let mut late: Vec<Vec<bool>> = batches.iter().map(|b| vec![false; b.num_rows()]).collect();
-    let mut seen: HashSet<&str, foldhash::fast::RandomState> =
-        HashSet::with_capacity_and_hasher(keys.len(), Default::default());
-    let mut latest: Option<i64> = None;
-    for key in &keys {
-        let (b, row) = (key.batch as usize, key.row as usize);
-        if let Some(id) = ids[b].get(row)
-            && !seen.insert(id)
-        {
-            continue;
-        }
-        first[b][row] = true;
-        let time = times[b];
-        if time.is_null(row) {
-            continue;
-        }
-        let t = time.value(row);
-        match latest {
-            Some(max) => {
-                late[b][row] = t < max.saturating_sub(delay);
-                latest = Some(max.max(t));
+            let space = namespace
+                .as_ref()
+                .map_or(0, |n| self.namespaces.id(n.get(row).unwrap_or("")));
+            if space >= TEXT_ID {
+                return Err(ReportError::column(query, columns.id, "more than 2^31 namespaces"));
             }
-            None => latest = Some(t),
+            let (space, value) = match id.get(row) {
+                None => (NONE, 0),
+                Some(text) => match Uuid::try_parse(text) {
+                    Ok(uuid) if is_lower_hyphenated(text) => (space, uuid.as_u128()),
+                    _ => (space | TEXT_ID, u128::from(self.id_texts.id(text))),
+                },
+            };
+            self.id_namespace.push(space);
+            self.id.push(value);
+            self.time
+                .push(if time.is_null(row) { MISSING } else { time.value(row) });
+            self.arrival.push(if arrival.is_null(row) {
+                MISSING
+            } else {
+                arrival.value(row)
+            });
+            self.shard.push(shard.get(row).map_or(NONE, |s| self.shards.id(s)));
+            let (p, low) = match sequence.get(row) {
+                None => (NONE, 0),
+                Some(seq) => {
+                    let low = prefix_key(seq, &mut prefix);
+                    (self.prefixes.id(&prefix), low)
+                }
+            };
+            self.prefix.push(p);
+            self.low.push(low);
+        }
+        Ok(())
+    }
+
+    /// Gives back the memory reserved beyond the rows pushed.
+    pub fn shrink_to_fit(&mut self) {
+        self.id_namespace.shrink_to_fit();
+        self.id.shrink_to_fit();
+        self.time.shrink_to_fit();
+        self.arrival.shrink_to_fit();
+        self.shard.shrink_to_fit();
+        self.prefix.shrink_to_fit();
+        self.low.shrink_to_fit();
+    }
+
+    /// Judges every row pushed against a watermark of `delay`. The arrival order is then let go:
+    /// the ids and times stay.
+    pub fn judge(&mut self, delay: TimeDelta) -> Verdicts {
+        let delay = delay.num_microseconds().unwrap_or(i64::MAX);
+        let rows = self.len();
+        let shard_ranks = self.shards.ranks();
+        let prefix_ranks = self.prefixes.ranks();
+        let rank = |ranks: &[u32], id: u32| ranks.get(id as usize).copied().unwrap_or(NONE);
+        // Arrival order: time (missing last), shard, then the sequence number.
+        let key = |r: usize| {
+            let arrival = self.arrival[r];
+            (
+                arrival == MISSING,
+                arrival,
+                rank(&shard_ranks, self.shard[r]),
+                rank(&prefix_ranks, self.prefix[r]),
+                self.low[r],
+            )
+        };
+        let mut order: Vec<u32> = (0..rows as u32).collect();
+        order.sort_unstable_by_key(|&r| key(r as usize));
+        let mut place = vec![0u32; rows];
+        for (p, &r) in order.iter().enumerate() {
+            place[r as usize] = p as u32;
+        }
+        // Each id's copies together, in arrival order: the first is the event.
+        let mut first = vec![true; rows];
+        let mut by_id: Vec<u32> = (0..rows as u32)
+            .filter(|&r| self.id_namespace[r as usize] != NONE)
+            .collect();
+        by_id.sort_unstable_by_key(|&r| (self.id_namespace[r as usize], self.id[r as usize], place[r as usize]));
+        drop(place);
+        for pair in by_id.windows(2) {
+            let (a, b) = (pair[0] as usize, pair[1] as usize);
+            if (self.id_namespace[a], self.id[a]) == (self.id_namespace[b], self.id[b]) {
+                first[b] = false;
+            }
+        }
+        drop(by_id);
+        let mut late = vec![false; rows];
+        let mut latest: Option<i64> = None;
+        for &r in &order {
+            let r = r as usize;
+            let t = self.time[r];
+            if !first[r] || t == MISSING {
+                continue;
+            }
+            match latest {
+                Some(max) => {
+                    late[r] = t < max.saturating_sub(delay);
+                    latest = Some(max.max(t));
+                }
+                None => latest = Some(t),
+            }
+        }
+        drop(order);
+        self.arrival = Vec::new();
+        self.shard = Vec::new();
+        self.prefix = Vec::new();
+        self.low = Vec::new();
+        Verdicts { first, late }
+    }
+
+    /// Rows `a` and `b` in the order of their ids as texts, `namespace/id` when the ids have a
+    /// namespace (a missing id is the empty text).
+    pub fn id_order(&self, a: usize, b: usize) -> Ordering {
+        let (sa, sb) = (self.id_namespace[a], self.id_namespace[b]);
+        if sa == sb && sa & TEXT_ID == 0 {
+            // Lowercase hyphenated UUIDs of one namespace sort as their numbers.
+            return self.id[a].cmp(&self.id[b]);
+        }
+        let (mut ta, mut tb) = (String::new(), String::new());
+        self.id_text(a, &mut ta);
+        self.id_text(b, &mut tb);
+        ta.cmp(&tb)
+    }
+
+    fn id_text(&self, row: usize, out: &mut String) {
+        let space = self.id_namespace[row];
+        let namespace = if space == NONE { 0 } else { space & !TEXT_ID };
+        if let Some(name) = self.namespaces.names.get(namespace as usize) {
+            out.push_str(name);
+            out.push('/');
+        }
+        if space == NONE {
+            return;
+        }
+        if space & TEXT_ID != 0 {
+            if let Some(text) = self.id_texts.names.get(self.id[row] as usize) {
+                out.push_str(text);
+            }
+        } else {
+            out.push_str(
+                Uuid::from_u128(self.id[row])
+                    .hyphenated()
+                    .encode_lower(&mut Uuid::encode_buffer()),
+            );
         }
     }
-    Ok(first
-        .into_iter()
-        .zip(late)
-        .map(|(first, late)| Verdicts {
-            first: BooleanArray::from(first),
-            late: BooleanArray::from(late),
-        })
-        .collect())
 }
 
-/// A row's place in arrival order, and where the row is.
-struct Key {
-    arrival_missing: bool,
-    arrival: i64,
-    /// The shard's rank among the shards' names (`u32::MAX`: no shard).
-    shard: u32,
-    batch: u32,
-    row: u32,
+/// Whether `text` is written as [`Uuid`] writes a lowercase hyphenated UUID (`Uuid::try_parse`
+/// also takes other forms, whose text order differs).
+fn is_lower_hyphenated(text: &str) -> bool {
+    text.len() == 36 && !text.bytes().any(|b| b.is_ascii_uppercase())
 }
 
-/// Sequence numbers in numeric order: shorter first, then by digits; missing last.
-fn sequence_order(a: Option<&str>, b: Option<&str>) -> Ordering {
-    match (a, b) {
-        (Some(a), Some(b)) => a.len().cmp(&b.len()).then_with(|| a.cmp(b)),
-        (Some(_), None) => Ordering::Less,
-        (None, Some(_)) => Ordering::Greater,
-        (None, None) => Ordering::Equal,
+/// The digits of a sequence number that [`Arrivals`] keeps as a number.
+const LOW_DIGITS: usize = 38;
+
+/// Writes into `key` the part of sequence number `seq` kept as a text's number, and returns the
+/// part kept as a number. For decimal digits, the key is `d`, the length in ten digits and the
+/// leading digits, and the number the last 38 digits; other text is `x` and the text, with 0.
+/// Keys sort as the numbers do: by length, then by digits; other text after.
+fn prefix_key(seq: &str, key: &mut String) -> u128 {
+    use std::fmt::Write;
+    key.clear();
+    if !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit()) {
+        let split = seq.len().saturating_sub(LOW_DIGITS);
+        let _ = write!(key, "d{:010}{}", seq.len(), &seq[..split]);
+        // At most 38 digits: always fits.
+        seq[split..].parse().unwrap_or_default()
+    } else {
+        key.push('x');
+        key.push_str(seq);
+        0
     }
 }
 
-/// Shard names numbered as they are met, then ranked by name. Rows of one shard come in runs, so
-/// the last name is checked before the map.
-#[derive(Default)]
-struct ShardRanks<'a> {
-    ids: HashMap<&'a str, u32>,
-    names: Vec<&'a str>,
-    last: Option<(&'a str, u32)>,
+/// Texts numbered as they are met. Rows of one shard or game come in runs, so the last text is
+/// checked before the map.
+#[derive(Debug, Default)]
+struct Interner {
+    ids: HashMap<Box<str>, u32, foldhash::fast::RandomState>,
+    names: Vec<Box<str>>,
+    last: Option<u32>,
 }
 
-impl<'a> ShardRanks<'a> {
-    fn id(&mut self, name: &'a str) -> u32 {
-        if let Some((last, id)) = self.last
-            && last == name
+impl Interner {
+    fn id(&mut self, name: &str) -> u32 {
+        if let Some(last) = self.last
+            && self.names.get(last as usize).is_some_and(|n| **n == *name)
         {
-            return id;
+            return last;
         }
         let next = self.names.len() as u32;
-        let id = *self.ids.entry(name).or_insert(next);
+        let id = *self.ids.entry(name.into()).or_insert(next);
         if id == next {
-            self.names.push(name);
+            self.names.push(name.into());
         }
-        self.last = Some((name, id));
+        self.last = Some(id);
         id
     }
 
-    /// For each id, its rank by name.
+    /// For each number, its rank by text.
     fn ranks(&self) -> Vec<u32> {
         let mut order: Vec<usize> = (0..self.names.len()).collect();
-        order.sort_unstable_by_key(|&id| self.names[id]);
+        order.sort_unstable_by_key(|&id| &self.names[id]);
         let mut ranks = vec![0; self.names.len()];
         for (rank, id) in order.into_iter().enumerate() {
             ranks[id] = rank as u32;
@@ -245,16 +359,12 @@ impl<'a> Text<'a> {
 }
 
 /// A timestamp column as microseconds since the epoch, whatever its unit and zone.
-fn micros(query: &str, batch: &RecordBatch, name: &str) -> Result<ArrayRef, ReportError> {
+fn micros(query: &str, batch: &RecordBatch, name: &str) -> Result<arrow::array::ArrayRef, ReportError> {
     let kind = batch_column(query, batch, name)?.data_type();
     if !matches!(kind, DataType::Timestamp(..)) {
         return Err(ReportError::column(query, name, format!("is {kind}, not a timestamp")));
     }
     cast_column(query, batch, name, &DataType::Timestamp(TimeUnit::Microsecond, None))
-}
-
-fn too_many(query: &str) -> ReportError {
-    ReportError::column(query, "", "more than 2^32 batches or rows per batch")
 }
 
 #[cfg(test)]
@@ -267,6 +377,7 @@ mod tests {
     use super::*;
 
     const COLUMNS: ArrivalColumns<'static> = ArrivalColumns {
+        namespace: None,
         id: "id",
         time: "t",
         arrival: "arrival",
@@ -310,22 +421,30 @@ mod tests {
     /// Per row of all batches in order: `F` a first copy on time, `L` a late first copy, `-` a
     /// later copy.
     fn judged(batches: &[RecordBatch]) -> String {
-        let verdicts = judge("test", batches, COLUMNS, TimeDelta::minutes(180)).unwrap();
-        assert_eq!(verdicts.len(), batches.len());
+        let verdicts = judge("test", batches, COLUMNS).unwrap();
+        assert_eq!(
+            verdicts.first.len(),
+            batches.iter().map(RecordBatch::num_rows).sum::<usize>()
+        );
         verdicts
+            .first
             .iter()
-            .flat_map(|v| {
-                v.first
-                    .iter()
-                    .zip(v.late.iter())
-                    .map(|(first, late)| match (first, late) {
-                        (Some(true), Some(false)) => 'F',
-                        (Some(true), Some(true)) => 'L',
-                        (Some(false), Some(false)) => '-',
-                        other => panic!("unexpected verdict {other:?}"),
-                    })
+            .zip(&verdicts.late)
+            .map(|(first, late)| match (first, late) {
+                (true, false) => 'F',
+                (true, true) => 'L',
+                (false, false) => '-',
+                other => panic!("unexpected verdict {other:?}"),
             })
             .collect()
+    }
+
+    fn judge(query: &str, batches: &[RecordBatch], columns: ArrivalColumns<'_>) -> Result<Verdicts, ReportError> {
+        let mut arrivals = Arrivals::default();
+        for batch in batches {
+            arrivals.push(query, batch, columns)?;
+        }
+        Ok(arrivals.judge(TimeDelta::minutes(180)))
     }
 
     #[test]
@@ -390,6 +509,92 @@ mod tests {
     }
 
     #[test]
+    fn ids_are_unique_within_their_namespace_and_ordered_as_their_texts() {
+        let (a, b) = (
+            "0f8f7a10-84c2-4d09-9a8e-8a8d1c0e7b11",
+            "9f8f7a10-84c2-4d09-9a8e-8a8d1c0e7b11",
+        );
+        let upper = "0F8F7A10-84C2-4D09-9A8E-8A8D1C0E7B11";
+        let rows = [
+            ("g1", a, 1),
+            ("g2", a, 2),
+            ("g1", a, 3),
+            ("g1", b, 4),
+            ("g1", upper, 5),
+            ("g1", "plain-text-id", 6),
+            ("g1", "plain-text-id", 7),
+        ];
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("game", DataType::Utf8, true),
+            Field::new("id", DataType::Utf8, true),
+            Field::new("t", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+            Field::new("shard", DataType::Utf8, true),
+            Field::new("seq", DataType::Utf8, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
+                Arc::new(StringArray::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
+                Arc::new(TimestampMillisecondArray::from(
+                    rows.iter().map(|r| r.2 * MINUTE_MS).collect::<Vec<_>>(),
+                )),
+                Arc::new(StringArray::from(vec!["s"; rows.len()])),
+                Arc::new(StringArray::from(
+                    rows.iter().map(|r| r.2.to_string()).collect::<Vec<_>>(),
+                )),
+            ],
+        )
+        .unwrap();
+        let columns = ArrivalColumns {
+            namespace: Some("game"),
+            id: "id",
+            time: "t",
+            arrival: "t",
+            shard: "shard",
+            sequence: "seq",
+        };
+        let mut arrivals = Arrivals::default();
+        arrivals.push("ids", &batch, columns).unwrap();
+        let verdicts = arrivals.judge(TimeDelta::minutes(180));
+        // The same UUID in two games is two events; an uppercase UUID is another text.
+        assert_eq!(verdicts.first, [true, true, false, true, true, true, false]);
+        // Ties are ordered as the texts `game/id` are.
+        let texts: Vec<String> = rows.iter().map(|r| format!("{}/{}", r.0, r.1)).collect();
+        for i in 0..rows.len() {
+            for j in 0..rows.len() {
+                assert_eq!(
+                    arrivals.id_order(i, j),
+                    texts[i].cmp(&texts[j]),
+                    "{} {}",
+                    texts[i],
+                    texts[j]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn long_sequence_numbers_sort_as_numbers_and_text_after_them() {
+        // Kinesis' 56 digits: beyond a 128-bit number.
+        let base = "4959033827149025660855969253836157109592157598913658889";
+        let rows = batch(&[
+            (Some("a"), Some(500), Some(1), "s", &format!("{base}9")),
+            (Some("b"), Some(900), Some(1), "s", &format!("{base}10")),
+            (
+                Some("c"),
+                Some(700),
+                Some(1),
+                "s",
+                &format!("{}89", &base[..base.len() - 1]),
+            ),
+            (Some("d"), Some(100), Some(1), "s", "not-a-number"),
+        ]);
+        // Arrival order: c (smallest), a, b (one digit longer), then the text.
+        assert_eq!(judged(&[rows]), "LFFL");
+    }
+
+    #[test]
     fn missing_arrival_sorts_last_and_missing_time_is_never_late() {
         let rows = batch(&[
             (Some("a"), Some(100), None, "s", "1"),
@@ -414,10 +619,10 @@ mod tests {
             shard: "nope",
             ..COLUMNS
         };
-        let err = judge("firsts", std::slice::from_ref(&rows), columns, TimeDelta::minutes(1)).unwrap_err();
+        let err = judge("firsts", std::slice::from_ref(&rows), columns).unwrap_err();
         assert_eq!(err.to_string(), "query \"firsts\", column nope: not in the result");
         let columns = ArrivalColumns { id: "t", ..COLUMNS };
-        let err = judge("firsts", std::slice::from_ref(&rows), columns, TimeDelta::minutes(1)).unwrap_err();
+        let err = judge("firsts", std::slice::from_ref(&rows), columns).unwrap_err();
         let err = err.to_string();
         assert!(
             err.starts_with("query \"firsts\", column t: is Timestamp") && err.ends_with("not text"),
@@ -427,7 +632,7 @@ mod tests {
             arrival: "id",
             ..COLUMNS
         };
-        let err = judge("firsts", &[rows], columns, TimeDelta::minutes(1)).unwrap_err();
+        let err = judge("firsts", &[rows], columns).unwrap_err();
         assert_eq!(
             err.to_string(),
             "query \"firsts\", column id: is LargeUtf8, not a timestamp"

@@ -50,6 +50,12 @@ impl TimeRange {
         self.from.is_none_or(|f| t >= f) && self.to.is_none_or(|to| t < to)
     }
 
+    /// Whether the instant `micros` microseconds after the epoch is in the range.
+    pub fn contains_micros(&self, micros: i64) -> bool {
+        self.from.is_none_or(|f| micros >= f.timestamp_micros())
+            && self.to.is_none_or(|to| micros < to.timestamp_micros())
+    }
+
     /// The range up to its end only (everything before `to`).
     pub fn until(&self) -> Self {
         Self {

@@ -310,7 +310,7 @@ pub(super) fn cast_column(
 }
 
 /// Days from 0001-01-01 (day 1 of the common era) to 1970-01-01.
-const UNIX_EPOCH_DAYS_FROM_CE: i32 = 719_163;
+pub(crate) const UNIX_EPOCH_DAYS_FROM_CE: i32 = 719_163;
 
 #[cfg(test)]
 mod tests {

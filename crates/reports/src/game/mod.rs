@@ -18,24 +18,15 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-
-use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::ArrayRef;
-use arrow::compute::filter_record_batch;
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use arrow::record_batch::RecordBatch;
 use chrono::{DateTime, NaiveDate, SecondsFormat, TimeDelta, Utc};
-use deltalake::datafusion::datasource::MemTable;
-use deltalake::datafusion::error::DataFusionError;
 use serde_json::{Value, json};
 use tracing::debug;
 
-use super::arrival::{self, ArrivalColumns};
 use super::chart::{self, Svg, Unit};
 use super::figures;
-use super::{HtmlPage, ReportDir, ReportError, ReportSession, Rows, TextTable, TimeRange, quote_ident};
+use super::{HtmlPage, ReportDir, ReportError, ReportSession, TextTable, TimeRange, quote_ident};
 pub use retention::Cohort;
 pub use revenue::Revenue;
 pub use sessions::Sessions;
@@ -43,6 +34,7 @@ pub use sessions::Sessions;
 /// How much older than the latest `eventTime` seen an event may be and still count.
 pub const WATERMARK_MINUTES: i64 = 180;
 
+mod events;
 pub mod retention;
 pub mod revenue;
 pub mod sessions;
@@ -54,11 +46,11 @@ pub const BOOKINGS_CURRENCY: &str = "USD";
 /// amount, not late.
 const COUNTED_PURCHASE: &str = "name = 'purchaseEvent' AND amount IS NOT NULL AND NOT late";
 
+/// The name of a purchase.
+const PURCHASE: &str = "purchaseEvent";
+
 /// The name of the in-memory table of first copies with their lateness.
 const EVENTS: &str = "__game_kpi_events";
-
-/// The query that reads every copy of every event.
-const COPIES: &str = "copies of events";
 
 /// One window of events per hour.
 #[derive(Debug, Clone, PartialEq)]
@@ -218,33 +210,12 @@ pub async fn game_report_with(
     range: &TimeRange,
     session_gap: TimeDelta,
 ) -> Result<GameReport, ReportError> {
-    let t = quote_ident(table);
-    // Every copy of every event with its place in arrival order; `register_events` keeps the
-    // first copies and judges their lateness (see `arrival`). Only purchases keep `extra` and
-    // `version`: the revenue sections alone read them, and the events are held in memory.
     let started = Instant::now();
-    let copies = session
-        .query(
-            COPIES,
-            &format!(
-                r#"SELECT concat(coalesce("gameId", ''), '/', "eventId") AS id, "eventName" AS name, "eventTime" AS t,
-                          CAST("eventTime" AS DATE) AS day,
-                          coalesce("gameId", 'unknown') AS game,
-                          CASE WHEN "eventName" = 'purchaseEvent' THEN "extraParams" END AS extra,
-                          coalesce("eventParams"['platform'], 'unknown') AS platform,
-                          "eventParams"['device_id'] AS device,
-                          CASE WHEN "eventName" = 'purchaseEvent' THEN "eventParams"['app_version'] END AS version,
-                          "eventParams"['amount'] AS amount,
-                          "approximateArrivalTime" AS arrival, "shardId" AS shard, "sequenceNumber" AS seq
-                   FROM {t}"#
-            ),
-        )
-        .await?;
-    let events = register_events(session, copies)?;
-    // The whole step, as the queries are logged: the first copies and their lateness.
+    let loaded = events::load(session, &quote_ident(table), range, session_gap).await?;
+    // The whole step, as the queries are logged: the first copies, their lateness and sessions.
     debug!(
-        query = "events with lateness",
-        rows = events,
+        query = "events with lateness and sessions",
+        rows = loaded.events,
         ms = started.elapsed().as_millis() as u64,
         "query"
     );
@@ -266,7 +237,6 @@ pub async fn game_report_with(
             (kpis, minutes),
             revenue::revenue(session, &within).await?,
             retention::cohorts(session, &within, complete_before(range, Utc::now())).await?,
-            sessions::sessions(session, &within, session_gap).await?,
         ))
     }
     .await;
@@ -277,7 +247,8 @@ pub async fn game_report_with(
             query: "drop events".to_owned(),
             source,
         })?;
-    let (((all, by_platform), per_minute), revenue, cohorts, sessions) = result?;
+    let (((all, by_platform), per_minute), revenue, cohorts) = result?;
+    let sessions = loaded.sessions;
     // The range the figures cover: the bounds asked for, else the hours the events fall in.
     let hours = || all.events_per_hour.iter().map(|h| h.window_start);
     let covered = TimeRange {
@@ -298,84 +269,6 @@ pub async fn game_report_with(
 /// The first day that has not ended by the end of `range` or by `now`, whichever is first.
 fn complete_before(range: &TimeRange, now: DateTime<Utc>) -> NaiveDate {
     range.to.map_or(now, |to| to.min(now)).date_naive()
-}
-
-/// Registers the first copies among `copies` as [`EVENTS`]: their columns without the arrival
-/// order, and `late` from the watermark. The batches are spread over the session's partitions so
-/// that the KPI queries use every core. Returns the number of events.
-fn register_events(session: &ReportSession, copies: Rows) -> Result<usize, ReportError> {
-    let order = ArrivalColumns {
-        id: "id",
-        time: "t",
-        arrival: "arrival",
-        shard: "shard",
-        sequence: "seq",
-    };
-    let batches = copies.into_batches();
-    let verdicts = arrival::judge(COPIES, &batches, order, TimeDelta::minutes(WATERMARK_MINUTES))?;
-    let kept = [
-        "id", "name", "t", "day", "game", "extra", "platform", "device", "version", "amount",
-    ];
-    let error = |source| ReportError::Query {
-        query: COPIES.to_owned(),
-        source,
-    };
-    // One schema for every batch, the first one's with every column nullable: tables registered
-    // together are a UNION ALL view, whose branches may differ in what they say about nulls.
-    let mut schema: Option<SchemaRef> = None;
-    let arrow_error = |e| error(DataFusionError::ArrowError(Box::new(e), None));
-    let mut events = Vec::with_capacity(batches.len());
-    let mut count = 0;
-    for (batch, verdicts) in batches.into_iter().zip(verdicts) {
-        let mut fields = Vec::with_capacity(kept.len() + 1);
-        let mut arrays = Vec::with_capacity(kept.len() + 1);
-        for name in kept {
-            let (i, field) = batch
-                .schema_ref()
-                .column_with_name(name)
-                .ok_or_else(|| ReportError::column(COPIES, name, "not in the result"))?;
-            fields.push(field.clone().with_nullable(true));
-            arrays.push(batch.column(i).clone());
-        }
-        fields.push(Field::new("late", DataType::Boolean, false));
-        let all_first = verdicts.all_first();
-        arrays.push(Arc::new(verdicts.late) as ArrayRef);
-        let schema = schema.get_or_insert_with(|| Arc::new(Schema::new(fields))).clone();
-        let mut batch = RecordBatch::try_new(schema, arrays).map_err(arrow_error)?;
-        if !all_first {
-            batch = filter_record_batch(&batch, &verdicts.first).map_err(arrow_error)?;
-        }
-        count += batch.num_rows();
-        events.push(batch);
-    }
-    // No rows (an empty result may have no batches): the same columns, no rows.
-    let schema = schema.unwrap_or_else(|| {
-        let timestamp = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
-        Arc::new(Schema::new(vec![
-            Field::new("id", DataType::Utf8, true),
-            Field::new("name", DataType::Utf8, true),
-            Field::new("t", timestamp, true),
-            Field::new("day", DataType::Date32, true),
-            Field::new("game", DataType::Utf8, true),
-            Field::new("extra", DataType::Utf8, true),
-            Field::new("platform", DataType::Utf8, true),
-            Field::new("device", DataType::Utf8, true),
-            Field::new("version", DataType::Utf8, true),
-            Field::new("amount", DataType::Float64, true),
-            Field::new("late", DataType::Boolean, false),
-        ]))
-    });
-    let partitions = session.context().copied_config().target_partitions().max(1);
-    let mut spread: Vec<Vec<RecordBatch>> = vec![Vec::new(); partitions];
-    for (i, batch) in events.into_iter().enumerate() {
-        spread[i % partitions].push(batch);
-    }
-    let table = MemTable::try_new(schema, spread).map_err(error)?;
-    session
-        .context()
-        .register_table(EVENTS, Arc::new(table))
-        .map_err(error)?;
-    Ok(count)
 }
 
 async fn kpis(session: &ReportSession, range: &TimeRange) -> Result<(Kpis, BTreeMap<String, Kpis>), ReportError> {

@@ -207,8 +207,8 @@ async fn by_item(session: &ReportSession, within: &str) -> Result<Vec<RevenueOf>
             &format!("SELECT extra, amount, device FROM {EVENTS} WHERE {COUNTED_PURCHASE} AND {within}"),
         )
         .await?;
-    let (extra, amount, device) = (rows.strings("extra")?, rows.f64s("amount")?, rows.strings("device")?);
-    let mut items: std::collections::HashMap<String, (f64, i64, std::collections::HashSet<String>)> =
+    let (extra, amount, device) = (rows.strings("extra")?, rows.f64s("amount")?, rows.i64s("device")?);
+    let mut items: std::collections::HashMap<String, (f64, i64, std::collections::HashSet<i64>)> =
         std::collections::HashMap::new();
     for i in 0..rows.len() {
         let item = extra[i]
@@ -219,8 +219,8 @@ async fn by_item(session: &ReportSession, within: &str) -> Result<Vec<RevenueOf>
         let entry = items.entry(item).or_default();
         entry.0 += amount[i].unwrap_or(0.0);
         entry.1 += 1;
-        if let Some(device) = &device[i] {
-            entry.2.insert(device.clone());
+        if let Some(device) = device[i] {
+            entry.2.insert(device);
         }
     }
     let mut by: Vec<RevenueOf> = items

@@ -1,15 +1,21 @@
 //! Sessions of the game report: how often and how long people play.
 //!
-//! A device's events, in `eventTime` order (ties by `eventId`), are cut into sessions: one starts
-//! at the device's first event, at a `sessionStart`, after a `sessionEnd`, and after a gap of more
-//! than the inactivity gap (30 minutes unless set) since the device's previous event. A session
-//! lasts from its first event to its last, and belongs to the day it starts on.
+//! A device's events, in `eventTime` order (ties by `gameId/eventId`), are cut into sessions: one
+//! starts at the device's first event, at a `sessionStart`, after a `sessionEnd`, and after a gap
+//! of more than the inactivity gap (30 minutes unless set) since the device's previous event. A
+//! session lasts from its first event to its last, and belongs to the day it starts on.
+//!
+//! The cut is one sort of the events by device and time and one walk over them, in memory the
+//! report already holds ([`cut`]): as a SQL window over every event it was the report's largest
+//! sort. `GameSessionsPerDayQuery` in the template is the same cut in SQL, for Athena.
+
+use std::collections::BTreeMap;
 
 use chrono::{NaiveDate, TimeDelta};
 use serde::Serialize;
 
-use super::EVENTS;
-use crate::{ReportError, ReportSession, TextTable, figures};
+use crate::session::UNIX_EPOCH_DAYS_FROM_CE;
+use crate::{TextTable, figures};
 
 /// The inactivity after which the next event starts a new session, unless set.
 pub const DEFAULT_GAP: TimeDelta = TimeDelta::minutes(30);
@@ -51,72 +57,136 @@ pub struct Sessions {
     pub lengths: Vec<(String, i64)>,
 }
 
-/// The sessions of the events in `within` (a filter on `day` and `t`), cut by `gap`.
-pub async fn sessions(session: &ReportSession, within: &str, gap: TimeDelta) -> Result<Sessions, ReportError> {
-    let gap_seconds = gap.num_seconds().max(1);
-    let buckets = LENGTHS
-        .iter()
-        .enumerate()
-        .map(|(k, (_, bound))| {
-            let low = k.checked_sub(1).and_then(|p| LENGTHS[p].1).unwrap_or(i64::MIN);
-            match bound {
-                Some(high) => format!("sum(CASE WHEN len >= {low} AND len < {high} THEN 1 ELSE 0 END) AS l{k}"),
-                None => format!("sum(CASE WHEN len >= {low} THEN 1 ELSE 0 END) AS l{k}"),
+/// What an event's name says about sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// `sessionStart`: a session starts at it.
+    Start,
+    /// `sessionEnd`: a session starts after it.
+    End,
+    /// Any other event.
+    Play,
+}
+
+impl Mark {
+    /// The mark of an event named `name`.
+    pub fn of(name: &str) -> Self {
+        match name {
+            "sessionStart" => Self::Start,
+            "sessionEnd" => Self::End,
+            _ => Self::Play,
+        }
+    }
+}
+
+/// One event of a device, as sessions are cut from it.
+#[derive(Debug, Clone, Copy)]
+pub struct Play {
+    /// The device's number.
+    pub device: u32,
+    /// The event time, in microseconds since the epoch.
+    pub t: i64,
+    /// The event's row, in `marks` and in the tie order.
+    pub row: u32,
+}
+
+/// The sessions of `plays`, cut by `gap`: each device's events in time order, ties in `tie`'s
+/// order of their rows; `marks` is each row's [`Mark`]. Lengths and gaps are taken in seconds as
+/// SQL's `date_part('epoch', t)` gives them, so that the saved Athena query finds the same.
+pub fn cut(
+    mut plays: Vec<Play>,
+    gap: TimeDelta,
+    marks: &[Mark],
+    tie: impl Fn(usize, usize) -> std::cmp::Ordering,
+) -> Sessions {
+    let gap_seconds = gap.num_seconds().max(1) as f64;
+    let seconds = |t: i64| t as f64 / 1e6;
+    plays.sort_unstable_by(|a, b| {
+        (a.device, a.t)
+            .cmp(&(b.device, b.t))
+            .then_with(|| tie(a.row as usize, b.row as usize))
+    });
+    let mark = |p: &Play| marks.get(p.row as usize).copied().unwrap_or(Mark::Play);
+    #[derive(Default)]
+    struct Day {
+        sessions: i64,
+        devices: i64,
+        last_device: Option<u32>,
+        lengths: Vec<f64>,
+    }
+    let mut days: BTreeMap<i64, Day> = BTreeMap::new();
+    let mut buckets = [0i64; LENGTHS.len()];
+    let mut close = |device: u32, start: i64, end: i64| {
+        let length = seconds(end) - seconds(start);
+        let day = days.entry(start.div_euclid(DAY_MICROS)).or_default();
+        day.sessions += 1;
+        if day.last_device != Some(device) {
+            day.devices += 1;
+            day.last_device = Some(device);
+        }
+        day.lengths.push(length);
+        let bucket = LENGTHS
+            .iter()
+            .position(|(_, bound)| bound.is_none_or(|high| length < high as f64))
+            .unwrap_or(LENGTHS.len() - 1);
+        buckets[bucket] += 1;
+    };
+    // The session under way: its device, first and last event time.
+    let mut open: Option<(u32, i64, i64)> = None;
+    let mut previous: Option<&Play> = None;
+    for play in &plays {
+        let starts = match previous {
+            Some(prev) if prev.device == play.device => {
+                mark(play) == Mark::Start || mark(prev) == Mark::End || seconds(play.t) - seconds(prev.t) > gap_seconds
             }
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
-    let cut = format!(
-        "WITH e AS (SELECT device, id, t, name, \
-           lag(t) OVER (PARTITION BY device ORDER BY t, id) AS prev_t, \
-           lag(name) OVER (PARTITION BY device ORDER BY t, id) AS prev_name \
-           FROM {EVENTS} WHERE device IS NOT NULL AND {within}), \
-         s AS (SELECT device, id, t, CASE WHEN prev_t IS NULL OR name = 'sessionStart' OR prev_name = 'sessionEnd' \
-           OR date_part('epoch', t) - date_part('epoch', prev_t) > {gap_seconds} THEN 1 ELSE 0 END AS starts FROM e), \
-         n AS (SELECT device, t, sum(starts) OVER (PARTITION BY device ORDER BY t, id \
-           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS session FROM s), \
-         sessions AS (SELECT device, session, min(t) AS started, \
-           CAST(date_part('epoch', max(t)) - date_part('epoch', min(t)) AS DOUBLE) AS len FROM n GROUP BY device, session)"
-    );
-    let rows = session
-        .query(
-            "sessions per day",
-            &format!(
-                "{cut} SELECT CAST(started AS DATE) AS day, count(*) AS sessions, count(DISTINCT device) AS devices, \
-                 median(len) AS median_len, {buckets} FROM sessions GROUP BY 1 ORDER BY 1"
-            ),
-        )
-        .await?;
-    let (dates, counts, devices, medians) = (
-        rows.dates("day")?,
-        rows.i64s("sessions")?,
-        rows.i64s("devices")?,
-        rows.f64s("median_len")?,
-    );
-    let days = (0..rows.len())
-        .filter_map(|i| {
-            let (sessions, devices) = (counts[i].unwrap_or(0), devices[i].unwrap_or(0));
+            _ => true,
+        };
+        if starts {
+            if let Some((device, start, end)) = open {
+                close(device, start, end);
+            }
+            open = Some((play.device, play.t, play.t));
+        } else if let Some(session) = open.as_mut() {
+            session.2 = play.t;
+        }
+        previous = Some(play);
+    }
+    if let Some((device, start, end)) = open {
+        close(device, start, end);
+    }
+    let days = days
+        .into_iter()
+        .filter_map(|(day, mut d)| {
+            let date = NaiveDate::from_num_days_from_ce_opt(i32::try_from(day).ok()? + UNIX_EPOCH_DAYS_FROM_CE)?;
+            d.lengths.sort_unstable_by(f64::total_cmp);
+            let middle = d.lengths.len() / 2;
+            let median_seconds = match d.lengths.len() {
+                0 => None,
+                n if n % 2 == 1 => Some(d.lengths[middle]),
+                _ => Some((d.lengths[middle - 1] + d.lengths[middle]) / 2.0),
+            };
             Some(DaySessions {
-                date: dates[i]?,
-                sessions,
-                devices,
-                sessions_per_user: (devices > 0).then(|| sessions as f64 / devices as f64),
-                median_seconds: medians[i],
+                date,
+                sessions: d.sessions,
+                devices: d.devices,
+                sessions_per_user: (d.devices > 0).then(|| d.sessions as f64 / d.devices as f64),
+                median_seconds,
             })
         })
         .collect();
-    // The lengths over the range: each day's buckets added up (the sessions are cut once).
-    let mut lengths = Vec::with_capacity(LENGTHS.len());
-    for (k, (label, _)) in LENGTHS.iter().enumerate() {
-        let n = rows.i64s(&format!("l{k}"))?.iter().flatten().sum();
-        lengths.push(((*label).to_owned(), n));
-    }
-    Ok(Sessions {
+    Sessions {
         gap_minutes: gap.num_minutes(),
         days,
-        lengths,
-    })
+        lengths: LENGTHS
+            .iter()
+            .zip(buckets)
+            .map(|((label, _), n)| ((*label).to_owned(), n))
+            .collect(),
+    }
 }
+
+/// Microseconds in a day.
+const DAY_MICROS: i64 = 86_400_000_000;
 
 impl Sessions {
     /// The days as a table for people.
@@ -134,5 +204,80 @@ impl Sessions {
             ]);
         }
         table
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINUTE: i64 = 60_000_000;
+
+    /// Cuts `events` (device, minute, name) with a 30-minute gap, ties in row order.
+    fn cut_minutes(events: &[(u32, i64, &str)]) -> Sessions {
+        let plays = events
+            .iter()
+            .enumerate()
+            .map(|(row, &(device, minute, _))| Play {
+                device,
+                t: minute * MINUTE,
+                row: row as u32,
+            })
+            .collect();
+        let marks: Vec<Mark> = events.iter().map(|e| Mark::of(e.2)).collect();
+        cut(plays, DEFAULT_GAP, &marks, |a, b| a.cmp(&b))
+    }
+
+    fn lengths(sessions: &Sessions) -> Vec<i64> {
+        sessions.lengths.iter().map(|(_, n)| *n).collect()
+    }
+
+    #[test]
+    fn a_gap_of_more_than_thirty_minutes_a_start_or_an_end_cuts_a_session() {
+        let sessions = cut_minutes(&[
+            // Device 1: 0-10, then 41 (31 minutes later) to 71 (exactly 30 minutes later: same).
+            (1, 10, "levelUp"),
+            (1, 0, "levelUp"),
+            (1, 41, "levelUp"),
+            (1, 71, "levelUp"),
+            // Device 2: a start, play, an end, then play a minute later is a new session; a start
+            // a minute after that is another.
+            (2, 100, "sessionStart"),
+            (2, 103, "levelUp"),
+            (2, 104, "sessionEnd"),
+            (2, 105, "levelUp"),
+            (2, 106, "sessionStart"),
+        ]);
+        let day = &sessions.days[0];
+        assert_eq!(sessions.days.len(), 1);
+        assert_eq!((day.sessions, day.devices), (5, 2));
+        // Lengths 10, 30, 4, 0 and 0 minutes.
+        assert_eq!(day.median_seconds, Some(240.0));
+        assert_eq!(lengths(&sessions), [2, 1, 1, 0, 1, 0]);
+        assert_eq!(day.sessions_per_user, Some(2.5));
+    }
+
+    #[test]
+    fn ties_in_time_follow_the_tie_order_and_a_session_belongs_to_its_first_day() {
+        // An end and a play in the same instant: in row order the play follows the end and starts
+        // a session; the other way round, the end closes the session the play is in.
+        let end_first = cut_minutes(&[(1, 0, "levelUp"), (1, 5, "sessionEnd"), (1, 5, "levelUp")]);
+        assert_eq!(end_first.days[0].sessions, 2);
+        let play_first = cut_minutes(&[(1, 0, "levelUp"), (1, 5, "levelUp"), (1, 5, "sessionEnd")]);
+        assert_eq!(play_first.days[0].sessions, 1);
+        // 23:50 to 00:10: one session, on the first day; an even count's median is the middle two's
+        // mean.
+        let day = 24 * 60;
+        let sessions = cut_minutes(&[
+            (1, day - 10, "levelUp"),
+            (1, day + 10, "levelUp"),
+            (2, day + 1, "levelUp"),
+        ]);
+        let dates: Vec<String> = sessions.days.iter().map(|d| d.date.to_string()).collect();
+        assert_eq!(dates, ["1970-01-01", "1970-01-02"]);
+        assert_eq!(sessions.days[0].median_seconds, Some(1200.0));
+        let both = cut_minutes(&[(1, 0, "levelUp"), (1, 10, "levelUp"), (2, 0, "levelUp")]);
+        assert_eq!(both.days[0].median_seconds, Some(300.0));
+        assert!(cut_minutes(&[]).days.is_empty());
     }
 }
