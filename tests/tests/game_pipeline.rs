@@ -279,23 +279,92 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
         &athena_query("GameLateEventsQuery", GAME_EVENTS, &scan)?,
     )?;
     ensure!(late[0][0].as_i64() == Some(report.all.late_events), "late: {late:?}");
-    let dau = duckdb(
+    // Daily active users in all (no platform) and by platform.
+    let dau_rows = duckdb(
         standin.endpoint(),
         &format!(
-            "SELECT CAST(day AS VARCHAR), users FROM ({})",
+            "SELECT CAST(day AS VARCHAR), platform, users FROM ({})",
             athena_query("GameDailyActiveUsersQuery", GAME_EVENTS, &scan)?
         ),
     )?;
-    let dau: HashMap<String, i64> = dau
-        .iter()
-        .map(|r| {
-            (
-                r[0].as_str().unwrap_or_default().to_owned(),
-                r[1].as_i64().unwrap_or(-1),
-            )
-        })
-        .collect();
+    let mut dau: HashMap<String, i64> = HashMap::new();
+    let mut platform_dau = 0;
+    for r in &dau_rows {
+        let (day, users) = (r[0].as_str().unwrap_or_default(), r[2].as_i64().unwrap_or(-1));
+        match r[1].as_str() {
+            None => {
+                dau.insert(day.to_owned(), users);
+            }
+            Some(platform) => {
+                let reported = report
+                    .by_platform
+                    .get(platform)
+                    .and_then(|k| k.dau.iter().find(|d| d.date.to_string() == day))
+                    .map(|d| d.users);
+                ensure!(reported == Some(users), "{r:?} vs {reported:?}");
+                platform_dau += 1;
+            }
+        }
+    }
     assert_eq!(dau, got_dau);
+    let reported_platform_days: usize = report.by_platform.values().map(|k| k.dau.len()).sum();
+    ensure!(platform_dau == reported_platform_days, "{dau_rows:?}");
+
+    // Events and bookings per minute (what the report charts for a range of three hours or less):
+    // added up per hour, the report's hours.
+    let minutes = duckdb(
+        standin.endpoint(),
+        &format!(
+            "SELECT strftime(date_trunc('hour', minute), '%Y-%m-%dT%H:%M:%SZ'), count(*), sum(events), sum(bookings)
+             FROM ({}) GROUP BY 1 ORDER BY 1",
+            athena_query("GameEventsPerMinuteQuery", GAME_EVENTS, &scan)?
+        ),
+    )?;
+    ensure!(minutes.len() == got_events.len(), "{minutes:?} vs {got_events:?}");
+    for row in &minutes {
+        let hour: DateTime<Utc> = row[0].as_str().unwrap_or_default().parse()?;
+        ensure!(row[1].as_i64().is_some_and(|n| n > 0 && n <= 60), "{row:?}");
+        ensure!(
+            row[2].as_i64() == got_events.get(&hour).copied(),
+            "{row:?} vs {got_events:?}"
+        );
+        let want = reported_bookings.get(&hour).copied().unwrap_or(0.0);
+        let bookings = row[3].as_f64().unwrap_or(f64::NAN);
+        ensure!((bookings - want).abs() < 1e-6, "{row:?}: bookings {bookings} vs {want}");
+    }
+
+    // Revenue by platform and by app version.
+    let spend = duckdb(
+        standin.endpoint(),
+        &athena_query("GameRevenueByPlatformQuery", GAME_EVENTS, &scan)?,
+    )?;
+    let (mut platforms, mut versions) = (Vec::new(), Vec::new());
+    for row in &spend {
+        match row[0].as_str() {
+            Some("platform") => platforms.push(row),
+            Some("app_version") => versions.push(row),
+            other => anyhow::bail!("unexpected dimension {other:?}"),
+        }
+    }
+    for (rows, reported) in [
+        (&platforms, &report.revenue.by_platform),
+        (&versions, &report.revenue.by_app_version),
+    ] {
+        ensure!(
+            !rows.is_empty() && rows.len() == reported.len(),
+            "{rows:?} vs {reported:?}"
+        );
+        for (row, of) in rows.iter().zip(reported) {
+            let revenue = row[3].as_f64().unwrap_or(f64::NAN);
+            ensure!(
+                row[1].as_str() == Some(of.name.as_str())
+                    && row[2].as_i64() == Some(of.purchases)
+                    && (revenue - of.revenue).abs() < 1e-6
+                    && row[4].as_i64() == Some(of.paying_users),
+                "{row:?} vs {of:?}"
+            );
+        }
+    }
 
     // Revenue by game and item: a parameter the table keeps in extraParams, read by Athena's
     // json_extract_scalar (DuckDB's json_extract_string), and by the report.
