@@ -3,7 +3,8 @@
 //! A device's events, in `eventTime` order (ties by `gameId/eventId`), are cut into sessions: one
 //! starts at the device's first event, at a `sessionStart`, after a `sessionEnd`, and after a gap
 //! of more than the inactivity gap (30 minutes unless set) since the device's previous event. A
-//! session lasts from its first event to its last, and belongs to the day it starts on.
+//! session lasts from its first event to its last, and belongs to the day it starts on. Events
+//! without a device or an `eventTime` are in no session (the sink stamps every event's time).
 //!
 //! The cut is one sort of the events by device and time and one walk over them, in memory the
 //! report already holds ([`cut`]): as a SQL window over every event it was the report's largest
