@@ -18,7 +18,7 @@ use chrono::{TimeZone, Utc};
 use fixtures::game::{Synth, SynthConfig as GameSynthConfig};
 use fixtures::log_lines::{SynthConfig, corpus};
 use game_events::Envelope;
-use game_sink::{Config, Sink};
+use game_sink::{Config, Settle, Sink};
 use lake::maintenance::{BinOutcome, CompactOptions, CompactProgress};
 use lake::{Retry, StorageConfig};
 use lakelog_tests::faults::{FaultCounts, FaultProxy, FaultRates, Target};
@@ -252,11 +252,21 @@ async fn access_log_ingest_loses_nothing_and_duplicates_nothing_under_faults() {
 }
 
 /// Kinesis records of `events` generated events, the sequence numbers of one shard, with one
-/// undecodable record every 97.
+/// undecodable record every 97, over three days from 2026-11-20.
 fn shard_records(shard: usize, events: usize, synth: &mut Synth) -> Vec<KinesisEventRecord> {
+    let start = Utc.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap();
+    shard_records_from(start, shard, events, synth)
+}
+
+/// [`shard_records`] over three days from `start`.
+fn shard_records_from(
+    start: chrono::DateTime<Utc>,
+    shard: usize,
+    events: usize,
+    synth: &mut Synth,
+) -> Vec<KinesisEventRecord> {
     let request = serde_json::json!({"httpMethod": "POST", "path": "/events", "resource": "/events"});
     let envelope = Envelope::new(request.as_object().cloned().unwrap_or_default());
-    let start = Utc.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap();
     (0..events)
         .map(|i| {
             let time = start + chrono::Duration::seconds((i * 331 + shard * 17) as i64 % (3 * 86_400));
@@ -331,13 +341,26 @@ async fn game_sink_and_compaction_lose_nothing_under_faults() {
     let rejects_table = StandIn::s3_uri(&bucket, "game_events_rejects");
     let proxy = FaultProxy::start(standin.endpoint(), 16, suite_rates()).await.unwrap();
     let storage = storage(proxy.endpoint(), &standin);
-    let config = Config::new(&table, Some(&rejects_table)).unwrap();
+    // The sinks pack their small files every few commits, beside the compaction below.
+    let config = Config::new(&table, Some(&rejects_table))
+        .unwrap()
+        .with_settle(Some(Settle::after(8)));
 
     let mut synth = Synth::new(GameSynthConfig {
         devices: 300,
         ..GameSynthConfig::default()
     });
-    let shards: Vec<Vec<KinesisEventRecord>> = (0..4).map(|s| shard_records(s, 600, &mut synth)).collect();
+    // From yesterday on: partitions still open, which the sinks pack.
+    let yesterday = Utc::now()
+        .date_naive()
+        .pred_opt()
+        .unwrap()
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        .and_utc();
+    let shards: Vec<Vec<KinesisEventRecord>> = (0..4)
+        .map(|s| shard_records_from(yesterday, s, 600, &mut synth))
+        .collect();
     let expected_ids: HashSet<String> = shards.iter().flatten().filter_map(event_id).collect();
     let expected_rows = shards.iter().flatten().filter_map(event_id).count();
     assert_eq!(expected_ids.len(), expected_rows, "the generator's ids are distinct");
@@ -426,6 +449,25 @@ async fn game_sink_and_compaction_lose_nothing_under_faults() {
         }
     }
     assert!(done, "the final compaction never completed");
+    // The sinks packed small files on the way (compaction before the last closes every
+    // partition).
+    let mut history = Vec::new();
+    for _ in 0..ROUNDS {
+        use futures::TryStreamExt as _;
+        let Ok(t) = lake::Table::open(&table, &storage).await else {
+            continue;
+        };
+        if let Ok(read) = t.delta().history(None).try_collect::<Vec<_>>().await {
+            history = read;
+            break;
+        }
+    }
+    let packings = history
+        .iter()
+        .filter(|c| c.info.get("lakelog.operation") == Some(&serde_json::json!(lake::maintenance::PACKING)))
+        .count();
+    eprintln!("{packings} packings of open partitions in {} versions", history.len());
+    assert!(packings > 0, "the sinks never packed their small files");
     report("game sink and compaction", proxy.counts(), redeliveries);
     assert_faults_hit_their_paths(&proxy, 3);
 

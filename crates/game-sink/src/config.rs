@@ -4,6 +4,7 @@ use std::time::Duration;
 
 pub use env_config::ConfigError;
 use env_config::{Vars, table_location};
+pub use lake::maintenance::Settle;
 
 /// The `game_events` table: `s3://bucket/prefix`, `file:///path` or a local path.
 pub const EVENTS_TABLE_VAR: &str = "GAME_EVENTS_TABLE_URI";
@@ -15,6 +16,9 @@ pub const REJECTS_TABLE_VAR: &str = "GAME_EVENTS_REJECTS_TABLE_URI";
 pub const PARKING_VAR: &str = "GAME_EVENTS_PARKING_URI";
 /// Hours the stream keeps records (default 24, Kinesis' own default).
 pub const RETENTION_VAR: &str = "GAME_EVENTS_STREAM_RETENTION_HOURS";
+/// Small files in a table's open partitions after which the sink packs them, between its commits
+/// (default [`Settle::DEFAULT_FILES`]; 0: never, leaving them to the maintenance pass).
+pub const SETTLE_FILES_VAR: &str = "GAME_EVENTS_SETTLE_FILES";
 
 /// How long before the stream drops a record a batch that still cannot be committed is parked.
 pub const PARK_MARGIN: Duration = Duration::from_secs(6 * 3600);
@@ -28,6 +32,8 @@ pub struct Config {
     pub rejects_table: String,
     /// Where to park records that could not be committed in time, and after how long.
     pub parking: Option<Parking>,
+    /// When the sink packs the small files of the open partitions; `None`: never.
+    pub settle: Option<Settle>,
 }
 
 /// Parking of records the tables could not take in time.
@@ -71,6 +77,7 @@ impl Config {
             events_table,
             rejects_table,
             parking: None,
+            settle: Some(Settle::default()),
         })
     }
 
@@ -80,11 +87,20 @@ impl Config {
         self
     }
 
-    /// Reads [`EVENTS_TABLE_VAR`] and [`REJECTS_TABLE_VAR`].
+    /// The same tables, packing small files as `settle` says (`None`: never).
+    pub fn with_settle(mut self, settle: Option<Settle>) -> Self {
+        self.settle = settle;
+        self
+    }
+
+    /// Reads [`EVENTS_TABLE_VAR`], [`REJECTS_TABLE_VAR`], [`PARKING_VAR`], [`RETENTION_VAR`] and
+    /// [`SETTLE_FILES_VAR`].
     pub fn from_env() -> Result<Self, ConfigError> {
         let vars = Vars::env();
         let events = vars.required(EVENTS_TABLE_VAR)?;
-        let config = Self::new(&events, vars.optional(REJECTS_TABLE_VAR).as_deref())?;
+        let settle_files = vars.number(SETTLE_FILES_VAR, Settle::DEFAULT_FILES as u64, 0..=1_000_000)?;
+        let config = Self::new(&events, vars.optional(REJECTS_TABLE_VAR).as_deref())?
+            .with_settle((settle_files > 0).then(|| Settle::after(settle_files as usize)));
         let retention = vars.number(RETENTION_VAR, 24, 24..=8760)?;
         Ok(match vars.optional(PARKING_VAR) {
             Some(folder) => config.with_parking(Parking::new(&folder, retention)?),
@@ -106,6 +122,14 @@ mod tests {
         assert_eq!(config.rejects_table, "./lake/events_rejects");
         let config = Config::new("./lake/events", Some("s3://other/rejects")).unwrap();
         assert_eq!(config.rejects_table, "s3://other/rejects");
+    }
+
+    #[test]
+    fn the_sink_packs_small_files_unless_told_not_to() {
+        let config = Config::new("s3://lake/game_events", None).unwrap();
+        assert_eq!(config.settle, Some(Settle::default()));
+        assert_eq!(config.settle.map(|s| s.files), Some(Settle::DEFAULT_FILES));
+        assert_eq!(config.with_settle(None).settle, None);
     }
 
     #[test]

@@ -19,7 +19,7 @@
 pub mod config;
 mod sink;
 
-pub use config::{Config, ConfigError, Parking};
+pub use config::{Config, ConfigError, Parking, Settle};
 pub use sink::{
     BatchReport, EventCount, Parked, ParkedFor, ReplayError, Replayed, Sink, WriteError, events_table_spec,
     rejects_table_spec,

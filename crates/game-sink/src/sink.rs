@@ -15,7 +15,7 @@ use tokio::sync::{Mutex, OnceCell};
 use tracing::{error, info, warn};
 use uuid::Uuid;
 
-use crate::config::{Config, Parking};
+use crate::config::{Config, Parking, Settle};
 
 /// The `game_events` table: partitioned by `eventDate`.
 pub fn events_table_spec() -> TableSpec {
@@ -67,15 +67,17 @@ struct AppendTable {
     uri: String,
     spec: TableSpec,
     storage: StorageConfig,
+    settle: Option<Settle>,
     table: OnceCell<Mutex<Table>>,
 }
 
 impl AppendTable {
-    fn new(uri: &str, spec: TableSpec, storage: &StorageConfig) -> Self {
+    fn new(uri: &str, spec: TableSpec, storage: &StorageConfig, settle: Option<Settle>) -> Self {
         Self {
             uri: uri.to_owned(),
             spec,
             storage: storage.clone(),
+            settle,
             table: OnceCell::new(),
         }
     }
@@ -129,7 +131,30 @@ impl AppendTable {
             .collect();
         let files = write_files(&table, "kinesis", batch).await?;
         let outcome = table.commit_appends_at(vec![files], &advances, retry).await?;
+        if let Some(settle) = &self.settle {
+            settle_table(&mut table, settle, retry).await;
+        }
         Ok((Some(outcome), extra, already))
+    }
+}
+
+/// Packs the small files of `table`'s open partitions when `settle` says it is time, starting no
+/// bin after `retry`'s deadline. The batch is committed already: a packing that fails is logged
+/// and left to the next commit (packing is guarded like every compaction, so a bin that
+/// failed or lost to another writer changes nothing).
+async fn settle_table(table: &mut Table, settle: &Settle, retry: &Retry) {
+    match table.settle(settle, Some(retry.deadline())).await {
+        Ok(Some(report)) => info!(
+            table = table.uri(),
+            files_removed = report.files_removed(),
+            files_added = report.files_added(),
+            conflicts = report.conflicts.len(),
+            "packed the small files of the open partitions"
+        ),
+        Ok(None) => {}
+        Err(e) => {
+            warn!(table = table.uri(), error = %e, "could not pack the small files of the open partitions; the next commit tries again")
+        }
     }
 }
 
@@ -443,8 +468,8 @@ impl Sink {
     /// opens them itself.
     pub fn new(config: &Config, storage: &StorageConfig) -> Self {
         Self {
-            events: AppendTable::new(&config.events_table, events_table_spec(), storage),
-            rejects: AppendTable::new(&config.rejects_table, rejects_table_spec(), storage),
+            events: AppendTable::new(&config.events_table, events_table_spec(), storage, config.settle),
+            rejects: AppendTable::new(&config.rejects_table, rejects_table_spec(), storage, config.settle),
             parking: config.parking.clone(),
             storage: storage.clone(),
         }

@@ -4,7 +4,7 @@
 //! An error of delta-rs' commit future does not mean that nothing was committed: S3 may answer
 //! 500 to a PUT it carried out (and object_store's retry then meets the commit as a competitor),
 //! a connection may drop after the request was carried out, and a post-commit step (checkpoint,
-//! log cleanup, snapshot refresh) may fail after the version landed. So every commit carries an
+//! snapshot refresh) may fail after the version landed. So every commit carries an
 //! id of its own in its `commitInfo` (`lakelog.commitId`), and after any error the version the
 //! try wrote is read back (delta-rs' own retries are off, so a try on base `b` writes only
 //! `b + 1`): if it carries the id, the commit landed. When a later try is refused by its guard,
@@ -163,7 +163,7 @@ pub(crate) enum Landed {
         version: u64,
         /// Tries it took (1 when the first landed).
         attempts: u32,
-        /// Whether a step after the commit (checkpoint, log cleanup, refresh) failed; the next
+        /// Whether a step after the commit (checkpoint, refresh) failed; the next
         /// writer or the maintenance run does it instead.
         post_commit_failed: bool,
     },
@@ -334,6 +334,10 @@ async fn try_commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &Retry) -
             // Never delta-rs' own retries: they cannot tell a version of this commit's from a
             // competitor's, and would commit the same files again.
             .with_max_retries(0)
+            // Never delta-rs' expired-log cleanup after the commit: it lists the whole
+            // `_delta_log` (a month of per-second commits is millions of keys), which would make
+            // every commit slower as the log grows. The maintenance pass cleans the log instead.
+            .with_cleanup_expired_logs(Some(false))
             .with_metadata(metadata.iter().cloned())
             .with_application_transactions(commit.transactions.clone());
         let prepared = CommitBuilder::from(properties)
@@ -360,14 +364,14 @@ async fn try_commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &Retry) -
                 let post_commit_failed = match tokio::time::timeout(left, post_commit).await {
                     Ok(Ok(_)) => false,
                     Ok(Err(e)) => {
-                        warn!(table = uri, version, error = %e, "committed, but a post-commit step failed (checkpoint or log cleanup); left to the next writer or maintenance");
+                        warn!(table = uri, version, error = %e, "committed, but a post-commit step failed (checkpoint); left to the next writer or maintenance");
                         true
                     }
                     Err(_) => {
                         warn!(
                             table = uri,
                             version,
-                            "committed; the post-commit step (checkpoint or log cleanup) was stopped at the deadline and is left to the next writer or maintenance"
+                            "committed; the post-commit step (checkpoint) was stopped at the deadline and is left to the next writer or maintenance"
                         );
                         true
                     }

@@ -11,7 +11,7 @@ use crate::commit::Retry;
 use crate::error::LakeError;
 use crate::maintenance::{
     self, CheckpointReport, CompactOptions, CompactProgress, CompactionPlan, CompactionReport, MaintenanceError,
-    VacuumOptions, VacuumReport,
+    NoProgress, Settle, VacuumOptions, VacuumReport,
 };
 use crate::progress::{self, Advance};
 use crate::sources;
@@ -158,6 +158,28 @@ impl Table {
         progress: &dyn CompactProgress,
     ) -> Result<CompactionReport, MaintenanceError> {
         maintenance::compact(&self.uri, &mut self.delta, options, progress).await
+    }
+
+    /// Packs the small files of the open partitions when `settle` says it is time (see
+    /// [`Settle`]), starting no bin after `stop_at`; `None` when it was not time. Deciding costs
+    /// nothing while the table has fewer active files than [`Settle::files`], and one pass over
+    /// the files of the version loaded after that.
+    pub async fn settle(
+        &mut self,
+        settle: &Settle,
+        stop_at: Option<std::time::Instant>,
+    ) -> Result<Option<CompactionReport>, MaintenanceError> {
+        let active = self
+            .delta
+            .snapshot()
+            .map_err(|e| MaintenanceError::delta(&self.uri, "compaction plan", e))?
+            .log_data()
+            .num_files();
+        let options = settle.options(stop_at);
+        if active < settle.files.max(2) || self.plan_compaction(&options)?.files() < settle.files {
+            return Ok(None);
+        }
+        self.compact(&options, &NoProgress).await.map(Some)
     }
 
     /// Checkpoints the current version and, with `cleanup_logs`, deletes expired log files.

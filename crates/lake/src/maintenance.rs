@@ -35,6 +35,11 @@
 //!   next version (S3 conditional write). A concurrent maintenance run that rewrote the same files
 //!   makes the check fail: the bin is dropped, its new files deleted, and nothing is lost or
 //!   duplicated. Concurrent appends only add files and never fail the check.
+//! * Open partitions are left to the writers: a writer packs their small files between its
+//!   commits ([`Settle`], [`CompactOptions::open_files_below`]) into files of the target size,
+//!   never deduplicating, as `OPTIMIZE` with `dataChange = false`, so that a day of small commits
+//!   does not make each commit slower. Files packed this way are untagged, so the partition's
+//!   compaction at close deduplicates them like any other.
 //! * Work stops starting new bins when a deadline passes (the Lambda's remaining time less a
 //!   reserve); every committed bin is complete, and the next run finds the rest still to do.
 //!
@@ -62,7 +67,7 @@ use crate::storage::{StorageConfig, table_url};
 
 pub use crate::maintenance_compact::{
     BinOutcome, CompactOptions, CompactProgress, CompactionPlan, CompactionReport, DEDUP_TAG, DEFAULT_DEDUP_MEMORY,
-    NoProgress, PartitionPlan, WRITTEN_SINCE_TAG,
+    NoProgress, PACKING, PartitionPlan, Settle, WRITTEN_SINCE_TAG,
 };
 pub(crate) use crate::maintenance_compact::{compact, plan_compaction};
 

@@ -39,6 +39,10 @@ pub const DEDUP_TAG: &str = "lakelog.deduplicatedBy";
 /// ([`written_at`]), such as the backfill's search for sources older than the `txn` retention.
 pub const WRITTEN_SINCE_TAG: &str = "lakelog.writtenSince";
 
+/// The `lakelog.operation` of a commit that packed small files of an open partition (a
+/// compaction of a closed one says `compaction`).
+pub const PACKING: &str = "packing";
+
 /// When the oldest rows of a file were first written: its [`WRITTEN_SINCE_TAG`] if compaction
 /// wrote it, else its modification time.
 #[allow(deprecated)] // The only accessor of a file's tags; see `LogicalFileView::add_action`.
@@ -81,6 +85,14 @@ pub struct CompactOptions {
     /// Bytes the keys of new rows may take while duplicates are looked for; more new rows than
     /// fit are taken in several passes. Default [`DEFAULT_DEDUP_MEMORY`].
     pub dedup_memory: u64,
+    /// Compact the closed partitions (what the maintenance pass does). Default `true`.
+    pub closed_partitions: bool,
+    /// Also compact the small files of the *open* partitions: files smaller than this are
+    /// packed into files of about [`Self::target_file_size`], never deduplicated (that waits for
+    /// the partition to close, when every late copy is in) and committed as `OPTIMIZE` with
+    /// `dataChange = false`. A writer does this between its commits ([`Settle`]) so that the
+    /// files a day of small appends leaves do not make every commit slower. Default `None`.
+    pub open_files_below: Option<u64>,
     /// The time that decides which partitions are closed.
     pub now: DateTime<Utc>,
     /// No bin is started after this instant.
@@ -96,9 +108,69 @@ impl Default for CompactOptions {
             grace: DEFAULT_GRACE,
             dedup_key: None,
             dedup_memory: DEFAULT_DEDUP_MEMORY,
+            closed_partitions: true,
+            open_files_below: None,
             now: now(),
             stop_at: None,
             dry_run: false,
+        }
+    }
+}
+
+/// When a writer packs the small files of the open partitions between its commits: once the
+/// table has at least [`Settle::files`] active files and that many small ones in open
+/// partitions.
+///
+/// Every commit costs time in proportion to the table's active files: delta-rs replays their
+/// list after each commit, and every tenth commit writes them all into a checkpoint. The
+/// maintenance pass compacts a partition only when it has closed, so without this a sink that
+/// commits every second adds 86,400 files a day per shard and its commits slow down all day.
+/// Packing is [`CompactOptions::open_files_below`]: guarded like every compaction (a bin whose
+/// files another writer removed is dropped), never deduplicating, `dataChange = false`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settle {
+    /// Small files of the open partitions that start a packing.
+    pub files: usize,
+    /// Files smaller than this are small.
+    pub below: u64,
+    /// Size of the packed files.
+    pub target_file_size: u64,
+}
+
+impl Settle {
+    /// Small files that start a packing by default: at a thousand active files a commit takes
+    /// about twice as long as on a fresh table (BENCHMARKS.md, "Commit cost and table size").
+    pub const DEFAULT_FILES: usize = 1000;
+    /// Files below 16 MiB are small by default: a packed file of that size is left until the
+    /// partition closes, so no row is rewritten again and again while its day goes on.
+    pub const DEFAULT_BELOW: u64 = 16 << 20;
+
+    /// Packing once `files` small files are there, with the default sizes.
+    pub fn after(files: usize) -> Self {
+        Self {
+            files,
+            ..Self::default()
+        }
+    }
+
+    /// The compaction that packs, stopping new bins at `stop_at`.
+    pub fn options(&self, stop_at: Option<Instant>) -> CompactOptions {
+        CompactOptions {
+            target_file_size: self.target_file_size,
+            closed_partitions: false,
+            open_files_below: Some(self.below),
+            stop_at,
+            ..CompactOptions::default()
+        }
+    }
+}
+
+impl Default for Settle {
+    fn default() -> Self {
+        Self {
+            files: Self::DEFAULT_FILES,
+            below: Self::DEFAULT_BELOW,
+            target_file_size: DEFAULT_TARGET_FILE_SIZE,
         }
     }
 }
@@ -129,11 +201,13 @@ impl std::fmt::Debug for DataFile {
     }
 }
 
-/// The work in one closed partition.
+/// The work in one partition.
 #[derive(Debug, Clone)]
 pub struct PartitionPlan {
     /// `column=value` of the partition.
     pub label: String,
+    /// Whether the partition is still open: its small files are packed, never deduplicated.
+    pub open: bool,
     /// Files of the partition that stay, whose keys count as seen when deduplicating.
     kept: Vec<DataFile>,
     /// When deduplicating a table partitioned by date: the files of the day before, whose keys
@@ -172,7 +246,8 @@ pub struct CompactionPlan {
     pub active_files: usize,
     /// Partitions (or, without a date column, groups of files) still open.
     pub open_partitions: usize,
-    /// Closed partitions with work, newest first.
+    /// Partitions with work, newest first (an open partition before its closed files, in a
+    /// table without a date column).
     pub partitions: Vec<PartitionPlan>,
 }
 
@@ -378,7 +453,14 @@ pub(crate) fn plan_compaction(
         if !young.is_empty() {
             open_partitions += 1;
         }
-        let Some(mut plan) = plan_partition(label, closed, options) else {
+        if let Some(below) = options.open_files_below {
+            let small = young.into_iter().filter(|f| f.size < below).collect();
+            plans.extend(plan_partition(label.clone(), small, options, true));
+        }
+        if !options.closed_partitions {
+            continue;
+        }
+        let Some(mut plan) = plan_partition(label, closed, options, false) else {
             continue;
         };
         // Deduplicating by date: the files of the day before (same other partition values).
@@ -402,11 +484,12 @@ pub(crate) fn plan_compaction(
     })
 }
 
-/// Bins the closed files of one partition: next-fit in the order the files were written, so a
-/// bin holds files written close in time. A bin is rewritten when it has two files or more, or,
-/// when deduplicating, a file not yet deduplicated.
-fn plan_partition(label: String, files: Vec<DataFile>, options: &CompactOptions) -> Option<PartitionPlan> {
-    let dedup = options.dedup_key.is_some();
+/// Bins the files of one partition (closed, or the small files of an `open` one): next-fit in
+/// the order the files were written, so a bin holds files written close in time. A bin is
+/// rewritten when it has two files or more, or, when deduplicating (closed partitions only), a
+/// file not yet deduplicated.
+fn plan_partition(label: String, files: Vec<DataFile>, options: &CompactOptions, open: bool) -> Option<PartitionPlan> {
+    let dedup = !open && options.dedup_key.is_some();
     let target = options.target_file_size.max(1);
     let mut kept = Vec::new();
     let mut bins: Vec<Vec<DataFile>> = Vec::new();
@@ -434,6 +517,7 @@ fn plan_partition(label: String, files: Vec<DataFile>, options: &CompactOptions)
     kept.extend(leave.into_iter().flatten());
     (!rewrite.is_empty()).then_some(PartitionPlan {
         label,
+        open,
         kept,
         previous: Vec::new(),
         bins: rewrite,
@@ -575,7 +659,7 @@ impl<'a> PartitionWork<'a> {
             new_files: HashMap::new(),
             read: all.map(|f| f.path.clone()).collect(),
         };
-        let Some(key) = &options.dedup_key else {
+        let Some(key) = options.dedup_key.as_ref().filter(|_| !partition.open) else {
             return Ok(Some(work));
         };
         let (new, tagged): (Vec<&DataFile>, Vec<&DataFile>) =
@@ -734,7 +818,8 @@ impl<'a> PartitionWork<'a> {
                     .get_or_insert_with(HashMap::new)
                     .insert(WRITTEN_SINCE_TAG.to_owned(), Some(since.to_string()));
             }
-            if let Some(key) = &self.options.dedup_key {
+            // An open partition's files are packed, not deduplicated: they stay untagged.
+            if let Some(key) = self.options.dedup_key.as_ref().filter(|_| !self.partition.open) {
                 add.tags
                     .get_or_insert_with(HashMap::new)
                     .insert(DEDUP_TAG.to_owned(), Some(key.clone()));
@@ -756,7 +841,10 @@ impl<'a> PartitionWork<'a> {
             }
         };
         let metadata = [
-            ("lakelog.operation".to_owned(), serde_json::json!("compaction")),
+            (
+                "lakelog.operation".to_owned(),
+                serde_json::json!(if self.partition.open { PACKING } else { "compaction" }),
+            ),
             ("lakelog.partition".to_owned(), serde_json::json!(self.partition.label)),
             ("lakelog.duplicatesRemoved".to_owned(), serde_json::json!(duplicates)),
         ];

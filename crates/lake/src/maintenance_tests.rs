@@ -617,3 +617,86 @@ async fn unpartitioned_tables_go_by_file_age_and_checkpoints_discovery() {
     .unwrap();
     assert!(report.skipped.is_empty() && report.checkpoint.is_some() && report.vacuum.is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settling_packs_the_open_partitions_small_files_and_keeps_every_row() {
+    use crate::maintenance::{DEDUP_TAG, Settle, WRITTEN_SINCE_TAG};
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("t").to_str().unwrap().to_owned();
+    let mut delta = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+    // 30 small commits into today's partition, every fifth resending an event (a duplicate row),
+    // and 10 into a closed day.
+    for i in 0..30u64 {
+        let mut events = vec![event(i, today())];
+        if i % 5 == 4 {
+            events.push(event(i - 1, today()));
+        }
+        append(&uri, &mut delta, &format!("open-{i}"), &events).await;
+    }
+    for i in 0..10u64 {
+        append(&uri, &mut delta, &format!("closed-{i}"), &[event(100 + i, DAY)]).await;
+    }
+    let before = sorted(rows(&delta));
+    let mut table = crate::Table::open(&uri, &StorageConfig::default()).await.unwrap();
+
+    // Fewer small files than the threshold: nothing to do.
+    assert!(table.settle(&Settle::after(31), None).await.unwrap().is_none());
+    assert_eq!(table.file_stats().unwrap().files, 40);
+
+    let report = table.settle(&Settle::after(30), None).await.unwrap().expect("packed");
+    assert_eq!((report.files_removed(), report.files_added()), (30, 1), "{report:?}");
+    assert_eq!(report.duplicates(), 0, "an open partition is not deduplicated");
+    let delta = table.delta();
+    assert_eq!(
+        file_stats(delta).unwrap().files,
+        11,
+        "the closed day is left to maintenance"
+    );
+    assert_eq!(sorted(rows(delta)), before, "the same rows, duplicates included");
+    let last = &history(delta, 1).await[0];
+    assert_eq!(last.operation.as_deref(), Some("OPTIMIZE"), "{last:?}");
+    assert_eq!(last.info["lakelog.operation"], crate::maintenance::PACKING, "{last:?}");
+    #[allow(deprecated)] // The only accessor of a file's tags.
+    let packed: Vec<_> = delta
+        .snapshot()
+        .unwrap()
+        .log_data()
+        .iter()
+        .filter(|f| f.partition_values_map()["eventDate"] != Some("2022-01-08".to_owned()))
+        .map(|f| f.add_action())
+        .collect();
+    assert_eq!(packed.len(), 1);
+    let version = delta.version().unwrap();
+    let commit = std::fs::read_to_string(dir.path().join(format!("t/_delta_log/{version:020}.json"))).unwrap();
+    let files: Vec<serde_json::Value> = commit
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter_map(|a| a.get("add").or_else(|| a.get("remove")).cloned())
+        .collect();
+    assert_eq!(files.len(), 31);
+    assert!(
+        files.iter().all(|f| f["dataChange"] == false),
+        "packing changes no row: {commit}"
+    );
+    let tags = packed[0].tags.clone().unwrap_or_default();
+    assert!(tags.contains_key(WRITTEN_SINCE_TAG), "{tags:?}");
+    assert!(
+        !tags.contains_key(DEDUP_TAG),
+        "the packed file is not deduplicated: {tags:?}"
+    );
+
+    // One file per partition now: nothing more to pack.
+    assert!(table.settle(&Settle::after(2), None).await.unwrap().is_none());
+
+    // Once the day has closed, maintenance removes its duplicates from the packed file.
+    let options = CompactOptions {
+        dedup_key: Some("eventId".into()),
+        now: Utc::now() + TimeDelta::days(3),
+        ..CompactOptions::default()
+    };
+    let closed = table.compact(&options, &NoProgress).await.unwrap();
+    assert_eq!(closed.duplicates(), 6, "{closed:?}");
+    let after = rows(table.delta());
+    let distinct: BTreeSet<&str> = after.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!((after.len(), distinct.len()), (before.len() - 6, before.len() - 6));
+}

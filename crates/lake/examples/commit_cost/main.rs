@@ -1,0 +1,241 @@
+//! The cost of one small commit as the open partition grows (BENCHMARKS.md, "Commit cost and
+//! table size"): what the game sink pays per batch when its day's partition already holds many
+//! small files.
+//!
+//! ```sh
+//! cargo run --profile local -p lake --example commit_cost -- grow /tmp/commits 1000
+//! cargo run --profile local -p lake --example commit_cost -- commit /tmp/commits 100
+//! cargo run --profile local -p lake --example commit_cost -- grow /tmp/commits 10000
+//! cargo run --profile local -p lake --example commit_cost -- commit /tmp/commits 100
+//! ```
+//!
+//! `grow` adds small data files (one row each, 1,000 a commit) to one partition until the table has
+//! that many. `commit` then opens the table as a sink does and makes that many commits of one file
+//! of 100 rows with the stream's position, each as the sink commits a batch (checkpoints as the
+//! table's `delta.checkpointInterval` asks), and prints the milliseconds per commit: mean, median,
+//! the slowest, and the mean of those that wrote a checkpoint. Neither packs small files.
+//!
+//! `day DIR COMMITS [SETTLE_FILES]` is a sink's day: that many such commits into today's (open)
+//! partition of a new table, each followed by [`lake::Table::settle`] as the game sink does
+//! (packing once `SETTLE_FILES` small files are there, default [`Settle::DEFAULT_FILES`]; 0 never
+//! packs). It prints, after 1,000, 10,000 and 100,000 commits (and at the end), the milliseconds
+//! per commit over the last 1,000 commits, packing included, and the active files:
+//!
+//! ```sh
+//! cargo run --profile local -p lake --example commit_cost -- day /tmp/day 100000
+//! ```
+//!
+//! The tables are local, but their logs are listed as S3 lists them (see `listing`): the local
+//! file store reads the whole `_delta_log` directory for every listing, which S3 does not.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{Date32Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use lake::maintenance::Settle;
+
+mod listing;
+use lake::{Advance, Retry, StorageConfig, Table, TableSpec};
+
+/// The open partition's day.
+const DAY: i32 = 20_393;
+/// Files added by one commit of `grow`.
+const GROW_FILES_PER_COMMIT: usize = 1000;
+/// Rows of one measured commit's file.
+const ROWS_PER_COMMIT: usize = 100;
+/// The stream whose position the commits advance.
+const STREAM: &str = "kinesis:bench/shardId-000000000000";
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("eventId", DataType::Utf8, false),
+        Field::new("n", DataType::Int64, false),
+        Field::new("eventDate", DataType::Date32, false),
+    ]))
+}
+
+fn spec() -> TableSpec {
+    TableSpec::new("commit_cost", schema(), &["eventDate"])
+}
+
+fn rows_on(day: i32, first: usize, count: usize) -> Result<RecordBatch, arrow::error::ArrowError> {
+    let ids: Vec<String> = (first..first + count).map(|i| format!("event-{i:012}")).collect();
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(StringArray::from(ids)),
+            Arc::new(Int64Array::from_iter_values((first..first + count).map(|i| i as i64))),
+            Arc::new(Date32Array::from(vec![day; count])),
+        ],
+    )
+}
+
+async fn file_of(
+    table: &Table,
+    source: &str,
+    first: usize,
+    count: usize,
+) -> Result<lake::SourceFiles, Box<dyn std::error::Error>> {
+    file_on(table, source, DAY, first, count).await
+}
+
+async fn file_on(
+    table: &Table,
+    source: &str,
+    day: i32,
+    first: usize,
+    count: usize,
+) -> Result<lake::SourceFiles, Box<dyn std::error::Error>> {
+    let mut writer = table.writer(source)?;
+    writer.write(rows_on(day, first, count)?).await?;
+    Ok(writer.finish().await?)
+}
+
+/// Milliseconds: mean, median and slowest of `times`.
+fn summary(times: &[f64]) -> (f64, f64, f64) {
+    let mut sorted = times.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    (
+        times.iter().sum::<f64>() / times.len().max(1) as f64,
+        sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN),
+        sorted.last().copied().unwrap_or(f64::NAN),
+    )
+}
+
+/// A sink's day of `commits` small commits into today's partition, packing as `settle` says.
+async fn day(dir: &str, commits: usize, settle: Option<Settle>) -> Result<(), Box<dyn std::error::Error>> {
+    const WINDOW: usize = 1000;
+    let storage = StorageConfig::from_env();
+    let today = chrono::Utc::now().date_naive().to_epoch_days();
+    let mut table = Table::open_or_create(dir, &spec(), &storage).await?;
+    let mut times = Vec::with_capacity(commits);
+    let (mut packings, mut packed_ms, mut packed_files) = (0usize, 0.0f64, 0usize);
+    // Commits whose checkpoint (every tenth) failed.
+    let mut post_commit_failures = 0usize;
+    let started = Instant::now();
+    for c in 1..=commits {
+        // The stream's position: the commits made before this one.
+        let position = (c - 1) as u128;
+        let at = Instant::now();
+        let file = file_on(&table, "kinesis", today, c * ROWS_PER_COMMIT, ROWS_PER_COMMIT).await?;
+        let advance = Advance {
+            stream: STREAM.to_owned(),
+            from: (position > 0).then(|| position.to_string()),
+            to: (position + 1).to_string(),
+        };
+        // Each commit has its own deadline, as each invocation of a sink has.
+        let outcome = table
+            .commit_appends_at(vec![file], &[advance], &Retry::default())
+            .await?;
+        post_commit_failures += usize::from(outcome.post_commit_failed);
+        if let Some(settle) = &settle {
+            let packing = Instant::now();
+            if let Some(report) = table.settle(settle, None).await? {
+                packings += 1;
+                packed_ms += packing.elapsed().as_secs_f64() * 1e3;
+                packed_files += report.files_removed();
+            }
+        }
+        times.push(at.elapsed().as_secs_f64() * 1e3);
+        if [1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000].contains(&c) || c == commits {
+            let (mean, median, slowest) = summary(&times[c.saturating_sub(WINDOW)..]);
+            println!(
+                "{c} commits ({:.0} s): last {} commits mean {mean:.1} ms, median {median:.1} ms, slowest {slowest:.1} ms; \
+                 {} active files; {packings} packings so far ({packed_files} files, {packed_ms:.0} ms in all); \
+                 {post_commit_failures} failed post-commit steps",
+                started.elapsed().as_secs_f64(),
+                WINDOW.min(c),
+                files_of(&table)?,
+            );
+        }
+    }
+    Ok(())
+}
+
+fn files_of(table: &Table) -> Result<usize, lake::LakeError> {
+    Ok(table.file_stats()?.files as usize)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The log listed as S3 lists it, from the version known on: see `listing`.
+    listing::install()?;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let storage = StorageConfig::from_env();
+    match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["day", dir, commits, rest @ ..] => {
+            let settle = match rest.first() {
+                Some(files) => Some(files.parse::<usize>()?).filter(|f| *f > 0).map(Settle::after),
+                None => Some(Settle::default()),
+            };
+            day(dir, commits.parse()?, settle).await?;
+        }
+        ["grow", dir, files] => {
+            let target: usize = files.parse()?;
+            let mut table = Table::open_or_create(dir, &spec(), &storage).await?;
+            let started = Instant::now();
+            while files_of(&table)? < target {
+                let have = files_of(&table)?;
+                let mut sources = Vec::new();
+                for i in have..(have + GROW_FILES_PER_COMMIT).min(target) {
+                    sources.push(file_of(&table, "grow", i, 1).await?);
+                }
+                table.commit_appends(sources, &Retry::default()).await?;
+            }
+            println!(
+                "{dir}: {} files, version {:?} ({:.1} s)",
+                files_of(&table)?,
+                table.delta().version(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        ["commit", dir, commits] => {
+            let commits: usize = commits.parse()?;
+            let opening = Instant::now();
+            let mut table = Table::open(dir, &storage).await?;
+            let opened = opening.elapsed();
+            let files = files_of(&table)?;
+            let mut position: Option<String> = table.position(STREAM).await?;
+            let mut times = Vec::with_capacity(commits);
+            let mut checkpointing = Vec::new();
+            for c in 0..commits {
+                let started = Instant::now();
+                let file = file_of(&table, "kinesis", 1_000_000_000 + c * ROWS_PER_COMMIT, ROWS_PER_COMMIT).await?;
+                let to = (position.as_deref().map_or(0, |p| p.parse::<u128>().unwrap_or(0)) + 1).to_string();
+                let advance = Advance {
+                    stream: STREAM.to_owned(),
+                    from: position.clone(),
+                    to: to.clone(),
+                };
+                let outcome = table
+                    .commit_appends_at(vec![file], &[advance], &Retry::default())
+                    .await?;
+                let ms = started.elapsed().as_secs_f64() * 1e3;
+                times.push(ms);
+                // delta-rs checkpoints the versions just before a multiple of the interval (10).
+                if outcome.version.is_some_and(|v| (v + 1) % 10 == 0) {
+                    checkpointing.push(ms);
+                }
+                position = Some(to);
+            }
+            let (mean, median, slowest) = summary(&times);
+            println!(
+                "{dir}: {files} files; opened in {:.0} ms; {commits} commits: mean {mean:.1} ms, median {median:.1} ms, slowest {slowest:.1} ms; \
+                 the {} that wrote a checkpoint: mean {:.1} ms; the others: mean {:.1} ms",
+                opened.as_secs_f64() * 1e3,
+                checkpointing.len(),
+                summary(&checkpointing).0,
+                (times.iter().sum::<f64>() - checkpointing.iter().sum::<f64>())
+                    / (times.len() - checkpointing.len()).max(1) as f64,
+            );
+        }
+        _ => {
+            return Err(
+                "usage: commit_cost grow DIR FILES | commit_cost commit DIR COMMITS | commit_cost day DIR COMMITS [SETTLE_FILES]"
+                    .into(),
+            );
+        }
+    }
+    Ok(())
+}
