@@ -223,6 +223,18 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
         .iter()
         .map(|h| (h.window_start, h.amount))
         .collect();
+    // One hour of a saved query (the hour's text, its events and bookings) against the report.
+    let check_hour = |hour: &serde_json::Value, events: &serde_json::Value, bookings: &serde_json::Value| {
+        let hour: DateTime<Utc> = hour.as_str().unwrap_or_default().parse()?;
+        ensure!(
+            events.as_i64() == got_events.get(&hour).copied(),
+            "{hour}: {events} events vs {got_events:?}"
+        );
+        let want = reported_bookings.get(&hour).copied().unwrap_or(0.0);
+        let bookings = bookings.as_f64().unwrap_or(f64::NAN);
+        ensure!((bookings - want).abs() < 1e-6, "{hour}: bookings {bookings} vs {want}");
+        Ok(())
+    };
     ensure!(
         hours.len() == got_events.len(),
         "{} hours for {}",
@@ -230,14 +242,7 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
         got_events.len()
     );
     for row in &hours {
-        let hour: DateTime<Utc> = row[0].as_str().unwrap_or_default().parse()?;
-        ensure!(
-            row[1].as_i64() == got_events.get(&hour).copied(),
-            "{hour}: {row:?} vs {got_events:?}"
-        );
-        let want = reported_bookings.get(&hour).copied().unwrap_or(0.0);
-        let bookings = row[2].as_f64().unwrap_or(f64::NAN);
-        ensure!((bookings - want).abs() < 1e-6, "{hour}: bookings {bookings} vs {want}");
+        check_hour(&row[0], &row[1], &row[2])?;
     }
     // The same per platform.
     let by_platform = duckdb(
@@ -322,15 +327,8 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
     )?;
     ensure!(minutes.len() == got_events.len(), "{minutes:?} vs {got_events:?}");
     for row in &minutes {
-        let hour: DateTime<Utc> = row[0].as_str().unwrap_or_default().parse()?;
         ensure!(row[1].as_i64().is_some_and(|n| n > 0 && n <= 60), "{row:?}");
-        ensure!(
-            row[2].as_i64() == got_events.get(&hour).copied(),
-            "{row:?} vs {got_events:?}"
-        );
-        let want = reported_bookings.get(&hour).copied().unwrap_or(0.0);
-        let bookings = row[3].as_f64().unwrap_or(f64::NAN);
-        ensure!((bookings - want).abs() < 1e-6, "{row:?}: bookings {bookings} vs {want}");
+        check_hour(&row[0], &row[2], &row[3])?;
     }
 
     // Revenue by platform and by app version.

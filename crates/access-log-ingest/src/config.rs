@@ -4,6 +4,7 @@ use std::fmt;
 
 pub use env_config::ConfigError;
 use env_config::{TABLE_LOCATION_FORMS, Vars, is_table_location};
+use lake::maintenance::Settle;
 
 /// The placeholder that makes one table per observed bucket.
 pub const BUCKET_PLACEHOLDER: &str = "{bucket}";
@@ -84,6 +85,9 @@ pub struct Config {
     pub raw_logs_role_arn: Option<String>,
     /// `INGEST_CONCURRENCY`: objects read at once (1 to 64, default 4).
     pub concurrency: usize,
+    /// `ACCESS_LOG_SETTLE_FILES`: small files in a table's open partitions after which they are
+    /// packed between commits (default [`Settle::DEFAULT_FILES`]; 0: never).
+    pub settle: Option<Settle>,
 }
 
 impl Config {
@@ -116,11 +120,13 @@ impl Config {
             ));
         }
         let concurrency = vars.number("INGEST_CONCURRENCY", 4, 1..=64)? as usize;
+        let settle_files = vars.number("ACCESS_LOG_SETTLE_FILES", Settle::DEFAULT_FILES as u64, 0..=1_000_000)?;
         Ok(Self {
             table,
             rejects,
             raw_logs_role_arn,
             concurrency,
+            settle: (settle_files > 0).then(|| Settle::after(settle_files as usize)),
         })
     }
 
@@ -149,6 +155,19 @@ mod tests {
         assert_eq!(c.rejects, "s3://lake/access_logs/_rejects");
         assert_eq!(c.concurrency, 4);
         assert_eq!(c.raw_logs_role_arn, None);
+        assert_eq!(c.settle, Some(Settle::default()));
+        let never = config(&[
+            ("ACCESS_LOG_TABLE_URI", "s3://lake/t"),
+            ("ACCESS_LOG_SETTLE_FILES", "0"),
+        ])
+        .unwrap();
+        assert_eq!(never.settle, None);
+        let often = config(&[
+            ("ACCESS_LOG_TABLE_URI", "s3://lake/t"),
+            ("ACCESS_LOG_SETTLE_FILES", "50"),
+        ])
+        .unwrap();
+        assert_eq!(often.settle, Some(Settle::after(50)));
         let c = config(&[
             ("ACCESS_LOG_TABLE_URI", " s3://lake/t "),
             ("INGEST_CONCURRENCY", " "),
@@ -182,6 +201,12 @@ mod tests {
         assert!(err.to_string().contains("use s3://"), "{err}");
         let err = config(&[("ACCESS_LOG_TABLE_URI", "s3://l/t"), ("INGEST_CONCURRENCY", "0")]).unwrap_err();
         assert!(err.to_string().starts_with("INGEST_CONCURRENCY=\"0\""), "{err}");
+        let err = config(&[
+            ("ACCESS_LOG_TABLE_URI", "s3://l/t"),
+            ("ACCESS_LOG_SETTLE_FILES", "many"),
+        ])
+        .unwrap_err();
+        assert!(err.to_string().starts_with("ACCESS_LOG_SETTLE_FILES=\"many\""), "{err}");
         let err = config(&[("ACCESS_LOG_TABLE_URI", "s3://l/t"), ("RAW_LOGS_ROLE_ARN", "role")]).unwrap_err();
         assert!(err.to_string().starts_with("RAW_LOGS_ROLE_ARN"), "{err}");
         let err = config(&[

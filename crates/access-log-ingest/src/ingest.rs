@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
 use futures::StreamExt;
+use lake::maintenance::Settle;
 use lake::{AppendOutcome, LakeError, Retry, SourceFiles, SourceWriter, StorageConfig, Table, TableSpec, now_micros};
 use s3_access_log::{
     AccessLogBatchBuilder, AccessLogRecord, Lines, PARTITION_COLUMN, RejectsBatchBuilder, access_logs_schema, is_blank,
@@ -156,6 +157,8 @@ pub struct Ingestor {
     storage: StorageConfig,
     reader: ObjectReader,
     concurrency: usize,
+    /// When the tables' small files are packed after a commit; `None`: never.
+    settle: Option<Settle>,
     tables: Mutex<HashMap<String, Table>>,
     /// Per table, the log objects of its files added before its `txn` ids can be trusted
     /// (read once, the first time an object that old is ingested).
@@ -190,10 +193,18 @@ impl Ingestor {
             storage,
             reader,
             concurrency: concurrency.max(1),
+            settle: Some(Settle::default()),
             tables: Mutex::new(HashMap::new()),
             old_sources: Mutex::new(HashMap::new()),
             catalog: None,
         }
+    }
+
+    /// The ingestor, packing the small files of each table's open partitions after its commits
+    /// as `settle` says (`None`: never; the default is [`Settle::default`]).
+    pub fn with_settle(mut self, settle: Option<Settle>) -> Self {
+        self.settle = settle;
+        self
     }
 
     /// The ingestor, registering each table it opens in `catalog` (once per instance; a table
@@ -340,6 +351,9 @@ impl Ingestor {
                             "committed"
                         );
                         progress.committed(&uri, &outcome);
+                        if let Some(settle) = &self.settle {
+                            table.settle_after_commit(settle, retry.deadline()).await;
+                        }
                         self.tables.lock().await.insert(uri, table);
                     }
                     Err(LakeError::Conflict { reason, .. }) => {

@@ -50,4 +50,5 @@ pub async fn ingestor(config: &Config, storage: StorageConfig) -> Ingestor {
         ObjectReader::s3(client),
         config.concurrency,
     )
+    .with_settle(config.settle)
 }

@@ -251,3 +251,60 @@ async fn objects_whose_txn_expired_are_not_written_again() {
     let second_rows = again[1].1.as_ref().map(|r| r.rows).unwrap_or(0);
     assert_eq!(table_rows(&table).await, rows + second_rows);
 }
+
+/// Logs of today, one object per commit: after every fifth, the tables' open partitions are
+/// packed, and every line is still there once, however often an object is delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_files_of_today_are_packed_and_every_row_stays_once() {
+    let raw = tempfile::tempdir().unwrap();
+    let lake = tempfile::tempdir().unwrap();
+    let now_micros = chrono::Utc::now().timestamp_micros();
+    let mut objects = Vec::new();
+    let mut data = Vec::new();
+    for i in 0..12 {
+        // An hour of today (UTC) that has begun, so that the lines fall in today's partition.
+        let start = now_micros - now_micros.rem_euclid(86_400_000_000);
+        let config = SynthConfig {
+            seed: 100 + i,
+            start_micros: start,
+            buckets: vec!["today-bucket".into()],
+            ..SynthConfig::default()
+        };
+        let bytes = corpus(config, 4_000);
+        let path = raw.path().join(format!("today-{i:02}"));
+        std::fs::write(&path, &bytes).unwrap();
+        objects.push(ObjectRef::Local(path));
+        data.push(bytes);
+    }
+    let (rows, _) = expected(&data);
+    let ingestor = ingestor(lake.path()).with_settle(Some(lake::maintenance::Settle::after(5)));
+    for object in &objects {
+        for _delivery in 0..2 {
+            let outcome = ingestor
+                .ingest(std::slice::from_ref(object), &lake::Retry::default(), &NoProgress)
+                .await;
+            assert!(outcome[0].1.is_ok(), "{outcome:?}");
+        }
+    }
+    let uri = format!("{}/access_logs/today-bucket", lake.path().display());
+    assert_eq!(table_rows(&uri).await, rows["today-bucket"], "every line once");
+    let table = Table::open(&uri, &StorageConfig::default()).await.unwrap();
+    let history: Vec<_> = futures::TryStreamExt::try_collect(table.delta().history(None))
+        .await
+        .unwrap();
+    let packings = history
+        .iter()
+        .filter(|c| c.info.get("lakelog.operation") == Some(&serde_json::json!(lake::maintenance::PACKING)))
+        .count();
+    assert!(packings >= 2, "{packings} packings in {} versions", history.len());
+    let files = table.file_stats().unwrap().files;
+    assert!(files < 5, "{files} files left after packing");
+    // The objects are still known as ingested: packing kept their txn ids.
+    for object in &objects {
+        let again = ingestor
+            .ingest(std::slice::from_ref(object), &lake::Retry::default(), &NoProgress)
+            .await;
+        assert!(again[0].1.as_ref().unwrap().already_ingested(), "{again:?}");
+    }
+    assert_eq!(table_rows(&uri).await, rows["today-bucket"]);
+}

@@ -132,29 +132,9 @@ impl AppendTable {
         let files = write_files(&table, "kinesis", batch).await?;
         let outcome = table.commit_appends_at(vec![files], &advances, retry).await?;
         if let Some(settle) = &self.settle {
-            settle_table(&mut table, settle, retry).await;
+            table.settle_after_commit(settle, retry.deadline()).await;
         }
         Ok((Some(outcome), extra, already))
-    }
-}
-
-/// Packs the small files of `table`'s open partitions when `settle` says it is time, starting no
-/// bin after `retry`'s deadline. The batch is committed already: a packing that fails is logged
-/// and left to the next commit (packing is guarded like every compaction, so a bin that
-/// failed or lost to another writer changes nothing).
-async fn settle_table(table: &mut Table, settle: &Settle, retry: &Retry) {
-    match table.settle(settle, Some(retry.deadline())).await {
-        Ok(Some(report)) => info!(
-            table = table.uri(),
-            files_removed = report.files_removed(),
-            files_added = report.files_added(),
-            conflicts = report.conflicts.len(),
-            "packed the small files of the open partitions"
-        ),
-        Ok(None) => {}
-        Err(e) => {
-            warn!(table = table.uri(), error = %e, "could not pack the small files of the open partitions; the next commit tries again")
-        }
     }
 }
 

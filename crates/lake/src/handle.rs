@@ -182,6 +182,29 @@ impl Table {
         self.compact(&options, &NoProgress).await.map(Some)
     }
 
+    /// What a writer does after each commit: [`Table::settle`], starting no bin after
+    /// [`Settle::BUDGET`] or `deadline`. The commit has landed already, so a packing that fails is
+    /// logged, not returned: packing is guarded like every compaction (a bin that failed or lost
+    /// to another writer changes nothing), and the next commit tries again.
+    pub async fn settle_after_commit(&mut self, settle: &Settle, deadline: std::time::Instant) {
+        let stop_at = deadline.min(std::time::Instant::now() + Settle::BUDGET);
+        match self.settle(settle, Some(stop_at)).await {
+            Ok(Some(report)) => tracing::info!(
+                table = %self.uri,
+                files_removed = report.files_removed(),
+                files_added = report.files_added(),
+                conflicts = report.conflicts.len(),
+                "packed the small files of the open partitions"
+            ),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                table = %self.uri,
+                error = %e,
+                "could not pack the small files of the open partitions; the next commit tries again"
+            ),
+        }
+    }
+
     /// Checkpoints the current version and, with `cleanup_logs`, deletes expired log files.
     pub async fn checkpoint(&mut self, cleanup_logs: bool) -> Result<CheckpointReport, MaintenanceError> {
         maintenance::checkpoint(&self.uri, &mut self.delta, cleanup_logs).await

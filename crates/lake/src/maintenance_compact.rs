@@ -144,6 +144,9 @@ impl Settle {
     /// Files below 16 MiB are small by default: a packed file of that size is left until the
     /// partition closes, so no row is rewritten again and again while its day goes on.
     pub const DEFAULT_BELOW: u64 = 16 << 20;
+    /// How long after a writer's commit its packing may still start a bin: an invocation spends
+    /// little of its time on packing, and the next commit packs the rest.
+    pub const BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
 
     /// Packing once `files` small files are there, with the default sizes.
     pub fn after(files: usize) -> Self {

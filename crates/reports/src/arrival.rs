@@ -117,14 +117,15 @@ impl Arrivals {
         if self.len() + batch.num_rows() > NONE as usize {
             return Err(ReportError::column(query, "", "more than 2^32 rows"));
         }
+        // Each row adds at most one namespace: checked once for the batch, not row by row.
+        if self.namespaces.names.len() + batch.num_rows() > TEXT_ID as usize {
+            return Err(ReportError::column(query, columns.id, "more than 2^31 namespaces"));
+        }
         let mut prefix = String::new();
         for row in 0..batch.num_rows() {
             let space = namespace
                 .as_ref()
                 .map_or(0, |n| self.namespaces.id(n.get(row).unwrap_or("")));
-            if space >= TEXT_ID {
-                return Err(ReportError::column(query, columns.id, "more than 2^31 namespaces"));
-            }
             let (space, value) = match id.get(row) {
                 None => (NONE, 0),
                 Some(text) => match Uuid::try_parse(text) {

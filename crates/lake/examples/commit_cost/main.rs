@@ -15,11 +15,13 @@
 //! table's `delta.checkpointInterval` asks), and prints the milliseconds per commit: mean, median,
 //! the slowest, and the mean of those that wrote a checkpoint. Neither packs small files.
 //!
-//! `day DIR COMMITS [SETTLE_FILES]` is a sink's day: that many such commits into today's (open)
-//! partition of a new table, each followed by [`lake::Table::settle`] as the game sink does
-//! (packing once `SETTLE_FILES` small files are there, default [`Settle::DEFAULT_FILES`]; 0 never
-//! packs). It prints, after 1,000, 10,000 and 100,000 commits (and at the end), the milliseconds
-//! per commit over the last 1,000 commits, packing included, and the active files:
+//! `day DIR COMMITS [SETTLE_FILES [CHECKPOINT_INTERVAL]]` is a sink's day: that many such commits
+//! into today's (open) partition of a new table, each followed by [`lake::Table::settle`] as the
+//! game sink does (packing once `SETTLE_FILES` small files are there, default
+//! [`Settle::DEFAULT_FILES`]; 0 never packs), with a checkpoint every `CHECKPOINT_INTERVAL`
+//! commits (default 10, lakelog's). It prints, after 1,000 to 100,000 commits (and
+//! at the end), the milliseconds per commit over the last 1,000 commits, packing included (mean,
+//! median, slowest, and the mean of those that wrote a checkpoint), and the active files:
 //!
 //! ```sh
 //! cargo run --profile local -p lake --example commit_cost -- day /tmp/day 100000
@@ -104,11 +106,21 @@ fn summary(times: &[f64]) -> (f64, f64, f64) {
 }
 
 /// A sink's day of `commits` small commits into today's partition, packing as `settle` says.
-async fn day(dir: &str, commits: usize, settle: Option<Settle>) -> Result<(), Box<dyn std::error::Error>> {
+async fn day(
+    dir: &str,
+    commits: usize,
+    settle: Option<Settle>,
+    checkpoint_interval: u64,
+) -> Result<(), Box<dyn std::error::Error>> {
     const WINDOW: usize = 1000;
     let storage = StorageConfig::from_env();
     let today = chrono::Utc::now().date_naive().to_epoch_days();
-    let mut table = Table::open_or_create(dir, &spec(), &storage).await?;
+    let mut spec = spec();
+    spec.properties
+        .insert("delta.checkpointInterval".into(), checkpoint_interval.to_string());
+    let mut table = Table::open_or_create(dir, &spec, &storage).await?;
+    // Whether each commit wrote a checkpoint.
+    let mut checkpointed = Vec::with_capacity(commits);
     let mut times = Vec::with_capacity(commits);
     let (mut packings, mut packed_ms, mut packed_files) = (0usize, 0.0f64, 0usize);
     // Commits whose checkpoint (every tenth) failed.
@@ -129,6 +141,7 @@ async fn day(dir: &str, commits: usize, settle: Option<Settle>) -> Result<(), Bo
             .commit_appends_at(vec![file], &[advance], &Retry::default())
             .await?;
         post_commit_failures += usize::from(outcome.post_commit_failed);
+        checkpointed.push(outcome.version.is_some_and(|v| (v + 1) % checkpoint_interval == 0));
         if let Some(settle) = &settle {
             let packing = Instant::now();
             if let Some(report) = table.settle(settle, None).await? {
@@ -139,13 +152,18 @@ async fn day(dir: &str, commits: usize, settle: Option<Settle>) -> Result<(), Bo
         }
         times.push(at.elapsed().as_secs_f64() * 1e3);
         if [1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000].contains(&c) || c == commits {
-            let (mean, median, slowest) = summary(&times[c.saturating_sub(WINDOW)..]);
+            let window = c.saturating_sub(WINDOW)..c;
+            let (mean, median, slowest) = summary(&times[window.clone()]);
+            let checkpoints: Vec<f64> = window.filter(|&i| checkpointed[i]).map(|i| times[i]).collect();
             println!(
-                "{c} commits ({:.0} s): last {} commits mean {mean:.1} ms, median {median:.1} ms, slowest {slowest:.1} ms; \
+                "{c} commits ({:.0} s): last {} commits mean {mean:.1} ms, median {median:.1} ms, slowest {slowest:.1} ms, \
+                 {} checkpoints {:.1} ms; \
                  {} active files; {packings} packings so far ({packed_files} files, {packed_ms:.0} ms in all); \
                  {post_commit_failures} failed post-commit steps",
                 started.elapsed().as_secs_f64(),
                 WINDOW.min(c),
+                checkpoints.len(),
+                summary(&checkpoints).0,
                 files_of(&table)?,
             );
         }
@@ -169,7 +187,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Some(files) => Some(files.parse::<usize>()?).filter(|f| *f > 0).map(Settle::after),
                 None => Some(Settle::default()),
             };
-            day(dir, commits.parse()?, settle).await?;
+            let interval = rest.get(1).map_or(Ok(10), |i| i.parse::<u64>())?.max(1);
+            day(dir, commits.parse()?, settle, interval).await?;
         }
         ["grow", dir, files] => {
             let target: usize = files.parse()?;
@@ -232,7 +251,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         _ => {
             return Err(
-                "usage: commit_cost grow DIR FILES | commit_cost commit DIR COMMITS | commit_cost day DIR COMMITS [SETTLE_FILES]"
+                "usage: commit_cost grow DIR FILES | commit_cost commit DIR COMMITS | commit_cost day DIR COMMITS [SETTLE_FILES [CHECKPOINT_INTERVAL]]"
                     .into(),
             );
         }
