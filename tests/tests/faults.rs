@@ -350,17 +350,13 @@ async fn game_sink_and_compaction_lose_nothing_under_faults() {
         devices: 300,
         ..GameSynthConfig::default()
     });
-    // From yesterday on: partitions still open, which the sinks pack.
-    let yesterday = Utc::now()
-        .date_naive()
-        .pred_opt()
-        .unwrap()
+    // Three days from three days ago: the first is closed (late events, which the sinks pack
+    // too), the other two still open.
+    let start = (Utc::now().date_naive() - chrono::Days::new(3))
         .and_hms_opt(0, 0, 0)
         .unwrap()
         .and_utc();
-    let shards: Vec<Vec<KinesisEventRecord>> = (0..4)
-        .map(|s| shard_records_from(yesterday, s, 600, &mut synth))
-        .collect();
+    let shards: Vec<Vec<KinesisEventRecord>> = (0..4).map(|s| shard_records_from(start, s, 600, &mut synth)).collect();
     let expected_ids: HashSet<String> = shards.iter().flatten().filter_map(event_id).collect();
     let expected_rows = shards.iter().flatten().filter_map(event_id).count();
     assert_eq!(expected_ids.len(), expected_rows, "the generator's ids are distinct");
@@ -462,11 +458,8 @@ async fn game_sink_and_compaction_lose_nothing_under_faults() {
             break;
         }
     }
-    let packings = history
-        .iter()
-        .filter(|c| c.info.get("lakelog.operation") == Some(&serde_json::json!(lake::maintenance::PACKING)))
-        .count();
-    eprintln!("{packings} packings of open partitions in {} versions", history.len());
+    let packings = history.iter().filter(|c| lake::maintenance::is_packing(c)).count();
+    eprintln!("{packings} packings in {} versions", history.len());
     assert!(packings > 0, "the sinks never packed their small files");
     report("game sink and compaction", proxy.counts(), redeliveries);
     assert_faults_hit_their_paths(&proxy, 3);

@@ -292,10 +292,7 @@ async fn small_files_of_today_are_packed_and_every_row_stays_once() {
     let history: Vec<_> = futures::TryStreamExt::try_collect(table.delta().history(None))
         .await
         .unwrap();
-    let packings = history
-        .iter()
-        .filter(|c| c.info.get("lakelog.operation") == Some(&serde_json::json!(lake::maintenance::PACKING)))
-        .count();
+    let packings = history.iter().filter(|c| lake::maintenance::is_packing(c)).count();
     assert!(packings >= 2, "{packings} packings in {} versions", history.len());
     let files = table.file_stats().unwrap().files;
     assert!(files < 5, "{files} files left after packing");

@@ -160,7 +160,7 @@ impl Table {
         maintenance::compact(&self.uri, &mut self.delta, options, progress).await
     }
 
-    /// Packs the small files of the open partitions when `settle` says it is time (see
+    /// Packs the small files the writers left when `settle` says it is time (see
     /// [`Settle`]), starting no bin after `stop_at`; `None` when it was not time. Deciding costs
     /// nothing while the table has fewer active files than [`Settle::files`], and one pass over
     /// the files of the version loaded after that.
@@ -175,11 +175,17 @@ impl Table {
             .map_err(|e| MaintenanceError::delta(&self.uri, "compaction plan", e))?
             .log_data()
             .num_files();
-        let options = settle.options(stop_at);
-        if active < settle.files.max(2) || self.plan_compaction(&options)?.files() < settle.files {
+        if active < settle.files.max(2) {
             return Ok(None);
         }
-        self.compact(&options, &NoProgress).await.map(Some)
+        let options = settle.options(stop_at);
+        let plan = self.plan_compaction(&options)?;
+        if plan.files() < settle.files {
+            return Ok(None);
+        }
+        maintenance::compact_planned(&self.uri, &mut self.delta, &plan, &options, &NoProgress)
+            .await
+            .map(Some)
     }
 
     /// What a writer does after each commit: [`Table::settle`], starting no bin after
@@ -194,13 +200,13 @@ impl Table {
                 files_removed = report.files_removed(),
                 files_added = report.files_added(),
                 conflicts = report.conflicts.len(),
-                "packed the small files of the open partitions"
+                "packed the small files"
             ),
             Ok(None) => {}
             Err(e) => tracing::warn!(
                 table = %self.uri,
                 error = %e,
-                "could not pack the small files of the open partitions; the next commit tries again"
+                "could not pack the small files; the next commit tries again"
             ),
         }
     }

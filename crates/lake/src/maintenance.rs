@@ -38,8 +38,10 @@
 //! * Open partitions are left to the writers: a writer packs their small files between its
 //!   commits ([`Settle`], [`CompactOptions::open_files_below`]) into files of the target size,
 //!   never deduplicating, as `OPTIMIZE` with `dataChange = false`, so that a day of small commits
-//!   does not make each commit slower. Files packed this way are untagged, so the partition's
-//!   compaction at close deduplicates them like any other.
+//!   does not make each commit slower. It packs the small files written within the grace into
+//!   closed partitions too (late events, a backfill), but never a deduplicated file. Files packed
+//!   this way are untagged, so the partition's compaction at close deduplicates them like any
+//!   other.
 //! * Work stops starting new bins when a deadline passes (the Lambda's remaining time less a
 //!   reserve); every committed bin is complete, and the next run finds the rest still to do.
 //!
@@ -67,9 +69,9 @@ use crate::storage::{StorageConfig, table_url};
 
 pub use crate::maintenance_compact::{
     BinOutcome, CompactOptions, CompactProgress, CompactionPlan, CompactionReport, DEDUP_TAG, DEFAULT_DEDUP_MEMORY,
-    NoProgress, PACKING, PartitionPlan, Settle, WRITTEN_SINCE_TAG,
+    NoProgress, PACKING, PartitionPlan, Settle, WRITTEN_SINCE_TAG, is_packing,
 };
-pub(crate) use crate::maintenance_compact::{compact, plan_compaction};
+pub(crate) use crate::maintenance_compact::{compact, compact_planned, plan_compaction};
 
 /// The shortest VACUUM retention accepted without `force`: files removed less than 7 days ago
 /// may still be read by running queries and by time travel.

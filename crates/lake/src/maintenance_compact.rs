@@ -10,7 +10,7 @@ use arrow::compute::filter_record_batch;
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
-use deltalake::kernel::{Action, Add, DataType, LogicalFileView};
+use deltalake::kernel::{Action, Add, CommitInfo, DataType, LogicalFileView};
 use deltalake::parquet::arrow::arrow_reader::ArrowReaderOptions;
 use deltalake::parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
 use deltalake::parquet::errors::ParquetError;
@@ -39,9 +39,14 @@ pub const DEDUP_TAG: &str = "lakelog.deduplicatedBy";
 /// ([`written_at`]), such as the backfill's search for sources older than the `txn` retention.
 pub const WRITTEN_SINCE_TAG: &str = "lakelog.writtenSince";
 
-/// The `lakelog.operation` of a commit that packed small files of an open partition (a
-/// compaction of a closed one says `compaction`).
+/// The `lakelog.operation` of a commit that packed small files (see [`Settle`]; a compaction of
+/// a closed partition says `compaction`).
 pub const PACKING: &str = "packing";
+
+/// Whether the commit of `info` is a packing ([`PACKING`]).
+pub fn is_packing(info: &CommitInfo) -> bool {
+    info.info.get("lakelog.operation").and_then(|v| v.as_str()) == Some(PACKING)
+}
 
 /// When the oldest rows of a file were first written: its [`WRITTEN_SINCE_TAG`] if compaction
 /// wrote it, else its modification time.
@@ -87,11 +92,14 @@ pub struct CompactOptions {
     pub dedup_memory: u64,
     /// Compact the closed partitions (what the maintenance pass does). Default `true`.
     pub closed_partitions: bool,
-    /// Also compact the small files of the *open* partitions: files smaller than this are
+    /// Also pack the small files of the *open* partitions: files smaller than this are
     /// packed into files of about [`Self::target_file_size`], never deduplicated (that waits for
     /// the partition to close, when every late copy is in) and committed as `OPTIMIZE` with
-    /// `dataChange = false`. A writer does this between its commits ([`Settle`]) so that the
-    /// files a day of small appends leaves do not make every commit slower. Default `None`.
+    /// `dataChange = false`. Without [`Self::closed_partitions`], the small files written within
+    /// the grace into closed partitions (late events, a backfill) are packed too; files of a
+    /// deduplicating compaction never are. A writer does this between its commits ([`Settle`])
+    /// so that the files a day of small appends leaves do not make every commit slower.
+    /// Default `None`.
     pub open_files_below: Option<u64>,
     /// The time that decides which partitions are closed.
     pub now: DateTime<Utc>,
@@ -117,9 +125,9 @@ impl Default for CompactOptions {
     }
 }
 
-/// When a writer packs the small files of the open partitions between its commits: once the
-/// table has at least [`Settle::files`] active files and that many small ones in open
-/// partitions.
+/// When a writer packs the small files it wrote between its commits: once the table has at
+/// least [`Settle::files`] active files and that many small ones in open partitions or written
+/// within the grace into closed ones.
 ///
 /// Every commit costs time in proportion to the table's active files: delta-rs replays their
 /// list after each commit, and every tenth commit writes them all into a checkpoint. The
@@ -129,7 +137,7 @@ impl Default for CompactOptions {
 /// files another writer removed is dropped), never deduplicating, `dataChange = false`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settle {
-    /// Small files of the open partitions that start a packing.
+    /// Small files to pack that start a packing.
     pub files: usize,
     /// Files smaller than this are small.
     pub below: u64,
@@ -188,6 +196,8 @@ struct DataFile {
     rows: Option<u64>,
     /// Written by a deduplicating compaction with the plan's key.
     deduplicated: bool,
+    /// Written by a deduplicating compaction, with any key: packing leaves it alone.
+    compacted: bool,
     /// The file as the log has it, to remove it.
     view: LogicalFileView,
 }
@@ -209,8 +219,9 @@ impl std::fmt::Debug for DataFile {
 pub struct PartitionPlan {
     /// `column=value` of the partition.
     pub label: String,
-    /// Whether the partition is still open: its small files are packed, never deduplicated.
-    pub open: bool,
+    /// Whether this is a packing ([`CompactOptions::open_files_below`]): small files merged,
+    /// never deduplicated.
+    pub packing: bool,
     /// Files of the partition that stay, whose keys count as seen when deduplicating.
     kept: Vec<DataFile>,
     /// When deduplicating a table partitioned by date: the files of the day before, whose keys
@@ -411,13 +422,16 @@ pub(crate) fn plan_compaction(
             .iter()
             .map(|c| values.get(c).cloned().flatten())
             .collect();
-        let deduplicated = options.dedup_key.as_deref().is_some_and(|k| has_dedup_tag(&view, k));
+        let tag = dedup_tag(&view);
+        let deduplicated = tag.is_some() && tag == options.dedup_key;
+        let compacted = tag.is_some();
         let file = DataFile {
             path: view.path().into_owned(),
             size: u64::try_from(view.size()).unwrap_or(0),
             modified: view.modification_time(),
             rows: view.num_records().map(|n| n as u64),
             deduplicated,
+            compacted,
             view,
         };
         partitions
@@ -457,8 +471,17 @@ pub(crate) fn plan_compaction(
             open_partitions += 1;
         }
         if let Some(below) = options.open_files_below {
-            let small = young.into_iter().filter(|f| f.size < below).collect();
-            plans.extend(plan_partition(label.clone(), small, options, true));
+            let small = |f: &DataFile| f.size < below && !f.compacted;
+            let mut packed: Vec<DataFile> = young.into_iter().filter(small).collect();
+            if !options.closed_partitions {
+                // Closed partitions are the maintenance pass's; what was written into them
+                // within the grace (late events, a backfill) is packed as well, so that it too
+                // stops weighing on every commit until then.
+                packed.extend(closed.into_iter().filter(|f| f.modified > closed_before_ms && small(f)));
+                plans.extend(plan_partition(label, packed, options, true));
+                continue;
+            }
+            plans.extend(plan_partition(label.clone(), packed, options, true));
         }
         if !options.closed_partitions {
             continue;
@@ -487,12 +510,17 @@ pub(crate) fn plan_compaction(
     })
 }
 
-/// Bins the files of one partition (closed, or the small files of an `open` one): next-fit in
+/// Bins the files of one partition (a closed one's, or the small files a packing merges): next-fit in
 /// the order the files were written, so a bin holds files written close in time. A bin is
 /// rewritten when it has two files or more, or, when deduplicating (closed partitions only), a
 /// file not yet deduplicated.
-fn plan_partition(label: String, files: Vec<DataFile>, options: &CompactOptions, open: bool) -> Option<PartitionPlan> {
-    let dedup = !open && options.dedup_key.is_some();
+fn plan_partition(
+    label: String,
+    files: Vec<DataFile>,
+    options: &CompactOptions,
+    packing: bool,
+) -> Option<PartitionPlan> {
+    let dedup = !packing && options.dedup_key.is_some();
     let target = options.target_file_size.max(1);
     let mut kept = Vec::new();
     let mut bins: Vec<Vec<DataFile>> = Vec::new();
@@ -520,7 +548,7 @@ fn plan_partition(label: String, files: Vec<DataFile>, options: &CompactOptions,
     kept.extend(leave.into_iter().flatten());
     (!rewrite.is_empty()).then_some(PartitionPlan {
         label,
-        open,
+        packing,
         kept,
         previous: Vec::new(),
         bins: rewrite,
@@ -528,12 +556,8 @@ fn plan_partition(label: String, files: Vec<DataFile>, options: &CompactOptions,
 }
 
 #[allow(deprecated)] // The only accessor of a file's tags; see `LogicalFileView::add_action`.
-fn has_dedup_tag(view: &LogicalFileView, key: &str) -> bool {
-    view.add_action()
-        .tags
-        .as_ref()
-        .and_then(|tags| tags.get(DEDUP_TAG))
-        .is_some_and(|v| v.as_deref() == Some(key))
+fn dedup_tag(view: &LogicalFileView) -> Option<String> {
+    view.add_action().tags.as_ref()?.get(DEDUP_TAG).cloned().flatten()
 }
 
 /// Compacts the closed partitions of `table` (named `uri` in errors and logs), newest first, bin
@@ -549,7 +573,19 @@ pub(crate) async fn compact(
         .await
         .map_err(|e| MaintenanceError::delta(uri, "compaction", e))?;
     let plan = plan_compaction(uri, table, options)?;
-    progress.planned(&plan);
+    compact_planned(uri, table, &plan, options, progress).await
+}
+
+/// Carries out `plan`, made by [`plan_compaction`] on the version `table` holds, as [`compact`]
+/// does.
+pub(crate) async fn compact_planned(
+    uri: &str,
+    table: &mut DeltaTable,
+    plan: &CompactionPlan,
+    options: &CompactOptions,
+    progress: &dyn CompactProgress,
+) -> Result<CompactionReport, MaintenanceError> {
+    progress.planned(plan);
     let mut report = CompactionReport {
         files_before: plan.active_files,
         files_after: plan.active_files,
@@ -662,7 +698,7 @@ impl<'a> PartitionWork<'a> {
             new_files: HashMap::new(),
             read: all.map(|f| f.path.clone()).collect(),
         };
-        let Some(key) = options.dedup_key.as_ref().filter(|_| !partition.open) else {
+        let Some(key) = options.dedup_key.as_ref().filter(|_| !partition.packing) else {
             return Ok(Some(work));
         };
         let (new, tagged): (Vec<&DataFile>, Vec<&DataFile>) =
@@ -822,7 +858,7 @@ impl<'a> PartitionWork<'a> {
                     .insert(WRITTEN_SINCE_TAG.to_owned(), Some(since.to_string()));
             }
             // An open partition's files are packed, not deduplicated: they stay untagged.
-            if let Some(key) = self.options.dedup_key.as_ref().filter(|_| !self.partition.open) {
+            if let Some(key) = self.options.dedup_key.as_ref().filter(|_| !self.partition.packing) {
                 add.tags
                     .get_or_insert_with(HashMap::new)
                     .insert(DEDUP_TAG.to_owned(), Some(key.clone()));
@@ -846,7 +882,7 @@ impl<'a> PartitionWork<'a> {
         let metadata = [
             (
                 "lakelog.operation".to_owned(),
-                serde_json::json!(if self.partition.open { PACKING } else { "compaction" }),
+                serde_json::json!(if self.partition.packing { PACKING } else { "compaction" }),
             ),
             ("lakelog.partition".to_owned(), serde_json::json!(self.partition.label)),
             ("lakelog.duplicatesRemoved".to_owned(), serde_json::json!(duplicates)),

@@ -186,6 +186,13 @@ fn sorted(mut rows: Vec<Event>) -> Vec<Event> {
     rows
 }
 
+/// A new, empty table of [`spec`] in `dir`, and its URI.
+async fn new_table(dir: &tempfile::TempDir) -> (String, DeltaTable) {
+    let uri = dir.path().join("t").to_str().unwrap().to_owned();
+    let table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+    (uri, table)
+}
+
 fn today() -> i32 {
     (Utc::now().date_naive() - chrono::NaiveDate::from_ymd_opt(1970, 1, 1).unwrap()).num_days() as i32
 }
@@ -330,8 +337,7 @@ async fn compaction_of_500_small_commits_keeps_every_event_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_duplicates_and_a_deadline() {
     let dir = tempfile::tempdir().unwrap();
-    let uri = dir.path().join("t").to_str().unwrap().to_owned();
-    let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+    let (uri, mut table) = new_table(&dir).await;
     for i in 0..6u64 {
         let events: Vec<Event> = (0..5).map(|j| event(i * 5 + j, DAY + (i % 2) as i32)).collect();
         append(&uri, &mut table, &format!("c{i}"), &events).await;
@@ -388,8 +394,7 @@ async fn late_duplicates_and_a_deadline() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn duplicates_found_in_passes_within_a_small_memory() {
     let dir = tempfile::tempdir().unwrap();
-    let uri = dir.path().join("t").to_str().unwrap().to_owned();
-    let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+    let (uri, mut table) = new_table(&dir).await;
     // 400 events in 8 appends, then a resend of every fifth in a later append.
     for i in 0..8u64 {
         let events: Vec<Event> = (0..50).map(|j| event(i * 50 + j, DAY)).collect();
@@ -422,8 +427,7 @@ async fn duplicates_found_in_passes_within_a_small_memory() {
 #[tokio::test]
 async fn compacted_files_keep_when_their_rows_were_first_written() {
     let dir = tempfile::tempdir().unwrap();
-    let uri = dir.path().join("t").to_str().unwrap().to_owned();
-    let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+    let (uri, mut table) = new_table(&dir).await;
     append(&uri, &mut table, "a", &[event(1, DAY), event(2, DAY)]).await;
     append(&uri, &mut table, "b", &[event(3, DAY)]).await;
     let written = chrono::Utc::now().timestamp_millis() + 500;
@@ -447,8 +451,7 @@ async fn compacted_files_keep_when_their_rows_were_first_written() {
 #[tokio::test]
 async fn a_copy_sent_again_after_midnight_goes_with_the_day_before() {
     let dir = tempfile::tempdir().unwrap();
-    let uri = dir.path().join("t").to_str().unwrap().to_owned();
-    let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+    let (uri, mut table) = new_table(&dir).await;
     // An event late on one day, and the client's resend of it after midnight (a later time, so
     // the next day's partition), beside an event of that day and one two days later.
     let first = Event {
@@ -489,8 +492,7 @@ async fn a_copy_sent_again_after_midnight_goes_with_the_day_before() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_compactions_and_appends_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let uri = dir.path().join("t").to_str().unwrap().to_owned();
-    let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+    let (uri, mut table) = new_table(&dir).await;
     for i in 0..40u64 {
         let events: Vec<Event> = (0..3).map(|j| event(i * 3 + j, DAY)).collect();
         append(&uri, &mut table, &format!("c{i}"), &events).await;
@@ -619,13 +621,12 @@ async fn unpartitioned_tables_go_by_file_age_and_checkpoints_discovery() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn settling_packs_the_open_partitions_small_files_and_keeps_every_row() {
-    use crate::maintenance::{DEDUP_TAG, Settle, WRITTEN_SINCE_TAG};
+async fn settling_packs_the_small_files_writers_left_and_keeps_every_row() {
+    use crate::maintenance::{DEDUP_TAG, Settle, WRITTEN_SINCE_TAG, is_packing};
     let dir = tempfile::tempdir().unwrap();
-    let uri = dir.path().join("t").to_str().unwrap().to_owned();
-    let mut delta = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+    let (uri, mut delta) = new_table(&dir).await;
     // 30 small commits into today's partition, every fifth resending an event (a duplicate row),
-    // and 10 into a closed day.
+    // and 10 late ones into a closed day.
     for i in 0..30u64 {
         let mut events = vec![event(i, today())];
         if i % 5 == 4 {
@@ -634,69 +635,117 @@ async fn settling_packs_the_open_partitions_small_files_and_keeps_every_row() {
         append(&uri, &mut delta, &format!("open-{i}"), &events).await;
     }
     for i in 0..10u64 {
-        append(&uri, &mut delta, &format!("closed-{i}"), &[event(100 + i, DAY)]).await;
+        append(&uri, &mut delta, &format!("late-{i}"), &[event(100 + i, DAY)]).await;
     }
     let before = sorted(rows(&delta));
     let mut table = crate::Table::open(&uri, &StorageConfig::default()).await.unwrap();
 
+    // Once the grace is over, every partition is closed and every file the maintenance pass's.
+    let later = CompactOptions {
+        now: Utc::now() + TimeDelta::days(3),
+        ..Settle::after(2).options(None)
+    };
+    assert_eq!(table.plan_compaction(&later).unwrap().files(), 0);
+
     // Fewer small files than the threshold: nothing to do.
-    assert!(table.settle(&Settle::after(31), None).await.unwrap().is_none());
+    assert!(table.settle(&Settle::after(41), None).await.unwrap().is_none());
     assert_eq!(table.file_stats().unwrap().files, 40);
 
-    let report = table.settle(&Settle::after(30), None).await.unwrap().expect("packed");
-    assert_eq!((report.files_removed(), report.files_added()), (30, 1), "{report:?}");
-    assert_eq!(report.duplicates(), 0, "an open partition is not deduplicated");
-    let delta = table.delta();
+    // The open partition's files and the late ones of the closed day, one file each.
+    let report = table.settle(&Settle::after(40), None).await.unwrap().expect("packed");
+    assert_eq!((report.files_removed(), report.files_added()), (40, 2), "{report:?}");
+    assert_eq!(report.duplicates(), 0, "a packing does not deduplicate");
+    assert_eq!(file_stats(table.delta()).unwrap().files, 2);
     assert_eq!(
-        file_stats(delta).unwrap().files,
-        11,
-        "the closed day is left to maintenance"
+        sorted(rows(table.delta())),
+        before,
+        "the same rows, duplicates included"
     );
-    assert_eq!(sorted(rows(delta)), before, "the same rows, duplicates included");
-    let last = &history(delta, 1).await[0];
-    assert_eq!(last.operation.as_deref(), Some("OPTIMIZE"), "{last:?}");
-    assert_eq!(last.info["lakelog.operation"], crate::maintenance::PACKING, "{last:?}");
+    let last = history(table.delta(), 2).await;
+    assert!(
+        last.iter()
+            .all(|c| c.operation.as_deref() == Some("OPTIMIZE") && is_packing(c)),
+        "{last:?}"
+    );
+    let version = table.delta().version().unwrap();
+    let files: Vec<serde_json::Value> = [version - 1, version]
+        .iter()
+        .flat_map(|v| {
+            let log = dir.path().join(format!("t/_delta_log/{v:020}.json"));
+            std::fs::read_to_string(log)
+                .unwrap()
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .map(|l| serde_json::from_str::<serde_json::Value>(&l).unwrap())
+        .filter_map(|a| a.get("add").or_else(|| a.get("remove")).cloned())
+        .collect();
+    assert_eq!(files.len(), 42);
+    assert!(
+        files.iter().all(|f| f["dataChange"] == false),
+        "packing changes no row: {files:?}"
+    );
     #[allow(deprecated)] // The only accessor of a file's tags.
-    let packed: Vec<_> = delta
+    let tags: Vec<_> = table
+        .delta()
         .snapshot()
         .unwrap()
         .log_data()
         .iter()
-        .filter(|f| f.partition_values_map()["eventDate"] != Some("2022-01-08".to_owned()))
-        .map(|f| f.add_action())
+        .map(|f| f.add_action().tags.clone().unwrap_or_default())
         .collect();
-    assert_eq!(packed.len(), 1);
-    let version = delta.version().unwrap();
-    let commit = std::fs::read_to_string(dir.path().join(format!("t/_delta_log/{version:020}.json"))).unwrap();
-    let files: Vec<serde_json::Value> = commit
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter_map(|a| a.get("add").or_else(|| a.get("remove")).cloned())
-        .collect();
-    assert_eq!(files.len(), 31);
-    assert!(
-        files.iter().all(|f| f["dataChange"] == false),
-        "packing changes no row: {commit}"
-    );
-    let tags = packed[0].tags.clone().unwrap_or_default();
-    assert!(tags.contains_key(WRITTEN_SINCE_TAG), "{tags:?}");
-    assert!(
-        !tags.contains_key(DEDUP_TAG),
-        "the packed file is not deduplicated: {tags:?}"
-    );
+    for tags in &tags {
+        assert!(tags.contains_key(WRITTEN_SINCE_TAG), "{tags:?}");
+        assert!(
+            !tags.contains_key(DEDUP_TAG),
+            "a packed file is not deduplicated: {tags:?}"
+        );
+    }
 
     // One file per partition now: nothing more to pack.
     assert!(table.settle(&Settle::after(2), None).await.unwrap().is_none());
 
-    // Once the day has closed, maintenance removes its duplicates from the packed file.
-    let options = CompactOptions {
+    // Maintenance compacts the closed day into a deduplicated file: small and new, but packing
+    // leaves it alone and packs only the later files beside it.
+    let dedup = CompactOptions {
         dedup_key: Some("eventId".into()),
-        now: Utc::now() + TimeDelta::days(3),
         ..CompactOptions::default()
+    };
+    let closed = table.compact(&dedup, &NoProgress).await.unwrap();
+    assert_eq!((closed.files_removed(), closed.files_added()), (1, 1), "{closed:?}");
+    let deduplicated = table_paths(table.delta());
+    delta.update_incremental(None).await.unwrap();
+    for i in 0..2u64 {
+        append(&uri, &mut delta, &format!("later-{i}"), &[event(200 + i, DAY)]).await;
+    }
+    table.refresh().await.unwrap();
+    let report = table.settle(&Settle::after(2), None).await.unwrap().expect("packed");
+    assert_eq!((report.files_removed(), report.files_added()), (2, 1), "{report:?}");
+    let now = table_paths(table.delta());
+    assert_eq!(now.len(), 3);
+    assert!(deduplicated.is_subset(&now), "{deduplicated:?} {now:?}");
+
+    // Once today has closed, maintenance removes its duplicates from the packed file.
+    let options = CompactOptions {
+        now: Utc::now() + TimeDelta::days(3),
+        ..dedup
     };
     let closed = table.compact(&options, &NoProgress).await.unwrap();
     assert_eq!(closed.duplicates(), 6, "{closed:?}");
     let after = rows(table.delta());
     let distinct: BTreeSet<&str> = after.iter().map(|e| e.id.as_str()).collect();
-    assert_eq!((after.len(), distinct.len()), (before.len() - 6, before.len() - 6));
+    let expected = before.len() + 2 - 6;
+    assert_eq!((after.len(), distinct.len()), (expected, expected));
+}
+
+/// The paths of the active files of the table's loaded version.
+fn table_paths(table: &DeltaTable) -> BTreeSet<String> {
+    table
+        .snapshot()
+        .unwrap()
+        .log_data()
+        .iter()
+        .map(|f| f.path().into_owned())
+        .collect()
 }
