@@ -191,6 +191,15 @@ pub fn athena_query(id: &str, from: &str, with: &str) -> Result<String> {
     Ok(sql.replace(from, with))
 }
 
+/// Athena SQL made DuckDB's: the functions the two name differently renamed (`to_unixtime` is
+/// `epoch`, `regexp_like` is `regexp_matches`, and `approx_percentile` becomes the exact
+/// `quantile_cont`, which the reports compute).
+pub fn in_duckdb(sql: &str) -> String {
+    sql.replace("to_unixtime(", "epoch(")
+        .replace("regexp_like(", "regexp_matches(")
+        .replace("approx_percentile(", "quantile_cont(")
+}
+
 /// A name that no other call (in this or another test process) gets: `prefix` reduced to what
 /// S3 bucket names allow, then the process id, the time and a counter. At most 63 characters.
 pub fn unique_name(prefix: &str) -> String {

@@ -1,6 +1,7 @@
 //! `lakelog report access` over access-log tables on the stand-in S3, checked against DuckDB
 //! reading the same tables with its own SQL: at least one figure of every section of the report
-//! (datasets, ages of the data read, unused datasets, the advisor's stored data).
+//! (datasets, ages of the data read, unused datasets, the advisor's stored data), and the
+//! template's saved Athena queries, run by DuckDB, against the report's figures.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -11,7 +12,7 @@ use fixtures::workload::{self, LAKE_BUCKET, WEB_BUCKET};
 use lake::StorageConfig;
 use lakelog_reports::TimeRange;
 use lakelog_reports::access::{AGE_BUCKETS, AccessOptions, AccessReport, AgeHistogram, PriceTable};
-use lakelog_tests::{StandIn, athena_query, duckdb};
+use lakelog_tests::{StandIn, athena_query, duckdb, in_duckdb};
 use serde_json::Value;
 
 /// The table the template's access-pattern queries read.
@@ -246,11 +247,11 @@ async fn duckdb_agrees_with_every_section() {
 
     // The template's saved Athena queries, run on each bucket's table with only the table
     // reference changed, give the figures of the report of that table over all its days.
-    let mut advised_datasets = 0;
+    let (mut advised_datasets, mut findings, mut hot_spots) = (0, 0, 0);
     for table in &lake.tables {
         let query = |id: &str| {
             let sql = athena_query(id, ACCESS_LOG_TABLE, &format!("delta_scan('{table}')")).unwrap();
-            duckdb(lake.standin.endpoint(), &sql).unwrap_or_else(|e| panic!("{id}: {e:#}"))
+            duckdb(lake.standin.endpoint(), &in_duckdb(&sql)).unwrap_or_else(|e| panic!("{id}: {e:#}"))
         };
         let options = AccessOptions::new(PriceTable::default_table().unwrap());
         let whole = TimeRange::parse(None, None).unwrap();
@@ -300,6 +301,85 @@ async fn duckdb_agrees_with_every_section() {
         let want: BTreeSet<String> = report.unused.iter().map(|u| u.dataset.clone()).collect();
         assert_eq!(unread, want, "{table}: datasets nobody reads");
 
+        // Hygiene, per check and requester: the report's counts, and its top requesters first.
+        let mut found: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
+        for r in query("AccessHygieneQuery") {
+            found.entry(text(&r[0])).or_default().push((text(&r[1]), int(&r[2])));
+        }
+        for check in &report.hygiene.checks {
+            let rows = found.remove(&check.check).unwrap_or_default();
+            let of_check = format!("{table}: hygiene check {}", check.check);
+            assert_eq!(rows.iter().map(|r| r.1).sum::<u64>(), check.requests, "{of_check}");
+            let top: Vec<(String, u64)> = check
+                .requesters
+                .iter()
+                .map(|r| (r.requester.clone(), r.requests))
+                .collect();
+            assert_eq!(rows[..top.len()], top, "{of_check}");
+        }
+        assert!(found.is_empty(), "{table}: checks the report does not make: {found:?}");
+        findings += report.hygiene.checks.iter().map(|c| c.requests).sum::<u64>();
+
+        // The 403 hot spots: the report's, most first, with a first request among its samples.
+        let refused = query("AccessForbiddenQuery");
+        assert!(
+            refused.len() >= report.hygiene.forbidden.len(),
+            "{table}: 403 hot spots"
+        );
+        for (row, spot) in refused.iter().zip(&report.hygiene.forbidden) {
+            let got = (text(&row[0]), text(&row[1]), text(&row[2]), int(&row[3]));
+            let want = (
+                spot.bucket.clone(),
+                spot.dataset.clone(),
+                spot.requester.clone(),
+                spot.requests,
+            );
+            assert_eq!(got, want, "{table}: 403 hot spot");
+            assert!(spot.sample_request_ids.contains(&text(&row[6])), "{table}: {row:?}");
+        }
+        hot_spots += report.hygiene.forbidden.len();
+
+        // Completeness per bucket: counts equal, delays to the millisecond the query counts in.
+        let complete = query("AccessLogCompletenessQuery");
+        assert_eq!(complete.len(), report.completeness.len(), "{table}: buckets");
+        assert!(
+            report.completeness.iter().all(|b| b.delivery.median_minutes.is_some()),
+            "{table}: delivery delays"
+        );
+        for (row, bucket) in complete.iter().zip(&report.completeness) {
+            let counts = [int(&row[1]), int(&row[2]), int(&row[7]), int(&row[8]), int(&row[9])];
+            let want = [
+                bucket.records,
+                bucket.log_objects,
+                bucket.hours,
+                bucket.hours_without_records,
+                bucket.duplicate_request_ids,
+            ];
+            assert_eq!(
+                (text(&row[0]), counts),
+                (bucket.bucket.clone(), want),
+                "{table}: completeness"
+            );
+            let delays = [
+                bucket.delivery.median_minutes,
+                bucket.delivery.max_minutes,
+                bucket.ingestion.median_minutes,
+                bucket.ingestion.max_minutes,
+            ];
+            for (i, want) in delays.iter().enumerate() {
+                let got = row[3 + i].as_f64();
+                let close = match (got, want) {
+                    (Some(g), Some(w)) => (g - w).abs() < 0.001,
+                    (g, w) => g.is_none() && w.is_none(),
+                };
+                assert!(
+                    close,
+                    "{table}: delay {i} of {}: {got:?} against {want:?}",
+                    bucket.bucket
+                );
+            }
+        }
+
         // The advisor's plan search in SQL: the same transitions, and the same amounts.
         let advised = assert_saved_advice_is_the_reports(&lake.standin, table, &report);
         advised_datasets += advised.len();
@@ -307,6 +387,10 @@ async fn duckdb_agrees_with_every_section() {
     assert!(
         advised_datasets > 0,
         "no table's advice has a transition: the query is not tried"
+    );
+    assert!(
+        findings > 0 && hot_spots > 0,
+        "hygiene findings {findings}, 403 hot spots {hot_spots}: a query is not tried"
     );
 }
 

@@ -17,7 +17,7 @@ use game_sink::{Config, Sink};
 use lake::StorageConfig;
 use lakelog_reports::game::{GameReport, game_report};
 use lakelog_reports::{ReportSession, TimeRange};
-use lakelog_tests::{StandIn, StreamRecord, athena_query, duckdb, read_stream, unique_name};
+use lakelog_tests::{StandIn, StreamRecord, athena_query, duckdb, in_duckdb, read_stream, unique_name};
 use serde_json::{Value, json};
 
 /// The table the template's game queries read.
@@ -461,9 +461,7 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
         standin.endpoint(),
         &format!(
             "SELECT CAST(day AS VARCHAR), sessions, devices, median_seconds FROM ({})",
-            athena_query("GameSessionsPerDayQuery", GAME_EVENTS, &scan)?
-                .replace("to_unixtime(", "epoch(")
-                .replace("approx_percentile(", "quantile_cont(")
+            in_duckdb(&athena_query("GameSessionsPerDayQuery", GAME_EVENTS, &scan)?)
         ),
     )?;
     let got: Vec<(String, i64, i64)> = report
