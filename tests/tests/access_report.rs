@@ -18,6 +18,9 @@ use serde_json::Value;
 /// The table the template's access-pattern queries read.
 const ACCESS_LOG_TABLE: &str = "\"${GlueDatabase}\".\"${AccessLogQueryTable}\"";
 
+/// The S3 Inventory table the template's stored-data query reads.
+const INVENTORY_TABLE: &str = "\"${GlueDatabase}\".\"${InventoryQueryTable}\"";
+
 /// Operations DuckDB counts as reads and writes (written out here, not taken from lakelog).
 const READS: &str = "'REST.GET.OBJECT', 'REST.HEAD.OBJECT', 'REST.COPY.OBJECT_GET', 'REST.COPY.PART_GET'";
 const WRITES: &str = "'REST.PUT.OBJECT', 'REST.POST.OBJECT', 'REST.COPY.OBJECT', 'REST.POST.UPLOAD'";
@@ -659,6 +662,49 @@ async fn an_inventory_on_s3_reads_as_its_local_copy_does() {
         assert_eq!(remote, local, "{url}");
         assert!(local.total.objects > 0);
     }
+    // The saved stored-data query, on a Parquet list of the lake bucket (several storage classes)
+    // as Athena's S3 Inventory table has it (the list's rows, one `dt` partition), gives the
+    // report's objects and bytes per dataset and storage class.
+    let lists = tempfile::tempdir().unwrap();
+    let objects: Vec<_> = lake.inventory.iter().filter(|o| o.bucket == LAKE_BUCKET).collect();
+    let manifest = write(
+        lists.path(),
+        LAKE_BUCKET,
+        &objects,
+        InventoryFormat::Parquet,
+        lake.inventory_taken,
+        2,
+    )
+    .unwrap();
+    let parquet = Inventory::read(manifest.to_str().unwrap(), &StorageConfig::default(), &rule)
+        .await
+        .unwrap();
+    let listed = format!(
+        "(SELECT *, '2024-03-06-01-00' AS dt FROM read_parquet('{}/**/*.parquet'))",
+        lists.path().display()
+    );
+    let sql = athena_query("AccessStoredDataQuery", INVENTORY_TABLE, &listed).unwrap();
+    let stored: BTreeMap<(String, String), [u64; 2]> = duckdb(standin.endpoint(), &in_duckdb(&sql))
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(text(&r[0]), LAKE_BUCKET);
+            ((text(&r[1]), text(&r[2])), [int(&r[3]), int(&r[4])])
+        })
+        .collect();
+    let want: BTreeMap<(String, String), [u64; 2]> = parquet
+        .datasets()
+        .into_iter()
+        .flat_map(|(dataset, storage)| {
+            storage
+                .by_class
+                .into_iter()
+                .map(move |(class, count)| ((dataset.clone(), class), [count.objects, count.bytes]))
+        })
+        .collect();
+    assert!(want.keys().any(|(_, class)| class != "STANDARD"), "{want:?}");
+    assert_eq!(stored, want, "stored data per dataset and storage class");
+
     let missing = StandIn::s3_uri(&destination, "nowhere/manifest.json");
     let e = Inventory::read(&missing, &storage(&standin), &rule)
         .await
