@@ -461,7 +461,7 @@ pub(crate) fn plan_compaction(
         let date = date_index
             .and_then(|i| key[i].as_deref())
             .and_then(|v| NaiveDate::parse_from_str(v, "%Y-%m-%d").ok());
-        let (closed, young): (Vec<DataFile>, Vec<DataFile>) = match date {
+        let (mut closed, young): (Vec<DataFile>, Vec<DataFile>) = match date {
             Some(date) if closed_date(date) => (files, Vec::new()),
             Some(_) => (Vec::new(), files),
             // No date to go by: files are closed once they are old enough.
@@ -477,9 +477,8 @@ pub(crate) fn plan_compaction(
                 // Closed partitions are the maintenance pass's; what was written into them
                 // within the grace (late events, a backfill) is packed as well, so that it too
                 // stops weighing on every commit until then.
-                packed.extend(closed.into_iter().filter(|f| f.modified > closed_before_ms && small(f)));
-                plans.extend(plan_partition(label, packed, options, true));
-                continue;
+                let recent = std::mem::take(&mut closed).into_iter();
+                packed.extend(recent.filter(|f| f.modified > closed_before_ms && small(f)));
             }
             plans.extend(plan_partition(label.clone(), packed, options, true));
         }
