@@ -5,12 +5,12 @@
 //!
 //! ```text
 //! eval "$(scripts/standins start)"
-//! sam build --parameter-overrides Architecture=x86_64      # or: cargo lambda build --release --workspace
+//! sam build --parameter-overrides Architecture=x86_64      # or: make -C build/x86_64 -f ../lambda/Makefile lambdas
 //! cargo run --profile local -p lakelog-tests --example cold_start -- .aws-sam/build [RUNS]
 //! ```
 //!
-//! DIR is either SAM's build directory (`<LogicalId>/bootstrap`) or cargo-lambda's
-//! `target/lambda` (`<binary>/bootstrap`). The zip size is the binary compressed with deflate, as
+//! DIR is either SAM's build directory (`<LogicalId>/bootstrap`) or the Makefile's
+//! `target/lambda/<architecture>` (`<binary>/bootstrap`). The zip size is the binary compressed with deflate, as
 //! a zip stores it (a few hundred bytes of zip headers aside).
 
 use std::io::Write;

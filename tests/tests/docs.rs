@@ -226,6 +226,17 @@ fn the_command_table_lists_every_lakelog_subcommand() {
 
 /// Each variable template.yaml sets for the functions, with the functions (by crate; `all` for
 /// the `Globals`) that get it.
+/// Each function's crate, from the Makefile that builds them: the crate whose `bootstrap` its
+/// `build-<LogicalId>` target copies.
+fn function_crates() -> BTreeMap<String, String> {
+    let makefile = read("build/lambda/Makefile");
+    let target = Regex::new(r"(?m)^build-(\w+): lambdas\n\tcp \$\(LAMBDA_DIR\)/([\w-]+)/bootstrap ").unwrap();
+    target
+        .captures_iter(&makefile)
+        .map(|c| (c[1].to_owned(), c[2].to_owned()))
+        .collect()
+}
+
 fn function_variables() -> BTreeMap<String, BTreeSet<String>> {
     let template = template();
     let variables = |f: &Value| {
@@ -247,18 +258,18 @@ fn function_variables() -> BTreeMap<String, BTreeSet<String>> {
         .get("Resources")
         .and_then(Value::as_mapping)
         .expect("template.yaml: no Resources");
-    for resource in resources.values() {
+    let crates = function_crates();
+    for (logical_id, resource) in resources {
         if resource.get("Type").and_then(Value::as_str) != Some("AWS::Serverless::Function") {
             continue;
         }
+        let logical_id = logical_id.as_str().expect("a resource name that is not a string");
+        let function = crates.get(logical_id).unwrap_or_else(|| {
+            panic!("build/lambda/Makefile has no build-{logical_id} target copying a crate's bootstrap")
+        });
         let properties = resource.get("Properties").expect("a function without Properties");
-        let code = properties
-            .get("CodeUri")
-            .and_then(Value::as_str)
-            .expect("a function without CodeUri");
-        let function = code.trim_end_matches('/').rsplit('/').next().unwrap();
         for name in variables(properties) {
-            out.entry(name).or_default().insert(function.to_owned());
+            out.entry(name).or_default().insert(function.clone());
         }
     }
     out
@@ -290,6 +301,42 @@ fn the_functions_variables_are_documented() {
         problems.push(format!(
             "docs/deploy.md: template.yaml sets `{name}` for a function, and the functions' variable table lacks it: \
              add a row saying what it does and its default"
+        ));
+    }
+    check(problems);
+}
+
+#[test]
+fn the_makefile_builds_every_function_of_the_template_and_nothing_else() {
+    let template = template();
+    let functions: BTreeSet<String> = template
+        .get("Resources")
+        .and_then(Value::as_mapping)
+        .expect("template.yaml: no Resources")
+        .iter()
+        .filter(|(_, r)| r.get("Type").and_then(Value::as_str) == Some("AWS::Serverless::Function"))
+        .map(|(name, _)| name.as_str().unwrap().to_owned())
+        .collect();
+    let crates = function_crates();
+    let makefile = read("build/lambda/Makefile");
+    let built: BTreeSet<String> = Regex::new(r"(?m)^FUNCTIONS := (.*)$")
+        .unwrap()
+        .captures(&makefile)
+        .expect("build/lambda/Makefile: no FUNCTIONS line")[1]
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    let mut problems = Vec::new();
+    if crates.keys().cloned().collect::<BTreeSet<_>>() != functions {
+        problems.push(format!(
+            "build/lambda/Makefile has build targets for {:?}, template.yaml's functions are {functions:?}",
+            crates.keys().collect::<Vec<_>>()
+        ));
+    }
+    if crates.values().cloned().collect::<BTreeSet<_>>() != built {
+        problems.push(format!(
+            "build/lambda/Makefile builds the crates {built:?} and copies {:?}: they must be the same",
+            crates.values().collect::<Vec<_>>()
         ));
     }
     check(problems);
