@@ -712,3 +712,77 @@ async fn an_inventory_on_s3_reads_as_its_local_copy_does() {
         .to_string();
     assert!(e.contains(&missing) && e.contains("cannot read"), "{e}");
 }
+
+/// The saved dark-data query, on the access tables and Parquet lists of both buckets as Athena's
+/// S3 Inventory table has them, finds the datasets the report with those lists calls dark: stored,
+/// and touched by no successful request. The headline's dark bytes are their sum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dark_data_query_finds_the_reports_dark_data() {
+    use fixtures::workload::inventory::{InventoryFormat, write};
+    use lakelog_reports::access::Inventory;
+
+    let standin = StandIn::connect().await.unwrap();
+    let lake = workload::lake::generate(NaiveDate::from_ymd_opt(2024, 3, 1).unwrap(), 6, 9);
+    let tables = ingest(&standin, &lake.workload).await;
+    let lists = tempfile::tempdir().unwrap();
+    let mut options = AccessOptions::new(PriceTable::default_table().unwrap());
+    for bucket in [LAKE_BUCKET, WEB_BUCKET] {
+        let objects: Vec<_> = lake.inventory.iter().filter(|o| o.bucket == bucket).collect();
+        let manifest = write(
+            lists.path(),
+            bucket,
+            &objects,
+            InventoryFormat::Parquet,
+            lake.inventory_taken,
+            1,
+        )
+        .unwrap();
+        options.inventories.push(
+            Inventory::read(manifest.to_str().unwrap(), &StorageConfig::default(), &options.rule)
+                .await
+                .unwrap(),
+        );
+    }
+    let report = lakelog_reports::access::run(&tables, &storage(&standin), &TimeRange::default(), &options)
+        .await
+        .unwrap();
+    let stored = report.storage.expect("a report with inventories has a storage section");
+    let want: Vec<(String, String, u64, u64)> = stored
+        .datasets
+        .iter()
+        .filter(|d| d.requests == 0)
+        .map(|d| (d.bucket.clone(), d.dataset.clone(), d.objects, d.bytes))
+        .collect();
+    assert!(!want.is_empty(), "the demo lake stores datasets nobody requests");
+    assert!(stored.datasets.len() > want.len(), "and datasets somebody does");
+    assert_eq!(
+        want.iter().map(|d| d.3).sum::<u64>(),
+        report.headline.dark_bytes.unwrap()
+    );
+
+    let scans: Vec<String> = tables
+        .iter()
+        .map(|t| format!("SELECT * FROM delta_scan('{t}')"))
+        .collect();
+    let listed = format!(
+        "(SELECT *, '2024-03-06-01-00' AS dt FROM read_parquet('{}/**/*.parquet'))",
+        lists.path().display()
+    );
+    let sql = athena_query(
+        "AccessDarkDataQuery",
+        ACCESS_LOG_TABLE,
+        &format!("({})", scans.join(" UNION ALL ")),
+    )
+    .unwrap()
+    .replace(INVENTORY_TABLE, &listed);
+    let mut found: Vec<(String, String, u64, u64)> = duckdb(standin.endpoint(), &in_duckdb(&sql))
+        .unwrap()
+        .iter()
+        .map(|r| (text(&r[0]), text(&r[1]), int(&r[2]), int(&r[3])))
+        .collect();
+    let mut want = want;
+    // The same rows; the query orders them by bytes, the report's list is of every dataset.
+    found.sort();
+    want.sort();
+    assert_eq!(found, want, "dark datasets: bucket, dataset, objects, bytes");
+}
