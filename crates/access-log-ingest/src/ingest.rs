@@ -16,8 +16,8 @@ use futures::StreamExt;
 use lake::maintenance::Settle;
 use lake::{AppendOutcome, LakeError, Retry, SourceFiles, SourceWriter, StorageConfig, Table, TableSpec, now_micros};
 use s3_access_log::{
-    AccessLogBatchBuilder, AccessLogRecord, Lines, PARTITION_COLUMN, RejectsBatchBuilder, access_logs_schema, is_blank,
-    rejects_schema,
+    ACCESS_LOGS_UNIQUE_COLUMNS, AccessLogBatchBuilder, AccessLogRecord, Lines, PARTITION_COLUMN,
+    REJECTS_UNIQUE_COLUMNS, RejectsBatchBuilder, access_logs_schema, is_blank, rejects_schema,
 };
 use tokio::io::AsyncReadExt;
 use tokio::sync::Mutex;
@@ -554,6 +554,7 @@ impl<'a> Session<'a> {
         uri: &str,
         source: &str,
         spec: fn() -> TableSpec,
+        unique_columns: &[&str],
         builder: B,
     ) -> Result<Output<B>, LakeError> {
         let target = self.target(uri, spec).await?;
@@ -562,7 +563,7 @@ impl<'a> Session<'a> {
         let writer = if written {
             None
         } else {
-            Some(target.table.writer(source)?)
+            Some(target.table.writer(source)?.without_dictionary(unique_columns))
         };
         Ok(Output {
             target,
@@ -709,7 +710,13 @@ impl ObjectState<'_, '_> {
                         let builder = AccessLogBatchBuilder::with_capacity(self.now, BATCH_ROWS);
                         let output = self
                             .session
-                            .output(&uri, &self.source, access_logs_spec, builder)
+                            .output(
+                                &uri,
+                                &self.source,
+                                access_logs_spec,
+                                &ACCESS_LOGS_UNIQUE_COLUMNS,
+                                builder,
+                            )
                             .await
                             .map_err(|e| self.table_error(e))?;
                         self.rows.push(output);
@@ -736,7 +743,13 @@ impl ObjectState<'_, '_> {
             let uri = self.session.ingestor.rejects.clone();
             let output = self
                 .session
-                .output(&uri, &self.source, rejects_spec, RejectsBatchBuilder::new(self.now))
+                .output(
+                    &uri,
+                    &self.source,
+                    rejects_spec,
+                    &REJECTS_UNIQUE_COLUMNS,
+                    RejectsBatchBuilder::new(self.now),
+                )
                 .await
                 .map_err(|e| self.table_error(e))?;
             self.rejects = Some(output);

@@ -2,11 +2,18 @@
 //! appends of rows that carry their own identity (Kinesis batches, deduplicated by `eventId` later);
 //! every commit of either lands at most once, however the store fails.
 
+use arrow::array::{Array, ArrayRef, Scalar as ArrowScalar};
+use arrow::compute::kernels::cmp::distinct;
 use arrow::record_batch::RecordBatch;
 use deltalake::DeltaTable;
+use deltalake::kernel::scalars::ScalarExt;
 use deltalake::kernel::{Action, Add, Transaction};
+use deltalake::parquet::basic::Compression;
+use deltalake::parquet::file::properties::WriterProperties;
+use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::protocol::{DeltaOperation, SaveMode};
-use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+use deltalake::writer::{DeltaWriter, RecordBatchWriter, WriteMode};
+use indexmap::IndexMap;
 use tracing::debug;
 
 pub(crate) use crate::commit::is_committed;
@@ -43,6 +50,8 @@ pub struct SourceWriter {
     uri: String,
     source: String,
     writer: RecordBatchWriter,
+    /// The table's partition column, when it has exactly one.
+    partition_column: Option<String>,
     rows: u64,
 }
 
@@ -59,24 +68,70 @@ impl std::fmt::Debug for SourceWriter {
 impl SourceWriter {
     /// A writer of `source`'s rows into `table` (named `uri` in errors and logs).
     pub(crate) fn new(uri: &str, table: &DeltaTable, source: &str) -> Result<Self, LakeError> {
+        let snapshot = table.snapshot().map_err(|e| LakeError::delta(uri, e))?;
+        let partition_column = match snapshot.metadata().partition_columns()[..] {
+            [ref column] => Some(column.clone()),
+            _ => None,
+        };
         Ok(Self {
             uri: uri.to_owned(),
             source: source.to_owned(),
             writer: RecordBatchWriter::for_table(table).map_err(|e| LakeError::delta(uri, e))?,
+            partition_column,
             rows: 0,
         })
     }
 
-    /// Streams rows into the source's data files (encoded and uploaded as they come).
+    /// Writes `columns` without a Parquet dictionary: columns nearly every row has a value of its
+    /// own in (request ids, times), whose dictionary the encoder would build in full, then throw
+    /// away or store beside as many indices. The other columns keep theirs; Snappy as before.
+    pub fn without_dictionary(mut self, columns: &[&str]) -> Self {
+        let mut properties = WriterProperties::builder()
+            .set_created_by(concat!("lakelog ", env!("CARGO_PKG_VERSION"), " (delta-rs)").to_owned())
+            .set_compression(Compression::SNAPPY);
+        for column in columns {
+            properties = properties.set_column_dictionary_enabled(ColumnPath::from(*column), false);
+        }
+        self.writer = self.writer.with_writer_properties(properties.build());
+        self
+    }
+
+    /// Streams rows into the source's data files (encoded and uploaded as they come). A batch
+    /// whose rows are all of one partition goes straight to that partition's file; delta-rs
+    /// copies any other into one batch per partition first.
     pub async fn write(&mut self, batch: RecordBatch) -> Result<(), LakeError> {
         if batch.num_rows() == 0 {
             return Ok(());
         }
         self.rows += batch.num_rows() as u64;
-        self.writer
-            .write(batch)
-            .await
-            .map_err(|e| LakeError::delta(&self.uri, e))
+        let values = self.single_partition(&batch).and_then(|(name, column)| {
+            Some(IndexMap::from([(
+                name.to_owned(),
+                ScalarExt::from_array(column.as_ref(), 0)?,
+            )]))
+        });
+        let written = match values {
+            Some(values) => self
+                .writer
+                .write_partition(batch, &values, WriteMode::Default)
+                .await
+                .map(drop),
+            None => self.writer.write(batch).await,
+        };
+        written.map_err(|e| LakeError::delta(&self.uri, e))
+    }
+
+    /// The table's partition column and its values in `batch`, when the table has one partition
+    /// column and every row of `batch` has the same value in it, not null.
+    fn single_partition<'b>(&'b self, batch: &'b RecordBatch) -> Option<(&'b str, &'b ArrayRef)> {
+        let name = self.partition_column.as_deref()?;
+        let column = batch.column_by_name(name)?;
+        if column.null_count() > 0 {
+            return None;
+        }
+        let first = ArrowScalar::new(column.slice(0, 1));
+        let others = distinct(column, &first).ok()?;
+        (others.true_count() == 0).then_some((name, column))
     }
 
     /// Rows written so far.
@@ -266,6 +321,7 @@ async fn commit_files(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
     use std::sync::Arc;
 
     use arrow::array::{Array as _, AsArray as _, Date32Array, StringArray, TimestampMicrosecondArray};
@@ -521,6 +577,62 @@ mod tests {
             Some(2)
         );
         assert_eq!(row_count(&t2), 4);
+    }
+
+    #[tokio::test]
+    async fn batches_of_one_partition_or_several_land_in_theirs_and_unique_columns_stay_plain() {
+        use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("t").to_str().unwrap().to_owned();
+        let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+        let mut writer = SourceWriter::new(&uri, &table, "s3://raw/a")
+            .unwrap()
+            .without_dictionary(&["id"]);
+        // One partition (written as it is), then three rows of two (split by delta-rs).
+        writer.write(batch(&["a", "b"], 19_000)).await.unwrap();
+        let mixed = RecordBatch::try_new(
+            spec().schema,
+            vec![
+                Arc::new(StringArray::from(vec!["x", "y", "z"])),
+                Arc::new(TimestampMicrosecondArray::from(vec![0; 3]).with_timezone("UTC")),
+                Arc::new(Date32Array::from(vec![19_000, 19_001, 19_000])),
+            ],
+        )
+        .unwrap();
+        writer.write(mixed).await.unwrap();
+        let files = writer.finish().await.unwrap();
+        commit_sources(&uri, &mut table, vec![files], &Retry::default())
+            .await
+            .unwrap();
+        let mut ids = BTreeMap::new();
+        for (day, partition) in [("2022-01-08", 19_000), ("2022-01-09", 19_001)] {
+            let folder = dir.path().join("t").join(format!("day={day}"));
+            for entry in std::fs::read_dir(&folder).unwrap() {
+                let file = std::fs::File::open(entry.unwrap().path()).unwrap();
+                let builder = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+                let columns = builder.metadata().row_group(0).columns();
+                assert_eq!(columns[0].column_path().string(), "id");
+                assert_eq!(columns[0].dictionary_page_offset(), None, "id is written plain");
+                assert!(columns[1].dictionary_page_offset().is_some(), "at keeps its dictionary");
+                for batch in builder.build().unwrap() {
+                    let batch = batch.unwrap();
+                    let column = batch.column_by_name("id").unwrap().as_string::<i32>().clone();
+                    for id in column.iter().flatten() {
+                        ids.insert(id.to_owned(), partition);
+                    }
+                }
+            }
+        }
+        let want = [
+            ("a", 19_000),
+            ("b", 19_000),
+            ("x", 19_000),
+            ("y", 19_001),
+            ("z", 19_000),
+        ];
+        assert_eq!(ids, want.map(|(id, day)| (id.to_owned(), day)).into());
+        assert_eq!(row_count(&table), 5);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -82,6 +82,14 @@ static REJECTS: LazyLock<SchemaRef> = LazyLock::new(|| {
     ]))
 });
 
+/// Columns of `access_logs` nearly every row has a value of its own in, whose Parquet dictionary
+/// would be all the values again: writers leave them plain.
+pub const ACCESS_LOGS_UNIQUE_COLUMNS: [&str; 3] = ["request_id", "host_id", "log_line"];
+
+/// Columns of `access_log_rejects` nearly every row has a value of its own in (see
+/// [`ACCESS_LOGS_UNIQUE_COLUMNS`]).
+pub const REJECTS_UNIQUE_COLUMNS: [&str; 2] = ["line", "log_line"];
+
 /// The Arrow schema of the `access_logs` table.
 pub fn access_logs_schema() -> SchemaRef {
     ACCESS_LOGS.clone()

@@ -33,7 +33,8 @@ mod time;
 mod tokenizer;
 
 pub use batch::{
-    AccessLogBatchBuilder, PARTITION_COLUMN, RejectsBatchBuilder, UTC, access_logs_schema, rejects_schema,
+    ACCESS_LOGS_UNIQUE_COLUMNS, AccessLogBatchBuilder, PARTITION_COLUMN, REJECTS_UNIQUE_COLUMNS, RejectsBatchBuilder,
+    UTC, access_logs_schema, rejects_schema,
 };
 pub use error::ParseError;
 pub use field::Field;
