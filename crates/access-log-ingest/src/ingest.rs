@@ -12,7 +12,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
-use futures::StreamExt;
 use lake::maintenance::Settle;
 use lake::{AppendOutcome, LakeError, Retry, SourceFiles, SourceWriter, StorageConfig, Table, TableSpec, now_micros};
 use s3_access_log::{
@@ -21,6 +20,7 @@ use s3_access_log::{
 };
 use tokio::io::AsyncReadExt;
 use tokio::sync::Mutex;
+use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use crate::config::{TableTemplate, is_bucket_name};
@@ -150,7 +150,9 @@ pub fn rejects_spec() -> TableSpec {
 }
 
 /// Ingests raw log objects into the access-log tables. Keep one for the life of the process:
-/// it caches opened tables and only reads the log commits that are new on each call.
+/// it caches opened tables and only reads the log commits that are new on each call. Clones
+/// share that cache.
+#[derive(Clone)]
 pub struct Ingestor {
     table: TableTemplate,
     rejects: String,
@@ -159,12 +161,12 @@ pub struct Ingestor {
     concurrency: usize,
     /// When the tables' small files are packed after a commit; `None`: never.
     settle: Option<Settle>,
-    tables: Mutex<HashMap<String, Table>>,
+    tables: Arc<Mutex<HashMap<String, Table>>>,
     /// Per table, the log objects of its files added before its `txn` ids can be trusted
     /// (read once, the first time an object that old is ingested).
-    old_sources: Mutex<HashMap<String, Arc<HashSet<String>>>>,
+    old_sources: Arc<Mutex<HashMap<String, Arc<HashSet<String>>>>>,
     /// Where tables are registered for Athena, and the tables this instance registered.
-    catalog: Option<(catalog::Catalog, Mutex<HashSet<String>>)>,
+    catalog: Option<(catalog::Catalog, Arc<Mutex<HashSet<String>>>)>,
 }
 
 impl std::fmt::Debug for Ingestor {
@@ -194,8 +196,8 @@ impl Ingestor {
             reader,
             concurrency: concurrency.max(1),
             settle: Some(Settle::default()),
-            tables: Mutex::new(HashMap::new()),
-            old_sources: Mutex::new(HashMap::new()),
+            tables: Arc::default(),
+            old_sources: Arc::default(),
             catalog: None,
         }
     }
@@ -211,7 +213,7 @@ impl Ingestor {
     /// created by another instance is registered too). A registration that fails is a warning:
     /// it never fails an object, and the next instance to open the table tries again.
     pub fn with_catalog(mut self, catalog: catalog::Catalog) -> Self {
-        self.catalog = Some((catalog, Mutex::new(HashSet::new())));
+        self.catalog = Some((catalog, Arc::default()));
         self
     }
 
@@ -266,6 +268,49 @@ impl Ingestor {
         Ok(sources.contains(source))
     }
 
+    /// Reads the objects at `indices` of `objects` into data files, `concurrency` at a time, each
+    /// in a task of its own so that parsing and encoding run on every worker thread; reports the
+    /// bytes read to `progress` as they come.
+    async fn read_objects(
+        &self,
+        session: &Arc<Session>,
+        objects: &[ObjectRef],
+        indices: &[usize],
+        progress: &dyn Progress,
+    ) -> Vec<(usize, Result<ObjectFiles, IngestError>)> {
+        let (bytes_read, mut reads) = tokio::sync::mpsc::unbounded_channel();
+        let mut tasks = JoinSet::new();
+        let mut queue = indices.iter().copied();
+        let spawn = |tasks: &mut JoinSet<_>, i: usize| {
+            let (session, object, bytes_read) = (session.clone(), objects[i].clone(), bytes_read.clone());
+            tasks.spawn(async move { (i, session.read_object(&object, &bytes_read).await) });
+        };
+        for i in queue.by_ref().take(self.concurrency) {
+            spawn(&mut tasks, i);
+        }
+        let mut read = Vec::with_capacity(indices.len());
+        loop {
+            tokio::select! {
+                Some(bytes) = reads.recv() => progress.read(bytes),
+                joined = tasks.join_next() => match joined {
+                    None => break,
+                    Some(Ok(result)) => {
+                        read.push(result);
+                        if let Some(i) = queue.next() {
+                            spawn(&mut tasks, i);
+                        }
+                    }
+                    // A task fails only by panicking (none is aborted): the panic goes on here.
+                    Some(Err(error)) => std::panic::resume_unwind(error.into_panic()),
+                },
+            }
+        }
+        while let Ok(bytes) = reads.try_recv() {
+            progress.read(bytes);
+        }
+        read
+    }
+
     /// Ingests `objects`, each distinct object once, and returns the outcome of each distinct
     /// object in the order of first appearance. Objects that fail leave nothing in any table they
     /// did not commit to, and can simply be ingested again. Commits are tried until `retry`'s
@@ -287,18 +332,11 @@ impl Ingestor {
                 break;
             }
             attempts += 1;
-            let session = Session {
-                ingestor: self,
+            let session = Arc::new(Session {
+                ingestor: self.clone(),
                 targets: Mutex::new(HashMap::new()),
-            };
-            let read: Vec<(usize, Result<ObjectFiles, IngestError>)> = futures::stream::iter(pending.iter().copied())
-                .map(|i| {
-                    let (session, object) = (&session, &objects[i]);
-                    async move { (i, session.read_object(object, progress).await) }
-                })
-                .buffer_unordered(self.concurrency)
-                .collect()
-                .await;
+            });
+            let read = self.read_objects(&session, &objects, &pending, progress).await;
 
             let mut per_table: BTreeMap<String, Vec<(usize, SourceFiles)>> = BTreeMap::new();
             let mut reports: BTreeMap<usize, ObjectReport> = BTreeMap::new();
@@ -316,7 +354,7 @@ impl Ingestor {
 
             let mut again = Vec::new();
             let mut failed: HashMap<usize, IngestError> = HashMap::new();
-            let targets = session.targets.into_inner();
+            let targets = std::mem::take(&mut *session.targets.lock().await);
             for (uri, files) in per_table {
                 let indices: Vec<usize> = files.iter().map(|(i, _)| *i).collect();
                 let mut fail_all = |error: &dyn Fn(String) -> IngestError| {
@@ -452,8 +490,11 @@ struct Target {
 }
 
 /// One attempt: the tables it has opened, each at the version it read.
-struct Session<'a> {
-    ingestor: &'a Ingestor,
+/// Where an object's reader reports the bytes it read, for [`Progress::read`].
+type BytesRead = tokio::sync::mpsc::UnboundedSender<u64>;
+
+struct Session {
+    ingestor: Ingestor,
     targets: Mutex<HashMap<String, Arc<Target>>>,
 }
 
@@ -523,7 +564,7 @@ impl<B: Buffer> Output<B> {
     }
 }
 
-impl<'a> Session<'a> {
+impl Session {
     async fn target(&self, uri: &str, spec: impl FnOnce() -> TableSpec) -> Result<Arc<Target>, LakeError> {
         let mut targets = self.targets.lock().await;
         if let Some(target) = targets.get(uri) {
@@ -573,7 +614,7 @@ impl<'a> Session<'a> {
     }
 
     /// Reads one object into data files of its own; on any error they are dropped.
-    async fn read_object(&self, object: &ObjectRef, progress: &dyn Progress) -> Result<ObjectFiles, IngestError> {
+    async fn read_object(&self, object: &ObjectRef, bytes_read: &BytesRead) -> Result<ObjectFiles, IngestError> {
         let mut state = ObjectState {
             session: self,
             source: object.uri(),
@@ -583,7 +624,7 @@ impl<'a> Session<'a> {
             rejects: None,
             report: ObjectReport::default(),
         };
-        match state.read(object, progress).await {
+        match state.read(object, bytes_read).await {
             Ok(()) => state.finish().await,
             Err(e) => {
                 state.abort();
@@ -594,8 +635,8 @@ impl<'a> Session<'a> {
 }
 
 /// The state of one object being read.
-struct ObjectState<'s, 'a> {
-    session: &'s Session<'a>,
+struct ObjectState<'s> {
+    session: &'s Session,
     source: String,
     now: i64,
     rows: Vec<Output<AccessLogBatchBuilder>>,
@@ -605,7 +646,7 @@ struct ObjectState<'s, 'a> {
     report: ObjectReport,
 }
 
-impl ObjectState<'_, '_> {
+impl ObjectState<'_> {
     fn table_error(&self, source: LakeError) -> IngestError {
         IngestError::Table {
             object: self.source.clone(),
@@ -613,7 +654,7 @@ impl ObjectState<'_, '_> {
         }
     }
 
-    async fn read(&mut self, object: &ObjectRef, progress: &dyn Progress) -> Result<(), IngestError> {
+    async fn read(&mut self, object: &ObjectRef, bytes_read: &BytesRead) -> Result<(), IngestError> {
         let mut stream = self.session.ingestor.reader.open(object).await?;
         let mut buf: Vec<u8> = Vec::with_capacity(CHUNK);
         let mut next_line = 1u64;
@@ -628,7 +669,8 @@ impl ObjectState<'_, '_> {
                 source,
             })?;
             self.report.bytes += n as u64;
-            progress.read(n as u64);
+            // The receiver lives until every read has ended.
+            let _ = bytes_read.send(n as u64);
             let eof = n == 0;
             let mut start = 0;
             if let Some(number) = skipping {
