@@ -15,7 +15,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let (config, namespace) = env_config::init::settings(|vars| Ok((Config::from_env()?, emf::namespace(vars)?))).await;
-    let sdk = aws_config::load_from_env().await;
+    let sdk = lambda_sdk_config().await;
     let sink = KinesisSink::new(kinesis_client(&sdk), config.stream.clone());
     // Each game's key is API Gateway's: the key names its game in its tags.
     let games = Games::ApiGateway(ApiGatewayGames::new(aws_sdk_apigateway::Client::new(&sdk)));
@@ -24,4 +24,28 @@ async fn main() -> Result<(), Error> {
         handler::handle(event, games, sink, api, namespace)
     }))
     .await
+}
+
+/// The SDK's configuration from what Lambda sets in the environment: the role's credentials
+/// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`), `AWS_REGION`, and
+/// `AWS_ENDPOINT_URL` when one is given. `aws_config::load_from_env` would find the same, but it
+/// links every other source of credentials (profiles, SSO, web identity, ECS, IMDS) into the
+/// binary, which none of the API's starts reads.
+async fn lambda_sdk_config() -> aws_config::SdkConfig {
+    use aws_config::environment::{EnvironmentVariableCredentialsProvider, EnvironmentVariableRegionProvider};
+    use aws_config::meta::region::ProvideRegion;
+    use aws_sdk_apigateway::config::SharedCredentialsProvider;
+
+    let mut sdk = aws_config::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .credentials_provider(SharedCredentialsProvider::new(
+            EnvironmentVariableCredentialsProvider::new(),
+        ));
+    if let Some(region) = EnvironmentVariableRegionProvider::new().region().await {
+        sdk = sdk.region(region);
+    }
+    if let Ok(url) = std::env::var("AWS_ENDPOINT_URL") {
+        sdk = sdk.endpoint_url(url);
+    }
+    sdk.build()
 }
