@@ -489,10 +489,10 @@ struct Target {
     table: Table,
 }
 
-/// One attempt: the tables it has opened, each at the version it read.
 /// Where an object's reader reports the bytes it read, for [`Progress::read`].
 type BytesRead = tokio::sync::mpsc::UnboundedSender<u64>;
 
+/// One attempt: the tables it has opened, each at the version it read.
 struct Session {
     ingestor: Ingestor,
     targets: Mutex<HashMap<String, Arc<Target>>>,

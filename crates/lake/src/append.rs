@@ -83,7 +83,7 @@ impl SourceWriter {
     }
 
     /// Writes `columns` without a Parquet dictionary: columns nearly every row has a value of its
-    /// own in (request ids, times), whose dictionary the encoder would build in full, then throw
+    /// own in (ids, line numbers), whose dictionary the encoder would build in full, then throw
     /// away or store beside as many indices. The other columns keep theirs; Snappy as before.
     pub fn without_dictionary(mut self, columns: &[&str]) -> Self {
         let mut properties = WriterProperties::builder()
