@@ -4,10 +4,12 @@
 //! template's saved Athena queries, run by DuckDB, against the report's figures.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
 use access_log_ingest::{Ingestor, NoProgress, ObjectReader, TableTemplate};
 use aws_sdk_s3::primitives::ByteStream;
 use chrono::NaiveDate;
+use fixtures::workload::inventory::InventoryFormat;
 use fixtures::workload::{self, LAKE_BUCKET, WEB_BUCKET};
 use lake::StorageConfig;
 use lakelog_reports::TimeRange;
@@ -34,6 +36,37 @@ fn read_ages(rows: &[Vec<Value>], by: usize) -> BTreeMap<String, ([u64; 6], u64)
             (text(&r[by]), (counts, int(&r[8])))
         })
         .collect()
+}
+
+/// Every row of `tables` (Delta tables DuckDB reads), as one parenthesised query.
+fn all_rows(tables: &[String]) -> String {
+    let scans: Vec<String> = tables
+        .iter()
+        .map(|t| format!("SELECT * FROM delta_scan('{t}')"))
+        .collect();
+    format!("({})", scans.join(" UNION ALL "))
+}
+
+/// Writes the S3 Inventory list of `bucket` in `lake` under `root`, in `files` data files of
+/// `format`, as S3 Inventory fills its destination; returns the list's manifest.
+fn write_inventory(
+    root: &Path,
+    lake: &workload::lake::Lake,
+    bucket: &str,
+    format: InventoryFormat,
+    files: usize,
+) -> PathBuf {
+    let objects: Vec<_> = lake.inventory.iter().filter(|o| o.bucket == bucket).collect();
+    workload::inventory::write(root, bucket, &objects, format, lake.inventory_taken, files).unwrap()
+}
+
+/// The Parquet lists under `root` as Athena's S3 Inventory table has them: the lists' rows, in
+/// one `dt` partition.
+fn inventory_table(root: &Path) -> String {
+    format!(
+        "(SELECT *, '2024-03-06-01-00' AS dt FROM read_parquet('{}/**/*.parquet'))",
+        root.display()
+    )
 }
 
 fn storage(standin: &StandIn) -> StorageConfig {
@@ -108,16 +141,11 @@ impl Lake {
     /// Runs `sql` in DuckDB, where `t` is both tables' rows in the range that did not fail and
     /// `t_all` every row up to the end of the range.
     fn duckdb(&self, sql: &str) -> Vec<Vec<Value>> {
-        let scans: Vec<String> = self
-            .tables
-            .iter()
-            .map(|t| format!("SELECT * FROM delta_scan('{t}')"))
-            .collect();
         let sql = format!(
-            "WITH t_all AS (SELECT * FROM ({}) WHERE request_date <= DATE '2024-04-29' \
+            "WITH t_all AS (SELECT * FROM {} WHERE request_date <= DATE '2024-04-29' \
                AND coalesce(http_status, 0) < 400 AND key IS NOT NULL), \
              t AS (SELECT * FROM t_all WHERE request_date >= DATE '2024-03-01') {sql}",
-            scans.join(" UNION ALL ")
+            all_rows(&self.tables)
         );
         duckdb(self.standin.endpoint(), &sql).unwrap_or_else(|e| panic!("{e:#}\n{sql}"))
     }
@@ -614,7 +642,6 @@ fn the_saved_queries_group_and_date_keys_as_the_report_does() {
 /// keys) is the one read from a local copy of that bucket; a missing manifest is a clear error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inventory_on_s3_reads_as_its_local_copy_does() {
-    use fixtures::workload::inventory::{InventoryFormat, write};
     use lakelog_reports::access::{DatasetRule, Inventory};
 
     let standin = StandIn::connect().await.unwrap();
@@ -625,8 +652,7 @@ async fn an_inventory_on_s3_reads_as_its_local_copy_does() {
         (LAKE_BUCKET, InventoryFormat::Csv, 2),
         (WEB_BUCKET, InventoryFormat::Parquet, 1),
     ] {
-        let objects: Vec<_> = lake.inventory.iter().filter(|o| o.bucket == bucket).collect();
-        manifests.push(write(root.path(), bucket, &objects, format, lake.inventory_taken, files).unwrap());
+        manifests.push(write_inventory(root.path(), &lake, bucket, format, files));
     }
     // The destination bucket, as S3 Inventory fills it.
     let destination = standin.create_bucket("inventory").await.unwrap();
@@ -666,23 +692,11 @@ async fn an_inventory_on_s3_reads_as_its_local_copy_does() {
     // as Athena's S3 Inventory table has it (the list's rows, one `dt` partition), gives the
     // report's objects and bytes per dataset and storage class.
     let lists = tempfile::tempdir().unwrap();
-    let objects: Vec<_> = lake.inventory.iter().filter(|o| o.bucket == LAKE_BUCKET).collect();
-    let manifest = write(
-        lists.path(),
-        LAKE_BUCKET,
-        &objects,
-        InventoryFormat::Parquet,
-        lake.inventory_taken,
-        2,
-    )
-    .unwrap();
+    let manifest = write_inventory(lists.path(), &lake, LAKE_BUCKET, InventoryFormat::Parquet, 2);
     let parquet = Inventory::read(manifest.to_str().unwrap(), &StorageConfig::default(), &rule)
         .await
         .unwrap();
-    let listed = format!(
-        "(SELECT *, '2024-03-06-01-00' AS dt FROM read_parquet('{}/**/*.parquet'))",
-        lists.path().display()
-    );
+    let listed = inventory_table(lists.path());
     let sql = athena_query("AccessStoredDataQuery", INVENTORY_TABLE, &listed).unwrap();
     let stored: BTreeMap<(String, String), [u64; 2]> = duckdb(standin.endpoint(), &in_duckdb(&sql))
         .unwrap()
@@ -718,7 +732,6 @@ async fn an_inventory_on_s3_reads_as_its_local_copy_does() {
 /// and touched by no successful request. The headline's dark bytes are their sum.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dark_data_query_finds_the_reports_dark_data() {
-    use fixtures::workload::inventory::{InventoryFormat, write};
     use lakelog_reports::access::Inventory;
 
     let standin = StandIn::connect().await.unwrap();
@@ -727,16 +740,7 @@ async fn the_dark_data_query_finds_the_reports_dark_data() {
     let lists = tempfile::tempdir().unwrap();
     let mut options = AccessOptions::new(PriceTable::default_table().unwrap());
     for bucket in [LAKE_BUCKET, WEB_BUCKET] {
-        let objects: Vec<_> = lake.inventory.iter().filter(|o| o.bucket == bucket).collect();
-        let manifest = write(
-            lists.path(),
-            bucket,
-            &objects,
-            InventoryFormat::Parquet,
-            lake.inventory_taken,
-            1,
-        )
-        .unwrap();
+        let manifest = write_inventory(lists.path(), &lake, bucket, InventoryFormat::Parquet, 1);
         options.inventories.push(
             Inventory::read(manifest.to_str().unwrap(), &StorageConfig::default(), &options.rule)
                 .await
@@ -760,21 +764,9 @@ async fn the_dark_data_query_finds_the_reports_dark_data() {
         report.headline.dark_bytes.unwrap()
     );
 
-    let scans: Vec<String> = tables
-        .iter()
-        .map(|t| format!("SELECT * FROM delta_scan('{t}')"))
-        .collect();
-    let listed = format!(
-        "(SELECT *, '2024-03-06-01-00' AS dt FROM read_parquet('{}/**/*.parquet'))",
-        lists.path().display()
-    );
-    let sql = athena_query(
-        "AccessDarkDataQuery",
-        ACCESS_LOG_TABLE,
-        &format!("({})", scans.join(" UNION ALL ")),
-    )
-    .unwrap()
-    .replace(INVENTORY_TABLE, &listed);
+    let sql = athena_query("AccessDarkDataQuery", ACCESS_LOG_TABLE, &all_rows(&tables))
+        .unwrap()
+        .replace(INVENTORY_TABLE, &inventory_table(lists.path()));
     let mut found: Vec<(String, String, u64, u64)> = duckdb(standin.endpoint(), &in_duckdb(&sql))
         .unwrap()
         .iter()
