@@ -15,8 +15,8 @@ use arrow::record_batch::RecordBatch;
 use lake::maintenance::Settle;
 use lake::{AppendOutcome, LakeError, Retry, SourceFiles, SourceWriter, StorageConfig, Table, TableSpec, now_micros};
 use s3_access_log::{
-    ACCESS_LOGS_UNIQUE_COLUMNS, AccessLogBatchBuilder, AccessLogRecord, Lines, PARTITION_COLUMN,
-    REJECTS_UNIQUE_COLUMNS, RejectsBatchBuilder, access_logs_schema, is_blank, rejects_schema,
+    ACCESS_LOGS_UNIQUE_COLUMNS, AccessLogBatchBuilder, Lines, PARTITION_COLUMN, ParsedLine, REJECTS_UNIQUE_COLUMNS,
+    RejectsBatchBuilder, access_logs_schema, is_blank, rejects_schema,
 };
 use tokio::io::AsyncReadExt;
 use tokio::sync::Mutex;
@@ -722,17 +722,18 @@ impl ObjectState<'_> {
                 continue;
             }
             self.report.lines += 1;
-            match AccessLogRecord::parse(line) {
-                Ok(record) => self.row(&record, number, line).await?,
+            match ParsedLine::parse(line) {
+                Ok(parsed) => self.row(&parsed, number, line).await?,
                 Err(e) => self.reject(number, line, &e.to_string()).await?,
             }
         }
         Ok(next)
     }
 
-    async fn row(&mut self, record: &AccessLogRecord<'_>, number: u64, line: &[u8]) -> Result<(), IngestError> {
+    async fn row(&mut self, parsed: &ParsedLine<'_>, number: u64, line: &[u8]) -> Result<(), IngestError> {
         let template = &self.session.ingestor.table;
-        let bucket = record.bucket.as_deref().unwrap_or("");
+        let bucket = parsed.bucket();
+        let bucket = bucket.as_deref().unwrap_or("");
         let index = match self.by_bucket.get(bucket) {
             Some(&i) => i,
             None if template.per_bucket() && !is_bucket_name(bucket) => {
@@ -769,13 +770,13 @@ impl ObjectState<'_> {
                 i
             }
         };
-        self.report.latest_request = self.report.latest_request.max(Some(record.request_time));
+        self.report.latest_request = self.report.latest_request.max(Some(parsed.request_time()));
         let output = &mut self.rows[index];
         if output.writer.is_none() {
             self.report.duplicates += 1;
             return Ok(());
         }
-        output.builder.append(record, &self.source, number as i64);
+        output.builder.append(parsed, &self.source, number as i64);
         self.report.rows += 1;
         output.write_when_full(&self.source).await
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use fixtures::log_lines::{SynthConfig, corpus};
 use regex::bytes::Regex;
-use s3_access_log::{AccessLogBatchBuilder, RejectsBatchBuilder, parse_lines};
+use s3_access_log::{AccessLogBatchBuilder, Lines, ParsedLine, RejectsBatchBuilder, is_blank};
 
 /// The corpus size: every era and quirk mixed, a few malformed lines.
 const CORPUS_BYTES: usize = 50 << 20;
@@ -27,10 +27,10 @@ fn into_arrow(corpus: &[u8]) -> (usize, usize) {
     let mut batch = AccessLogBatchBuilder::with_capacity(0, BATCH_ROWS);
     let mut rejects = RejectsBatchBuilder::new(0);
     let mut rows = 0;
-    for (number, line, parsed) in parse_lines(corpus) {
-        match parsed {
-            Ok(record) => {
-                batch.append(&record, LOG_OBJECT, number as i64);
+    for (number, line) in Lines::new(corpus).filter(|(_, line)| !is_blank(line)) {
+        match ParsedLine::parse(line) {
+            Ok(parsed) => {
+                batch.append(&parsed, LOG_OBJECT, number as i64);
                 if batch.len() == BATCH_ROWS {
                     rows += black_box(batch.finish().expect("batch")).num_rows();
                 }

@@ -16,9 +16,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use fixtures::log_lines::{SynthConfig, corpus};
-use s3_access_log::{
-    AccessLogBatchBuilder, AccessLogRecord, Fields, Lines, RejectsBatchBuilder, is_blank, parse_lines,
-};
+use s3_access_log::{AccessLogBatchBuilder, AccessLogRecord, Fields, Lines, ParsedLine, RejectsBatchBuilder, is_blank};
 
 /// Rows per Arrow batch, as in the benchmark.
 const BATCH_ROWS: usize = 8192;
@@ -64,10 +62,10 @@ fn into_arrow(corpus: &[u8]) -> Result<(usize, usize), arrow::error::ArrowError>
     let mut batch = AccessLogBatchBuilder::with_capacity(0, BATCH_ROWS);
     let mut rejects = RejectsBatchBuilder::new(0);
     let mut rows = 0;
-    for (number, line, parsed) in parse_lines(corpus) {
-        match parsed {
-            Ok(record) => {
-                batch.append(&record, LOG_OBJECT, number as i64);
+    for (number, line) in Lines::new(corpus).filter(|(_, line)| !is_blank(line)) {
+        match ParsedLine::parse(line) {
+            Ok(parsed) => {
+                batch.append(&parsed, LOG_OBJECT, number as i64);
                 if batch.len() == BATCH_ROWS {
                     rows += black_box(batch.finish()?).num_rows();
                 }

@@ -15,7 +15,9 @@ use arrow::datatypes::{
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 
-use crate::record::AccessLogRecord;
+use crate::field::Field;
+use crate::record::ParsedLine;
+use crate::time::date_of;
 
 /// The timezone of every timestamp column: Delta's `timestamp` type is UTC.
 pub const UTC: &str = "UTC";
@@ -100,86 +102,74 @@ pub fn rejects_schema() -> SchemaRef {
     REJECTS.clone()
 }
 
-/// Which rows of a column are valid (not null), one byte each (0 or 1) while the column is built,
-/// packed into bits when it is finished: a push is a store, without a branch.
-#[derive(Debug)]
-struct Validity {
-    valid: Vec<u8>,
+/// Which of a row's nullable columns have a value: bit `i` for the `i`-th nullable column in
+/// schema order. One word per row instead of a byte pushed per column; each column's validity
+/// bits are gathered from the words when the batch is finished.
+#[derive(Debug, Default)]
+struct RowMask {
+    bits: u32,
+    next: u32,
 }
 
-impl Validity {
-    fn with_capacity(rows: usize) -> Self {
-        Self {
-            valid: Vec::with_capacity(rows),
-        }
-    }
-
+impl RowMask {
+    /// Records whether the next nullable column has a value.
     #[inline(always)]
-    fn push(&mut self, valid: bool) {
-        self.valid.push(u8::from(valid));
-    }
-
-    fn push_n_valid(&mut self, rows: usize) {
-        self.valid.resize(self.valid.len() + rows, 1);
-    }
-
-    /// The validity buffer, or none when every row is valid.
-    fn finish(self) -> Option<NullBuffer> {
-        let rows = self.valid.len();
-        let mut bits = Vec::with_capacity(rows.div_ceil(8));
-        let mut bytes = self.valid.chunks_exact(8);
-        // Eight rows at a time: the flags, at bit 8 i of a word, times a multiplier with bit
-        // 56 - 7 i set, land on bit 56 + i; no two partial products meet in the top byte. Arrow
-        // numbers the bits of a byte from the lowest, like the rows here.
-        for eight in bytes.by_ref() {
-            let flags = eight.first_chunk::<8>().map_or(0, |w| u64::from_le_bytes(*w));
-            bits.push((flags.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8);
-        }
-        let rest = bytes.remainder();
-        if !rest.is_empty() {
-            bits.push(rest.iter().rev().fold(0, |acc, &flag| acc << 1 | flag));
-        }
-        let nulls = NullBuffer::new(BooleanBuffer::new(Buffer::from_vec(bits), 0, rows));
-        (nulls.null_count() > 0).then_some(nulls)
+    fn set(&mut self, valid: bool) {
+        self.bits |= u32::from(valid) << self.next;
+        self.next += 1;
     }
 }
 
-/// A column of numbers being built, without the call per value of arrow's `PrimitiveBuilder`.
+/// The validity of the nullable column of bit `bit`, from the rows' masks; none when every row
+/// has a value.
+fn nulls_of(masks: &[u32], bit: u32) -> Option<NullBuffer> {
+    let nulls = NullBuffer::new(BooleanBuffer::collect_bool(masks.len(), |row| {
+        masks[row] >> bit & 1 != 0
+    }));
+    (nulls.null_count() > 0).then_some(nulls)
+}
+
+/// A column of numbers being built, without the call per value of arrow's `PrimitiveBuilder`;
+/// its validity is the rows' masks'.
 #[derive(Debug)]
 struct Numbers<T: ArrowPrimitiveType> {
     values: Vec<T::Native>,
-    validity: Validity,
 }
 
 impl<T: ArrowPrimitiveType> Numbers<T> {
     fn with_capacity(rows: usize) -> Self {
         Self {
             values: Vec::with_capacity(rows),
-            validity: Validity::with_capacity(rows),
         }
     }
 
+    /// Appends a value of a column without nulls.
     #[inline(always)]
-    fn push(&mut self, value: Option<T::Native>) {
-        self.validity.push(value.is_some());
+    fn push(&mut self, value: T::Native) {
+        self.values.push(value);
+    }
+
+    /// Appends a value of a nullable column, and whether it has one to `mask`.
+    #[inline(always)]
+    fn push_option(&mut self, value: Option<T::Native>, mask: &mut RowMask) {
+        mask.set(value.is_some());
         self.values.push(value.unwrap_or_default());
     }
 
-    fn finish(self) -> PrimitiveArray<T> {
-        PrimitiveArray::new(ScalarBuffer::from(self.values), self.validity.finish())
+    fn finish(self, nulls: Option<NullBuffer>) -> PrimitiveArray<T> {
+        PrimitiveArray::new(ScalarBuffer::from(self.values), nulls)
     }
 }
 
 /// A `Utf8` column being built. It does what arrow's `StringBuilder` does for each value, without
 /// its per-value checks: the offsets are checked once per batch, and the values are known to be
-/// UTF-8 because only `&str` goes in.
+/// UTF-8 because only `&str` goes in. Its validity is the rows' masks'.
 #[derive(Debug)]
 struct TextColumn {
     values: Vec<u8>,
     /// Where each value ends in `values`, after a leading 0. Wrapped past `i32::MAX`, which
     /// `finish` then reports.
     offsets: Vec<i32>,
-    validity: Validity,
 }
 
 impl TextColumn {
@@ -189,13 +179,13 @@ impl TextColumn {
         Self {
             values: Vec::with_capacity(bytes),
             offsets,
-            validity: Validity::with_capacity(rows),
         }
     }
 
+    /// Appends a value (nothing for a null), and whether there is one to `mask`.
     #[inline(always)]
-    fn push(&mut self, value: Option<&str>) {
-        self.validity.push(value.is_some());
+    fn push(&mut self, value: Option<&str>, mask: &mut RowMask) {
+        mask.set(value.is_some());
         if let Some(value) = value {
             self.append_bytes(value.as_bytes());
         }
@@ -234,10 +224,10 @@ impl TextColumn {
         }
         self.offsets
             .extend((1..=rows).map(|row| (start + row * value.len()) as i32));
-        self.validity.push_n_valid(rows);
     }
 
-    fn finish(self) -> Result<StringArray, ArrowError> {
+    /// The column, with `nulls` for its validity (as many as its values).
+    fn finish(self, nulls: Option<NullBuffer>) -> Result<StringArray, ArrowError> {
         if i32::try_from(self.values.len()).is_err() {
             return Err(ArrowError::InvalidArgumentError(format!(
                 "{} bytes of text in one column of a batch, more than the 2 GiB a Utf8 column holds",
@@ -246,14 +236,14 @@ impl TextColumn {
         }
         let offsets = ScalarBuffer::from(self.offsets);
         let values = Buffer::from_vec(self.values);
-        let nulls = self.validity.finish();
-        if cfg!(debug_assertions) {
+        if cfg!(debug_assertions) || nulls.as_ref().is_some_and(|n| n.len() + 1 != offsets.len()) {
             return StringArray::try_new(OffsetBuffer::new(offsets), values, nulls);
         }
         // SAFETY: the offsets start at 0 and never decrease, since every value appends bytes and
         // then its end, and none of them wrapped, since the values fit in `i32`; `values` is the
         // concatenation of `&str`s, cut at their ends only, so each value is UTF-8; there are as
-        // many validity bits as values. Debug builds check all of it with `try_new` above.
+        // many validity bits as values (checked above). Debug builds check all of it with
+        // `try_new` above.
         Ok(unsafe { StringArray::new_unchecked(OffsetBuffer::new_unchecked(offsets), values, nulls) })
     }
 }
@@ -326,14 +316,16 @@ pub struct AccessLogBatchBuilder {
     /// The `log_object` column as runs of one value: a builder seldom sees more than one object.
     log_objects: Vec<(String, usize)>,
     log_line: Numbers<Int64Type>,
+    /// Per row, which nullable columns have a value ([`RowMask`]).
+    masks: Vec<u32>,
     rows: usize,
     /// The rows the builder was made for.
     capacity: usize,
 }
 
 #[inline(always)]
-fn put(column: &mut TextColumn, value: &Option<Cow<'_, str>>) {
-    column.push(value.as_deref());
+fn put(column: &mut TextColumn, value: Option<Cow<'_, str>>, mask: &mut RowMask) {
+    column.push(value.as_deref(), mask);
 }
 
 impl AccessLogBatchBuilder {
@@ -388,47 +380,56 @@ impl AccessLogBatchBuilder {
             request_date: Numbers::with_capacity(rows),
             log_objects: Vec::new(),
             log_line: long(),
+            masks: Vec::with_capacity(rows),
             rows: 0,
             capacity: rows,
         }
     }
 
-    /// Appends one record that came from line `log_line` (1-based) of `log_object`.
-    pub fn append(&mut self, r: &AccessLogRecord<'_>, log_object: &str, log_line: i64) {
-        put(&mut self.bucket_owner, &r.bucket_owner);
-        put(&mut self.bucket, &r.bucket);
-        self.request_time.push(Some(r.request_time));
-        put(&mut self.remote_ip, &r.remote_ip);
-        put(&mut self.requester, &r.requester);
-        put(&mut self.request_id, &r.request_id);
-        put(&mut self.operation, &r.operation);
-        put(&mut self.key, &r.key);
-        put(&mut self.request_uri, &r.request_uri);
-        self.http_status.push(r.http_status);
-        put(&mut self.error_code, &r.error_code);
-        self.bytes_sent.push(r.bytes_sent);
-        self.object_size.push(r.object_size);
-        self.total_time_ms.push(r.total_time_ms);
-        self.turn_around_time_ms.push(r.turn_around_time_ms);
-        put(&mut self.referer, &r.referer);
-        put(&mut self.user_agent, &r.user_agent);
-        put(&mut self.version_id, &r.version_id);
-        put(&mut self.host_id, &r.host_id);
-        put(&mut self.signature_version, &r.signature_version);
-        put(&mut self.cipher_suite, &r.cipher_suite);
-        put(&mut self.authentication_type, &r.authentication_type);
-        put(&mut self.host_header, &r.host_header);
-        put(&mut self.tls_version, &r.tls_version);
-        put(&mut self.access_point_arn, &r.access_point_arn);
-        self.acl_required.append_option(r.acl_required);
-        put(&mut self.source_region, &r.source_region);
-        put(&mut self.extra_fields, &r.extra_fields);
-        self.request_date.push(Some(r.request_date()));
+    /// Appends the row of a line, [`ParsedLine::parse`]d, that is line `log_line` (1-based) of
+    /// `log_object`. Its text goes from the line into the columns, without a record in between.
+    #[inline]
+    pub fn append(&mut self, line: &ParsedLine<'_>, log_object: &str, log_line: i64) {
+        let f = line.fields();
+        let t = line.typed();
+        let text = |field| f.text(field);
+        // The nullable columns in schema order: their bits in the row's mask.
+        let m = &mut RowMask::default();
+        put(&mut self.bucket_owner, text(Field::BucketOwner), m);
+        put(&mut self.bucket, text(Field::Bucket), m);
+        self.request_time.push(t.request_time);
+        put(&mut self.remote_ip, text(Field::RemoteIp), m);
+        put(&mut self.requester, text(Field::Requester), m);
+        put(&mut self.request_id, text(Field::RequestId), m);
+        put(&mut self.operation, text(Field::Operation), m);
+        put(&mut self.key, line.key(), m);
+        put(&mut self.request_uri, text(Field::RequestUri), m);
+        self.http_status.push_option(t.http_status, m);
+        put(&mut self.error_code, text(Field::ErrorCode), m);
+        self.bytes_sent.push_option(t.bytes_sent, m);
+        self.object_size.push_option(t.object_size, m);
+        self.total_time_ms.push_option(t.total_time_ms, m);
+        self.turn_around_time_ms.push_option(t.turn_around_time_ms, m);
+        put(&mut self.referer, text(Field::Referer), m);
+        put(&mut self.user_agent, text(Field::UserAgent), m);
+        put(&mut self.version_id, text(Field::VersionId), m);
+        put(&mut self.host_id, text(Field::HostId), m);
+        put(&mut self.signature_version, text(Field::SignatureVersion), m);
+        put(&mut self.cipher_suite, text(Field::CipherSuite), m);
+        put(&mut self.authentication_type, text(Field::AuthenticationType), m);
+        put(&mut self.host_header, text(Field::HostHeader), m);
+        put(&mut self.tls_version, text(Field::TlsVersion), m);
+        put(&mut self.access_point_arn, text(Field::AccessPointArn), m);
+        self.acl_required.append_option(t.acl_required);
+        put(&mut self.source_region, text(Field::SourceRegion), m);
+        put(&mut self.extra_fields, f.extra_text(), m);
+        self.masks.push(m.bits);
+        self.request_date.push(date_of(t.request_time));
         match self.log_objects.last_mut() {
             Some((last, rows)) if last == log_object => *rows += 1,
             _ => self.log_objects.push((log_object.to_owned(), 1)),
         }
-        self.log_line.push(Some(log_line));
+        self.log_line.push(log_line);
         self.rows += 1;
     }
 
@@ -456,38 +457,45 @@ impl AccessLogBatchBuilder {
         for (object, rows) in &done.log_objects {
             log_object.push_n(object, *rows);
         }
+        // The nullable columns' validity, in the order `append` gave them their bits.
+        let masks = std::mem::take(&mut done.masks);
+        let mut bit = 0;
+        let mut nulls = || {
+            bit += 1;
+            nulls_of(&masks, bit - 1)
+        };
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(done.bucket_owner.finish()?),
-            Arc::new(done.bucket.finish()?),
-            Arc::new(done.request_time.finish().with_timezone(UTC)),
-            Arc::new(done.remote_ip.finish()?),
-            Arc::new(done.requester.finish()?),
-            Arc::new(done.request_id.finish()?),
-            Arc::new(done.operation.finish()?),
-            Arc::new(done.key.finish()?),
-            Arc::new(done.request_uri.finish()?),
-            Arc::new(done.http_status.finish()),
-            Arc::new(done.error_code.finish()?),
-            Arc::new(done.bytes_sent.finish()),
-            Arc::new(done.object_size.finish()),
-            Arc::new(done.total_time_ms.finish()),
-            Arc::new(done.turn_around_time_ms.finish()),
-            Arc::new(done.referer.finish()?),
-            Arc::new(done.user_agent.finish()?),
-            Arc::new(done.version_id.finish()?),
-            Arc::new(done.host_id.finish()?),
-            Arc::new(done.signature_version.finish()?),
-            Arc::new(done.cipher_suite.finish()?),
-            Arc::new(done.authentication_type.finish()?),
-            Arc::new(done.host_header.finish()?),
-            Arc::new(done.tls_version.finish()?),
-            Arc::new(done.access_point_arn.finish()?),
+            Arc::new(done.bucket_owner.finish(nulls())?),
+            Arc::new(done.bucket.finish(nulls())?),
+            Arc::new(done.request_time.finish(None).with_timezone(UTC)),
+            Arc::new(done.remote_ip.finish(nulls())?),
+            Arc::new(done.requester.finish(nulls())?),
+            Arc::new(done.request_id.finish(nulls())?),
+            Arc::new(done.operation.finish(nulls())?),
+            Arc::new(done.key.finish(nulls())?),
+            Arc::new(done.request_uri.finish(nulls())?),
+            Arc::new(done.http_status.finish(nulls())),
+            Arc::new(done.error_code.finish(nulls())?),
+            Arc::new(done.bytes_sent.finish(nulls())),
+            Arc::new(done.object_size.finish(nulls())),
+            Arc::new(done.total_time_ms.finish(nulls())),
+            Arc::new(done.turn_around_time_ms.finish(nulls())),
+            Arc::new(done.referer.finish(nulls())?),
+            Arc::new(done.user_agent.finish(nulls())?),
+            Arc::new(done.version_id.finish(nulls())?),
+            Arc::new(done.host_id.finish(nulls())?),
+            Arc::new(done.signature_version.finish(nulls())?),
+            Arc::new(done.cipher_suite.finish(nulls())?),
+            Arc::new(done.authentication_type.finish(nulls())?),
+            Arc::new(done.host_header.finish(nulls())?),
+            Arc::new(done.tls_version.finish(nulls())?),
+            Arc::new(done.access_point_arn.finish(nulls())?),
             Arc::new(done.acl_required.finish()),
-            Arc::new(done.source_region.finish()?),
-            Arc::new(done.extra_fields.finish()?),
-            Arc::new(done.request_date.finish()),
-            Arc::new(log_object.finish()?),
-            Arc::new(done.log_line.finish()),
+            Arc::new(done.source_region.finish(nulls())?),
+            Arc::new(done.extra_fields.finish(nulls())?),
+            Arc::new(done.request_date.finish(None)),
+            Arc::new(log_object.finish(None)?),
+            Arc::new(done.log_line.finish(None)),
             Arc::new(ingested_at.finish()),
         ];
         RecordBatch::try_new(access_logs_schema(), columns)
@@ -563,7 +571,7 @@ mod tests {
 
     #[test]
     fn batch_has_the_schema_and_the_values() {
-        let record = AccessLogRecord::parse(LINE).unwrap();
+        let record = ParsedLine::parse(LINE).unwrap();
         let mut b = AccessLogBatchBuilder::new(42);
         b.append(&record, "s3://raw/log1", 7);
         b.append(&record, "s3://raw/log1", 8);
@@ -609,12 +617,16 @@ mod tests {
             .chain([Some("caf\u{e9} \u{1F980}"), None, Some("")])
             .collect();
         let mut column = TextColumn::with_capacity(2, 0);
+        let mut masks = Vec::new();
         for &value in &values {
-            column.push(value);
+            let mut mask = RowMask::default();
+            column.push(value, &mut mask);
+            masks.push(mask.bits);
         }
         column.push_n("s3://raw/log", 3);
         column.push_n("x", 0);
-        let array = column.finish().unwrap();
+        masks.extend([1; 3]);
+        let array = column.finish(nulls_of(&masks, 0)).unwrap();
         assert_eq!(array.len(), values.len() + 3);
         for (i, value) in values.iter().enumerate() {
             assert_eq!(array.is_valid(i).then(|| array.value(i)), *value, "{i}");
@@ -626,22 +638,128 @@ mod tests {
     fn number_columns_keep_values_and_nulls_across_words() {
         let values: Vec<Option<i64>> = (0..200i64).map(|i| (i % 3 != 0).then_some(i * 1_000_003)).collect();
         let mut column = Numbers::<Int64Type>::with_capacity(1);
-        for &value in &values {
-            column.push(value);
+        // Each value's bit is the second of its row's mask, after another column's.
+        let mut masks = Vec::new();
+        for (i, &value) in values.iter().enumerate() {
+            let mut mask = RowMask::default();
+            mask.set(i % 2 == 0);
+            column.push_option(value, &mut mask);
+            masks.push(mask.bits);
         }
-        let array = column.finish();
+        let array = column.finish(nulls_of(&masks, 1));
         assert_eq!(array.iter().collect::<Vec<_>>(), values);
         assert_eq!(array.null_count(), 67);
         let mut all_valid = Numbers::<Int32Type>::with_capacity(0);
-        (0..70).for_each(|i| all_valid.push(Some(i)));
-        let array = all_valid.finish();
+        (0..70).for_each(|i| all_valid.push(i));
+        let array = all_valid.finish(nulls_of(&[1; 70], 0));
         assert!(array.nulls().is_none());
         assert_eq!(array.value(69), 69);
     }
 
+    /// Every column of a batch, built straight from the lines, against the same column built with
+    /// arrow's builders from each line's [`AccessLogRecord`]: every era, quoting quirks, bytes
+    /// that are not UTF-8, rows of several objects, across batches.
+    #[test]
+    fn batches_hold_what_the_records_of_their_lines_hold() {
+        use arrow::array::{Date32Array, Int32Array, StringArray, TimestampMicrosecondArray};
+        use fixtures::log_lines::{SynthConfig, corpus};
+
+        use crate::{AccessLogRecord, Lines};
+
+        let mut corpus = corpus(
+            SynthConfig {
+                quirk_rate: 0.2,
+                malformed_rate: 0.01,
+                ..Default::default()
+            },
+            1 << 20,
+        );
+        // Lines with bytes that are not UTF-8, in a text field and in the key.
+        corpus.extend_from_slice(
+            &LINE
+                .iter()
+                .map(|&b| if b == b'u' { 0xFF } else { b })
+                .collect::<Vec<_>>(),
+        );
+        corpus.push(b'\n');
+        let key = LINE.windows(5).position(|w| w == b"a%2Fb").unwrap();
+        corpus.extend_from_slice(&[&LINE[..key], b"a\xFFb+c", &LINE[key + 5..], b"\n"].concat());
+        let mut builder = AccessLogBatchBuilder::with_capacity(9, 1000);
+        let mut records = Vec::new();
+        let mut batches = Vec::new();
+        for (number, line) in Lines::new(&corpus) {
+            let Ok(parsed) = ParsedLine::parse(line) else {
+                assert!(AccessLogRecord::parse(line).is_err());
+                continue;
+            };
+            let object = ["s3://raw/a", "s3://raw/b"][usize::from(number % 3 == 0)];
+            builder.append(&parsed, object, number as i64);
+            records.push((AccessLogRecord::parse(line).unwrap(), object, number as i64));
+            if builder.len() == 1000 {
+                batches.push(builder.finish().unwrap());
+            }
+        }
+        batches.push(builder.finish().unwrap());
+        let batch = arrow::compute::concat_batches(&access_logs_schema(), &batches).unwrap();
+        assert!(records.len() > 1500, "{}", records.len());
+        assert!(records.iter().any(|(r, ..)| r.extra_fields.is_some()));
+
+        type R<'r> = &'r (AccessLogRecord<'r>, &'r str, i64);
+        let text =
+            |get: fn(R<'_>) -> Option<&str>| -> ArrayRef { Arc::new(StringArray::from_iter(records.iter().map(get))) };
+        let long = |get: fn(R<'_>) -> Option<i64>| -> ArrayRef {
+            Arc::new(arrow::array::Int64Array::from_iter(records.iter().map(get)))
+        };
+        let utc =
+            |values: Vec<i64>| -> ArrayRef { Arc::new(TimestampMicrosecondArray::from(values).with_timezone(UTC)) };
+        let expected: Vec<ArrayRef> = vec![
+            text(|(r, ..)| r.bucket_owner.as_deref()),
+            text(|(r, ..)| r.bucket.as_deref()),
+            utc(records.iter().map(|(r, ..)| r.request_time).collect()),
+            text(|(r, ..)| r.remote_ip.as_deref()),
+            text(|(r, ..)| r.requester.as_deref()),
+            text(|(r, ..)| r.request_id.as_deref()),
+            text(|(r, ..)| r.operation.as_deref()),
+            text(|(r, ..)| r.key.as_deref()),
+            text(|(r, ..)| r.request_uri.as_deref()),
+            Arc::new(Int32Array::from_iter(records.iter().map(|(r, ..)| r.http_status))),
+            text(|(r, ..)| r.error_code.as_deref()),
+            long(|(r, ..)| r.bytes_sent),
+            long(|(r, ..)| r.object_size),
+            long(|(r, ..)| r.total_time_ms),
+            long(|(r, ..)| r.turn_around_time_ms),
+            text(|(r, ..)| r.referer.as_deref()),
+            text(|(r, ..)| r.user_agent.as_deref()),
+            text(|(r, ..)| r.version_id.as_deref()),
+            text(|(r, ..)| r.host_id.as_deref()),
+            text(|(r, ..)| r.signature_version.as_deref()),
+            text(|(r, ..)| r.cipher_suite.as_deref()),
+            text(|(r, ..)| r.authentication_type.as_deref()),
+            text(|(r, ..)| r.host_header.as_deref()),
+            text(|(r, ..)| r.tls_version.as_deref()),
+            text(|(r, ..)| r.access_point_arn.as_deref()),
+            Arc::new(arrow::array::BooleanArray::from_iter(
+                records.iter().map(|(r, ..)| r.acl_required),
+            )),
+            text(|(r, ..)| r.source_region.as_deref()),
+            text(|(r, ..)| r.extra_fields.as_deref()),
+            Arc::new(Date32Array::from_iter_values(
+                records.iter().map(|(r, ..)| r.request_date()),
+            )),
+            text(|(_, object, _)| Some(object)),
+            long(|(.., line)| Some(*line)),
+            utc(vec![9; records.len()]),
+        ];
+        for ((field, column), expected) in batch.schema().fields().iter().zip(batch.columns()).zip(expected) {
+            assert_eq!(column.as_ref(), expected.as_ref(), "{}", field.name());
+        }
+        let user_agent = batch.column_by_name("user_agent").unwrap().as_string::<i32>();
+        assert!(user_agent.iter().any(|ua| ua.is_some_and(|ua| ua.contains('\u{FFFD}'))));
+    }
+
     #[test]
     fn log_object_runs() {
-        let record = AccessLogRecord::parse(LINE).unwrap();
+        let record = ParsedLine::parse(LINE).unwrap();
         let mut b = AccessLogBatchBuilder::new(0);
         let objects = [
             "s3://raw/a",

@@ -4,17 +4,18 @@
 //! line into borrowed slices (a word-at-a-time byte search: its spans are too short for `memchr`),
 //! recovering quoted fields that contain unescaped quotes;
 //! [`AccessLogRecord::parse`] types them (request time normalised to UTC, numbers, `-` as null, the
-//! key decoded form-style); [`AccessLogBatchBuilder`] appends records column by column into a
-//! `RecordBatch` with the `access_logs` schema that lakelog's Delta tables use.
+//! key decoded form-style); [`AccessLogBatchBuilder`] appends lines, checked by
+//! [`ParsedLine::parse`], column by column into a `RecordBatch` with the `access_logs` schema that
+//! lakelog's Delta tables use, their text going from the line into the columns.
 //!
 //! ```
-//! use s3_access_log::{AccessLogBatchBuilder, AccessLogRecord};
+//! use s3_access_log::{AccessLogBatchBuilder, AccessLogRecord, ParsedLine};
 //!
 //! let line = br#"owner bkt [06/Feb/2019:00:00:38 +0000] 192.0.2.3 me ID REST.GET.OBJECT a%20b "GET /bkt/a%20b HTTP/1.1" 200 - 11 11 7 6 "-" "curl/8""#;
 //! let record = AccessLogRecord::parse(line)?;
 //! assert_eq!(record.key.as_deref(), Some("a b"));
 //! let mut batch = AccessLogBatchBuilder::new(0);
-//! batch.append(&record, "s3://raw-logs/2019-02-06-00-00-38-EXAMPLE", 1);
+//! batch.append(&ParsedLine::parse(line)?, "s3://raw-logs/2019-02-06-00-00-38-EXAMPLE", 1);
 //! assert_eq!(batch.finish()?.num_rows(), 1);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -39,6 +40,6 @@ pub use batch::{
 pub use error::ParseError;
 pub use field::Field;
 pub use lines::{Lines, is_blank, parse_lines};
-pub use record::{AccessLogRecord, decode_key};
+pub use record::{AccessLogRecord, ParsedLine, decode_key};
 pub use time::{date_of, parse_request_time};
 pub use tokenizer::{Fields, MIN_FIELDS, NAMED_FIELDS};

@@ -73,40 +73,100 @@ pub struct AccessLogRecord<'a> {
 impl<'a> AccessLogRecord<'a> {
     /// Parses one line (without its line terminator).
     pub fn parse(line: &'a [u8]) -> Result<Self, ParseError> {
-        let mut f = Fields::unsplit(line);
-        f.split_in_place()?;
-        let text = |field| f.text(field);
-        let time = f
-            .get(Field::RequestTime)
+        ParsedLine::parse(line).map(|parsed| parsed.record())
+    }
+
+    /// Days since the Unix epoch of the UTC date of the request: the `request_date` partition.
+    pub fn request_date(&self) -> i32 {
+        date_of(self.request_time)
+    }
+}
+
+/// One line split into its fields and checked: every field that is not text (the time, the
+/// status, the numbers, `acl_required`) is parsed, the text is still the line's. What
+/// [`AccessLogBatchBuilder::append`](crate::AccessLogBatchBuilder::append) takes: a row goes from
+/// the line into the columns without a record in between.
+#[derive(Debug, Clone)]
+pub struct ParsedLine<'a> {
+    fields: Fields<'a>,
+    typed: Typed,
+}
+
+/// The fields of a line that are not text, parsed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Typed {
+    pub(crate) request_time: i64,
+    pub(crate) http_status: Option<i32>,
+    pub(crate) bytes_sent: Option<i64>,
+    pub(crate) object_size: Option<i64>,
+    pub(crate) total_time_ms: Option<i64>,
+    pub(crate) turn_around_time_ms: Option<i64>,
+    pub(crate) acl_required: Option<bool>,
+}
+
+impl<'a> ParsedLine<'a> {
+    /// Splits and checks one line (without its line terminator).
+    #[inline(always)]
+    pub fn parse(line: &'a [u8]) -> Result<Self, ParseError> {
+        let mut fields = Fields::unsplit(line);
+        fields.split_in_place()?;
+        let typed = Typed::of(&fields)?;
+        Ok(ParsedLine { fields, typed })
+    }
+
+    /// The fields of the line.
+    pub fn fields(&self) -> &Fields<'a> {
+        &self.fields
+    }
+
+    pub(crate) fn typed(&self) -> &Typed {
+        &self.typed
+    }
+
+    /// The bucket (field 2); `None` when it is `-`.
+    pub fn bucket(&self) -> Option<Cow<'a, str>> {
+        self.fields.text(Field::Bucket)
+    }
+
+    /// Microseconds since the Unix epoch of the request, UTC.
+    pub fn request_time(&self) -> i64 {
+        self.typed.request_time
+    }
+
+    /// The decoded key (see [`AccessLogRecord::key`]).
+    #[inline(always)]
+    pub(crate) fn key(&self) -> Option<Cow<'a, str>> {
+        let f = &self.fields;
+        f.get(Field::Key)
             .and_then(nullable)
-            .ok_or(ParseError::Missing {
-                field: Field::RequestTime,
-            })?;
-        let request_time = parse_request_time(time)
-            .ok_or_else(|| ParseError::invalid(Field::RequestTime, "expected dd/Mon/yyyy:HH:MM:SS +hhmm", time))?;
-        Ok(AccessLogRecord {
+            .and_then(|raw| match find_either(raw, b'%', b'+') {
+                // Nothing to decode: the text as it is in the line.
+                None => f.text(Field::Key),
+                Some(first) => Some(decode_escaped(raw, first)),
+            })
+    }
+
+    /// The line as a typed record.
+    pub fn record(&self) -> AccessLogRecord<'a> {
+        let f = &self.fields;
+        let t = self.typed;
+        let text = |field| f.text(field);
+        AccessLogRecord {
             bucket_owner: text(Field::BucketOwner),
             bucket: text(Field::Bucket),
-            request_time,
+            request_time: t.request_time,
             remote_ip: text(Field::RemoteIp),
             requester: text(Field::Requester),
             request_id: text(Field::RequestId),
             operation: text(Field::Operation),
-            key: f
-                .get(Field::Key)
-                .and_then(nullable)
-                .and_then(|raw| match find_either(raw, b'%', b'+') {
-                    // Nothing to decode: the text as it is in the line.
-                    None => f.text(Field::Key),
-                    Some(first) => Some(decode_escaped(raw, first)),
-                }),
+            key: self.key(),
             request_uri: text(Field::RequestUri),
-            http_status: http_status(&f)?,
+            http_status: t.http_status,
             error_code: text(Field::ErrorCode),
-            bytes_sent: number(&f, Field::BytesSent)?,
-            object_size: number(&f, Field::ObjectSize)?,
-            total_time_ms: number(&f, Field::TotalTime)?,
-            turn_around_time_ms: number(&f, Field::TurnAroundTime)?,
+            bytes_sent: t.bytes_sent,
+            object_size: t.object_size,
+            total_time_ms: t.total_time_ms,
+            turn_around_time_ms: t.turn_around_time_ms,
             referer: text(Field::Referer),
             user_agent: text(Field::UserAgent),
             version_id: text(Field::VersionId),
@@ -117,15 +177,33 @@ impl<'a> AccessLogRecord<'a> {
             host_header: text(Field::HostHeader),
             tls_version: text(Field::TlsVersion),
             access_point_arn: text(Field::AccessPointArn),
-            acl_required: acl_required(&f)?,
+            acl_required: t.acl_required,
             source_region: text(Field::SourceRegion),
             extra_fields: f.extra_text(),
-        })
+        }
     }
+}
 
-    /// Days since the Unix epoch of the UTC date of the request: the `request_date` partition.
-    pub fn request_date(&self) -> i32 {
-        date_of(self.request_time)
+impl Typed {
+    #[inline(always)]
+    fn of(f: &Fields<'_>) -> Result<Self, ParseError> {
+        let time = f
+            .get(Field::RequestTime)
+            .and_then(nullable)
+            .ok_or(ParseError::Missing {
+                field: Field::RequestTime,
+            })?;
+        let request_time = parse_request_time(time)
+            .ok_or_else(|| ParseError::invalid(Field::RequestTime, "expected dd/Mon/yyyy:HH:MM:SS +hhmm", time))?;
+        Ok(Typed {
+            request_time,
+            http_status: http_status(f)?,
+            bytes_sent: number(f, Field::BytesSent)?,
+            object_size: number(f, Field::ObjectSize)?,
+            total_time_ms: number(f, Field::TotalTime)?,
+            turn_around_time_ms: number(f, Field::TurnAroundTime)?,
+            acl_required: acl_required(f)?,
+        })
     }
 }
 
