@@ -391,8 +391,24 @@ impl AccessLogBatchBuilder {
     #[inline]
     pub fn append(&mut self, line: &ParsedLine<'_>, log_object: &str, log_line: i64) {
         let f = line.fields();
+        if f.is_utf8() {
+            // SAFETY: the line is UTF-8.
+            self.append_with(line, log_object, log_line, |field| unsafe { f.utf8_text(field) })
+        } else {
+            self.append_with(line, log_object, log_line, |field| f.text(field))
+        }
+    }
+
+    #[inline(always)]
+    fn append_with<'a>(
+        &mut self,
+        line: &ParsedLine<'a>,
+        log_object: &str,
+        log_line: i64,
+        text: impl Fn(Field) -> Option<Cow<'a, str>>,
+    ) {
+        let f = line.fields();
         let t = line.typed();
-        let text = |field| f.text(field);
         // The nullable columns in schema order: their bits in the row's mask.
         let m = &mut RowMask::default();
         put(&mut self.bucket_owner, text(Field::BucketOwner), m);

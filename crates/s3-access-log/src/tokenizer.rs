@@ -129,6 +129,24 @@ impl<'a> Fields<'a> {
         (raw != b"-").then(|| self.text_of(raw))
     }
 
+    /// Whether the whole line is UTF-8.
+    #[inline(always)]
+    pub(crate) fn is_utf8(&self) -> bool {
+        self.utf8
+    }
+
+    /// [`text`](Self::text) of a line that is UTF-8.
+    ///
+    /// # Safety
+    /// [`is_utf8`](Self::is_utf8) must be true.
+    #[inline(always)]
+    pub(crate) unsafe fn utf8_text(&self, field: Field) -> Option<Cow<'a, str>> {
+        let raw = self.fields[field as usize];
+        debug_assert!(self.utf8);
+        // SAFETY: the caller checked that the line is UTF-8; see `text_of`.
+        (raw != b"-").then(|| Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(raw) }))
+    }
+
     /// The text of everything after the 27th field.
     pub(crate) fn extra_text(&self) -> Option<Cow<'a, str>> {
         self.extra.map(|raw| self.text_of(raw))
