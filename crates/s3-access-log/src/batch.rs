@@ -700,6 +700,8 @@ mod tests {
         corpus.push(b'\n');
         let key = LINE.windows(5).position(|w| w == b"a%2Fb").unwrap();
         corpus.extend_from_slice(&[&LINE[..key], b"a\xFFb+c", &LINE[key + 5..], b"\n"].concat());
+        // A key whose decoded bytes are not UTF-8, in a line that is.
+        corpus.extend_from_slice(&[&LINE[..key], b"bad%FF%FEkey+x", &LINE[key + 5..], b"\n"].concat());
         let mut builder = AccessLogBatchBuilder::with_capacity(9, 1000);
         let mut records = Vec::new();
         let mut batches = Vec::new();
@@ -769,6 +771,8 @@ mod tests {
         for ((field, column), expected) in batch.schema().fields().iter().zip(batch.columns()).zip(expected) {
             assert_eq!(column.as_ref(), expected.as_ref(), "{}", field.name());
         }
+        let keys = batch.column_by_name("key").unwrap().as_string::<i32>();
+        assert!(keys.iter().any(|k| k == Some("bad%FF%FEkey+x")));
         let user_agent = batch.column_by_name("user_agent").unwrap().as_string::<i32>();
         assert!(user_agent.iter().any(|ua| ua.is_some_and(|ua| ua.contains('\u{FFFD}'))));
     }
