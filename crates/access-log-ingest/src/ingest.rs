@@ -15,8 +15,8 @@ use arrow::record_batch::RecordBatch;
 use lake::maintenance::Settle;
 use lake::{AppendOutcome, LakeError, Retry, SourceFiles, SourceWriter, StorageConfig, Table, TableSpec, now_micros};
 use s3_access_log::{
-    ACCESS_LOGS_UNIQUE_COLUMNS, AccessLogBatchBuilder, Lines, PARTITION_COLUMN, ParsedLine, REJECTS_UNIQUE_COLUMNS,
-    RejectsBatchBuilder, access_logs_schema, is_blank, rejects_schema,
+    ACCESS_LOGS_UNIQUE_COLUMNS, AccessLogBatchBuilder, BATCH_ROWS, Lines, PARTITION_COLUMN, ParsedLine,
+    REJECTS_UNIQUE_COLUMNS, RejectsBatchBuilder, access_logs_schema, is_blank, rejects_schema,
 };
 use tokio::io::AsyncReadExt;
 use tokio::sync::Mutex;
@@ -25,9 +25,6 @@ use tracing::{info, warn};
 
 use crate::config::{TableTemplate, is_bucket_name};
 use crate::objects::{ObjectReader, ObjectRef, ReadError};
-
-/// Rows buffered per table before they are encoded into the data file.
-const BATCH_ROWS: usize = 8192;
 
 /// Bytes read from an object at a time.
 const CHUNK: usize = 1 << 20;

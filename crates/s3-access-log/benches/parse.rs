@@ -9,13 +9,10 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use fixtures::log_lines::{SynthConfig, corpus};
 use regex::bytes::Regex;
-use s3_access_log::{AccessLogBatchBuilder, Lines, ParsedLine, RejectsBatchBuilder, is_blank};
+use s3_access_log::{AccessLogBatchBuilder, BATCH_ROWS, Lines, ParsedLine, RejectsBatchBuilder, is_blank};
 
 /// The corpus size: every era and quirk mixed, a few malformed lines.
 const CORPUS_BYTES: usize = 50 << 20;
-
-/// Rows per Arrow batch.
-const BATCH_ROWS: usize = 8192;
 
 const LOG_OBJECT: &str = "s3://raw-logs/2024-06-01-00-00-00-0123456789ABCDEF";
 

@@ -16,10 +16,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use fixtures::log_lines::{SynthConfig, corpus};
-use s3_access_log::{AccessLogBatchBuilder, AccessLogRecord, Fields, Lines, ParsedLine, RejectsBatchBuilder, is_blank};
-
-/// Rows per Arrow batch, as in the benchmark.
-const BATCH_ROWS: usize = 8192;
+use s3_access_log::{
+    AccessLogBatchBuilder, AccessLogRecord, BATCH_ROWS, Fields, Lines, ParsedLine, RejectsBatchBuilder, is_blank,
+};
 
 const LOG_OBJECT: &str = "s3://raw-logs/2024-06-01-00-00-00-0123456789ABCDEF";
 

@@ -22,6 +22,12 @@ use crate::time::date_of;
 /// The timezone of every timestamp column: Delta's `timestamp` type is UTC.
 pub const UTC: &str = "UTC";
 
+/// Rows per `access_logs` batch, for writers that choose: small enough that the columns being
+/// filled stay in a core's caches (2,048 rows went into Arrow 10-15% faster than 8,192 in
+/// `examples/profile_parse.rs`), large enough that what each batch costs downstream (a Parquet
+/// write call) stays small.
+pub const BATCH_ROWS: usize = 2048;
+
 /// The partition column of `access_logs`.
 pub const PARTITION_COLUMN: &str = "request_date";
 

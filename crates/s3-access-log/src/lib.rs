@@ -34,8 +34,8 @@ mod time;
 mod tokenizer;
 
 pub use batch::{
-    ACCESS_LOGS_UNIQUE_COLUMNS, AccessLogBatchBuilder, PARTITION_COLUMN, REJECTS_UNIQUE_COLUMNS, RejectsBatchBuilder,
-    UTC, access_logs_schema, rejects_schema,
+    ACCESS_LOGS_UNIQUE_COLUMNS, AccessLogBatchBuilder, BATCH_ROWS, PARTITION_COLUMN, REJECTS_UNIQUE_COLUMNS,
+    RejectsBatchBuilder, UTC, access_logs_schema, rejects_schema,
 };
 pub use error::ParseError;
 pub use field::Field;
