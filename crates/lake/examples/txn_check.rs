@@ -6,8 +6,8 @@
 //! ```
 //!
 //! `build` writes `TXNS` transaction ids in `COMMITS` commits (each with one small data file), as
-//! a busy access-log table accumulates them; checkpoints are written every 10 commits as in
-//! production. `check` then does what an ingest invocation does: open the table, and check a
+//! a busy access-log table accumulates them; checkpoints are written as lakelog's writers space
+//! them. `check` then does what an ingest invocation does: open the table, and check a
 //! source that is there and one that is not, printing the time of each step and the peak RSS.
 
 use std::sync::Arc;

@@ -20,6 +20,7 @@ pub(crate) use crate::commit::is_committed;
 use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit};
 use crate::error::LakeError;
 use crate::progress::{self, Advance};
+use crate::txns::Txns;
 
 /// Microseconds since the Unix epoch, now.
 pub fn now_micros() -> i64 {
@@ -42,6 +43,9 @@ pub struct AppendOutcome {
     /// Whether a step after the commit (checkpoint, log cleanup) failed: the version landed, and
     /// the step is left to the next writer or the maintenance run.
     pub post_commit_failed: bool,
+    /// Whether this writer checkpointed the version it committed (checkpoints are spaced by
+    /// their size: see [`crate::maintenance`]).
+    pub checkpointed: bool,
 }
 
 /// Streams the rows of one source into data files of one table. Sources write files of their
@@ -196,10 +200,11 @@ impl SourceFiles {
 pub(crate) async fn commit_sources(
     uri: &str,
     table: &mut DeltaTable,
+    txns: &Txns,
     sources: Vec<SourceFiles>,
     retry: &Retry,
 ) -> Result<AppendOutcome, LakeError> {
-    commit_files(uri, table, sources, true, &[], retry).await
+    commit_files(uri, table, txns, sources, true, &[], retry).await
 }
 
 /// Commits the files of `sources` as one new version of `table`, as plain appends: no `txn` is
@@ -210,10 +215,11 @@ pub(crate) async fn commit_sources(
 pub(crate) async fn commit_appends(
     uri: &str,
     table: &mut DeltaTable,
+    txns: &Txns,
     sources: Vec<SourceFiles>,
     retry: &Retry,
 ) -> Result<AppendOutcome, LakeError> {
-    commit_files(uri, table, sources, false, &[], retry).await
+    commit_files(uri, table, txns, sources, false, &[], retry).await
 }
 
 /// Commits the files of `sources` as plain appends together with the new positions of the
@@ -227,16 +233,18 @@ pub(crate) async fn commit_appends(
 pub(crate) async fn commit_appends_at(
     uri: &str,
     table: &mut DeltaTable,
+    txns: &Txns,
     sources: Vec<SourceFiles>,
     advances: &[Advance],
     retry: &Retry,
 ) -> Result<AppendOutcome, LakeError> {
-    commit_files(uri, table, sources, false, advances, retry).await
+    commit_files(uri, table, txns, sources, false, advances, retry).await
 }
 
 async fn commit_files(
     uri: &str,
     table: &mut DeltaTable,
+    txns: &Txns,
     sources: Vec<SourceFiles>,
     record_sources: bool,
     advances: &[Advance],
@@ -292,11 +300,12 @@ async fn commit_files(
         metadata: Vec::new(),
         guard,
     };
-    match commit(table, to_commit, retry).await {
+    match commit(table, txns, to_commit, retry).await {
         Ok(Landed::Version {
             version,
             attempts,
             post_commit_failed,
+            checkpointed,
         }) => {
             debug!(
                 table = uri,
@@ -309,6 +318,7 @@ async fn commit_files(
             outcome.version = Some(version);
             outcome.attempts = attempts;
             outcome.post_commit_failed = post_commit_failed;
+            outcome.checkpointed = checkpointed;
             Ok(outcome)
         }
         Ok(Landed::Refused { reason }) => Err(LakeError::Conflict {
@@ -365,11 +375,11 @@ mod tests {
         rows: &[&str],
     ) -> Result<AppendOutcome, LakeError> {
         table.update_incremental(None).await.unwrap();
-        if is_committed(uri, table, source).await? {
+        if is_committed(uri, table, &Txns::default(), source).await? {
             return Ok(AppendOutcome::default());
         }
         let files = write_source(uri, table, source, rows).await;
-        commit_sources(uri, table, vec![files], &Retry::default()).await
+        commit_sources(uri, table, &Txns::default(), vec![files], &Retry::default()).await
     }
 
     #[tokio::test]
@@ -379,18 +389,28 @@ mod tests {
         let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
         for expected_version in [1, 2] {
             let files = write_source(&uri, &table, "kinesis batch", &["1", "2"]).await;
-            let outcome = commit_appends(&uri, &mut table, vec![files], &Retry::default())
+            let outcome = commit_appends(&uri, &mut table, &Txns::default(), vec![files], &Retry::default())
                 .await
                 .unwrap();
             assert_eq!(outcome.version, Some(expected_version));
             assert_eq!((outcome.rows, outcome.files), (4, 2));
         }
-        assert!(!is_committed(&uri, &table, "kinesis batch").await.unwrap());
+        assert!(
+            !is_committed(&uri, &table, &Txns::default(), "kinesis batch")
+                .await
+                .unwrap()
+        );
         assert_eq!(row_count(&table), 8);
         // Nothing to commit is no commit.
-        let nothing = commit_appends(&uri, &mut table, vec![SourceFiles::empty("none")], &Retry::default())
-            .await
-            .unwrap();
+        let nothing = commit_appends(
+            &uri,
+            &mut table,
+            &Txns::default(),
+            vec![SourceFiles::empty("none")],
+            &Retry::default(),
+        )
+        .await
+        .unwrap();
         assert_eq!(nothing.version, None);
         assert_eq!(table.version(), Some(2));
     }
@@ -401,7 +421,12 @@ mod tests {
         let uri = dir.path().join("t").to_str().unwrap().to_owned();
         let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
         let shard = "kinesis:arn:aws:kinesis:us-east-1:1:stream/s/shardId-000000000000";
-        assert_eq!(crate::progress::position(&uri, &table, shard).await.unwrap(), None);
+        assert_eq!(
+            crate::progress::position(&uri, &table, &Txns::default(), shard)
+                .await
+                .unwrap(),
+            None
+        );
         let first = "49590338271490256608559692538361571095921575989136588898";
         let files = write_source(&uri, &table, "kinesis", &["1"]).await;
         let advance = Advance {
@@ -409,13 +434,20 @@ mod tests {
             from: None,
             to: first.into(),
         };
-        let outcome = commit_appends_at(&uri, &mut table, vec![files], &[advance], &Retry::default())
-            .await
-            .unwrap();
+        let outcome = commit_appends_at(
+            &uri,
+            &mut table,
+            &Txns::default(),
+            vec![files],
+            &[advance],
+            &Retry::default(),
+        )
+        .await
+        .unwrap();
         assert_eq!(outcome.version, Some(1));
         let reopened = open_table(&uri, &StorageConfig::default()).await.unwrap();
         assert_eq!(
-            crate::progress::position(&uri, &reopened, shard)
+            crate::progress::position(&uri, &reopened, &Txns::default(), shard)
                 .await
                 .unwrap()
                 .as_deref(),
@@ -423,7 +455,7 @@ mod tests {
         );
         // Another shard's position is its own.
         assert_eq!(
-            crate::progress::position(&uri, &reopened, "kinesis:other")
+            crate::progress::position(&uri, &reopened, &Txns::default(), "kinesis:other")
                 .await
                 .unwrap(),
             None
@@ -436,6 +468,7 @@ mod tests {
         commit_appends_at(
             &uri,
             &mut table,
+            &Txns::default(),
             vec![files],
             &[Advance {
                 stream: shard.into(),
@@ -450,6 +483,7 @@ mod tests {
         let err = commit_appends_at(
             &uri,
             &mut stale,
+            &Txns::default(),
             vec![files],
             &[Advance {
                 stream: shard.into(),
@@ -464,7 +498,10 @@ mod tests {
         let table = open_table(&uri, &StorageConfig::default()).await.unwrap();
         assert_eq!(row_count(&table), 4);
         assert_eq!(
-            crate::progress::position(&uri, &table, shard).await.unwrap().as_deref(),
+            crate::progress::position(&uri, &table, &Txns::default(), shard)
+                .await
+                .unwrap()
+                .as_deref(),
             Some(second)
         );
         // A shorter number after a longer one reads back as itself, not with the old digits.
@@ -472,6 +509,7 @@ mod tests {
         commit_appends_at(
             &uri,
             &mut table,
+            &Txns::default(),
             Vec::new(),
             &[Advance {
                 stream: shard.into(),
@@ -483,13 +521,17 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(
-            crate::progress::position(&uri, &table, shard).await.unwrap().as_deref(),
+            crate::progress::position(&uri, &table, &Txns::default(), shard)
+                .await
+                .unwrap()
+                .as_deref(),
             Some("7")
         );
         // A position that is not a number is refused before anything is written.
         let err = commit_appends_at(
             &uri,
             &mut table,
+            &Txns::default(),
             Vec::new(),
             &[Advance {
                 stream: shard.into(),
@@ -517,13 +559,18 @@ mod tests {
         let empty = commit_sources(
             &uri,
             &mut table,
+            &Txns::default(),
             vec![SourceFiles::empty("s3://raw/empty")],
             &Retry::default(),
         )
         .await
         .unwrap();
         assert_eq!((empty.version, empty.rows), (Some(2), 0));
-        assert!(is_committed(&uri, &table, "s3://raw/empty").await.unwrap());
+        assert!(
+            is_committed(&uri, &table, &Txns::default(), "s3://raw/empty")
+                .await
+                .unwrap()
+        );
         let other = append_once(&uri, &mut table, "s3://raw/b", &["3"]).await.unwrap();
         assert_eq!(other.version, Some(3));
         let reopened = open_table(&uri, &StorageConfig::default()).await.unwrap();
@@ -540,19 +587,21 @@ mod tests {
         let mut t2 = open_table(&uri, &StorageConfig::default()).await.unwrap();
         let mut written = Vec::new();
         for t in [&t1, &t2] {
-            assert!(!is_committed(&uri, t, "s3://raw/same").await.unwrap());
+            assert!(!is_committed(&uri, t, &Txns::default(), "s3://raw/same").await.unwrap());
             written.push(write_source(&uri, t, "s3://raw/same", &["x"]).await);
         }
         let other = write_source(&uri, &t2, "s3://raw/other", &["z"]).await;
         let f2 = vec![written.pop().unwrap(), other];
         assert_eq!(
-            commit_sources(&uri, &mut t1, written, &Retry::default())
+            commit_sources(&uri, &mut t1, &Txns::default(), written, &Retry::default())
                 .await
                 .unwrap()
                 .version,
             Some(1)
         );
-        let err = commit_sources(&uri, &mut t2, f2, &Retry::default()).await.unwrap_err();
+        let err = commit_sources(&uri, &mut t2, &Txns::default(), f2, &Retry::default())
+            .await
+            .unwrap_err();
         assert!(matches!(err, LakeError::Conflict { .. }), "{err}");
         let table = open_table(&uri, &StorageConfig::default()).await.unwrap();
         assert_eq!(table.version(), Some(1));
@@ -602,7 +651,7 @@ mod tests {
         .unwrap();
         writer.write(mixed).await.unwrap();
         let files = writer.finish().await.unwrap();
-        commit_sources(&uri, &mut table, vec![files], &Retry::default())
+        commit_sources(&uri, &mut table, &Txns::default(), vec![files], &Retry::default())
             .await
             .unwrap();
         let mut ids = BTreeMap::new();
@@ -658,6 +707,110 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn remembered_ids_answer_as_a_replay_does_while_two_writers_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("t").to_str().unwrap().to_owned();
+        let mut a = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+        let mut b = open_table(&uri, &StorageConfig::default()).await.unwrap();
+        let (memory_a, memory_b) = (Txns::default(), Txns::default());
+        let streams = ["kinesis:a", "kinesis:b"];
+        let mut ids: Vec<String> = (0..30).step_by(3).map(|r| format!("s3://raw/{r}")).collect();
+        for stream in streams {
+            ids.push(format!("{}{stream}:n", progress::POSITION_APP_ID));
+            ids.extend((0..3).map(|g| format!("{}{stream}:{g}", progress::POSITION_APP_ID)));
+        }
+        let mut checkpointed = Vec::new();
+        for round in 0..30u64 {
+            let (table, memory, stream) = if round % 2 == 0 {
+                (&mut a, &memory_a, streams[0])
+            } else {
+                (&mut b, &memory_b, streams[1])
+            };
+            table.update_incremental(None).await.unwrap();
+            let from = progress::position(&uri, table, memory, stream).await.unwrap();
+            assert_eq!(
+                from,
+                progress::position(&uri, table, &Txns::default(), stream).await.unwrap()
+            );
+            let outcome = if round % 3 == 0 {
+                let files = write_source(&uri, table, &format!("s3://raw/{round}"), &["x"]).await;
+                commit_sources(&uri, table, memory, vec![files], &Retry::default()).await
+            } else {
+                // Positions of 19 to 22 digits: two groups of 18.
+                let to = (10u128.pow(18) + u128::from(round) * 10u128.pow(20)).to_string();
+                let advance = Advance {
+                    stream: stream.into(),
+                    from,
+                    to,
+                };
+                let files = write_source(&uri, table, "kinesis", &["y"]).await;
+                commit_appends_at(&uri, table, memory, vec![files], &[advance], &Retry::default()).await
+            }
+            .unwrap();
+            if outcome.checkpointed {
+                checkpointed.push(outcome.version.unwrap());
+            }
+            // Each writer, at whatever version it has loaded, answers every id as a replay does.
+            for (table, memory) in [(&a, &memory_a), (&b, &memory_b)] {
+                for id in &ids {
+                    assert_eq!(
+                        memory.version(&uri, table, id).await.unwrap(),
+                        Txns::default().version(&uri, table, id).await.unwrap(),
+                        "{id} at version {:?}, round {round}",
+                        table.version()
+                    );
+                }
+            }
+        }
+        // A small table is checkpointed at delta-rs' versions: every tenth.
+        assert_eq!(checkpointed, [9, 19, 29]);
+    }
+
+    #[tokio::test]
+    async fn checkpoints_are_spaced_by_their_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("t").to_str().unwrap().to_owned();
+        let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+        let memory = Txns::default();
+        // Version 1: 6,000 files (entries of one file written: a checkpoint reads no data file).
+        let written = write_source(&uri, &table, "big", &["x"]).await;
+        let adds = (0..6000)
+            .map(|i| Add {
+                path: format!("{}-{i}", written.adds[0].path),
+                ..written.adds[0].clone()
+            })
+            .collect();
+        let big = SourceFiles {
+            source: "big".into(),
+            adds,
+            rows: 6000,
+        };
+        commit_appends(&uri, &mut table, &memory, vec![big], &Retry::default())
+            .await
+            .unwrap();
+        let mut checkpointed = Vec::new();
+        for _ in 2..=50 {
+            let files = write_source(&uri, &table, "small", &["y"]).await;
+            let outcome = commit_appends(&uri, &mut table, &memory, vec![files], &Retry::default())
+                .await
+                .unwrap();
+            if outcome.checkpointed {
+                checkpointed.push(outcome.version.unwrap());
+            }
+        }
+        // The first checkpoint, at version 9, holds over 6,000 actions: the next ones follow at
+        // least 12 commits later, at the versions where delta-rs would checkpoint.
+        assert_eq!(checkpointed, [9, 29, 49]);
+        assert_eq!(crate::maintenance::checkpoint_spacing(10, 6_020), 12);
+        assert_eq!(crate::maintenance::checkpoint_spacing(10, 4_000), 10);
+        assert_eq!(crate::maintenance::checkpoint_spacing(10, 100_000_000), 1000);
+        assert_eq!(crate::maintenance::checkpoint_spacing(5000, 100_000_000), 5000);
+        // A reader opening the table replays from the newest checkpoint.
+        let reopened = open_table(&uri, &StorageConfig::default()).await.unwrap();
+        assert_eq!(row_count(&reopened), 6000 + 49 * 2);
+    }
+
+    #[tokio::test]
     async fn transaction_ids_expire_after_the_retention() {
         let dir = tempfile::tempdir().unwrap();
         let uri = dir.path().join("t").to_str().unwrap().to_owned();
@@ -667,22 +820,43 @@ mod tests {
             "interval 2 seconds".into(),
         );
         let mut table = open_or_create(&uri, &short, &StorageConfig::default()).await.unwrap();
+        // The writer's memory of ids knows the one it commits, with its time.
+        let txns = Txns::default();
+        assert!(!is_committed(&uri, &table, &txns, "s3://raw/old").await.unwrap());
         let files = write_source(&uri, &table, "s3://raw/old", &["1"]).await;
-        commit_sources(&uri, &mut table, vec![files], &Retry::default())
+        commit_sources(&uri, &mut table, &txns, vec![files], &Retry::default())
             .await
             .unwrap();
-        assert!(is_committed(&uri, &table, "s3://raw/old").await.unwrap());
+        assert!(is_committed(&uri, &table, &txns, "s3://raw/old").await.unwrap());
+        assert!(
+            is_committed(&uri, &table, &Txns::default(), "s3://raw/old")
+                .await
+                .unwrap()
+        );
         tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
-        // Past the retention the id is gone, however the table is opened.
-        assert!(!is_committed(&uri, &table, "s3://raw/old").await.unwrap());
+        // Past the retention the id is gone, however the table is opened, remembered or not.
+        assert!(!is_committed(&uri, &table, &txns, "s3://raw/old").await.unwrap());
+        assert!(
+            !is_committed(&uri, &table, &Txns::default(), "s3://raw/old")
+                .await
+                .unwrap()
+        );
         let reopened = open_table(&uri, &StorageConfig::default()).await.unwrap();
-        assert!(!is_committed(&uri, &reopened, "s3://raw/old").await.unwrap());
+        assert!(
+            !is_committed(&uri, &reopened, &Txns::default(), "s3://raw/old")
+                .await
+                .unwrap()
+        );
         // A new id of a later commit is there.
         let files = write_source(&uri, &table, "s3://raw/new", &["2"]).await;
-        commit_sources(&uri, &mut table, vec![files], &Retry::default())
+        commit_sources(&uri, &mut table, &Txns::default(), vec![files], &Retry::default())
             .await
             .unwrap();
-        assert!(is_committed(&uri, &table, "s3://raw/new").await.unwrap());
+        assert!(
+            is_committed(&uri, &table, &Txns::default(), "s3://raw/new")
+                .await
+                .unwrap()
+        );
         // A checkpoint keeps only the live id, so what a reader replays to open the table stays
         // bounded by the ids of one retention period, however long the table lives.
         crate::maintenance::checkpoint(&uri, &mut table, false).await.unwrap();
@@ -718,7 +892,7 @@ mod tests {
         let mut ids = std::collections::HashSet::new();
         for n in 0..3 {
             let files = write_source(&uri, &table, &format!("s3://raw/{n}"), &["1"]).await;
-            let outcome = commit_sources(&uri, &mut table, vec![files], &Retry::default())
+            let outcome = commit_sources(&uri, &mut table, &Txns::default(), vec![files], &Retry::default())
                 .await
                 .unwrap();
             assert_eq!(outcome.attempts, 1);

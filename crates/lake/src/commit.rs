@@ -29,7 +29,9 @@ use serde_json::Value;
 use tracing::{debug, warn};
 
 use crate::error::LakeError;
+use crate::maintenance::checkpoint_if_due;
 use crate::progress::{self, Advance};
+use crate::txns::Txns;
 
 /// The `commitInfo` key under which each commit records its own id.
 pub const COMMIT_ID_KEY: &str = "lakelog.commitId";
@@ -166,6 +168,8 @@ pub(crate) enum Landed {
         /// Whether a step after the commit (checkpoint, refresh) failed; the next
         /// writer or the maintenance run does it instead.
         post_commit_failed: bool,
+        /// Whether the writer checkpointed the version (see [`checkpoint_if_due`]).
+        checkpointed: bool,
     },
     /// The guard no longer held: nothing was committed.
     Refused {
@@ -219,7 +223,12 @@ fn refused_outright(e: &DeltaTableError) -> bool {
 /// version carries it. The data files the commit adds are deleted again exactly when it is known
 /// not to have landed ([`Landed::Refused`], [`CommitFailure::NotCommitted`]); on
 /// [`CommitFailure::Unknown`] they stay.
-pub(crate) async fn commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &Retry) -> Result<Landed, CommitFailure> {
+pub(crate) async fn commit(
+    table: &mut DeltaTable,
+    txns: &Txns,
+    commit: Commit<'_>,
+    retry: &Retry,
+) -> Result<Landed, CommitFailure> {
     let uri = commit.uri;
     let adds: Vec<Add> = commit
         .actions
@@ -229,7 +238,7 @@ pub(crate) async fn commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &R
             _ => None,
         })
         .collect();
-    let outcome = try_commit(table, commit, retry).await;
+    let outcome = try_commit(table, txns, commit, retry).await;
     match &outcome {
         Ok(Landed::Refused { .. }) | Err(CommitFailure::NotCommitted(_)) => {
             delete_files(&table.object_store(), &adds).await;
@@ -261,7 +270,12 @@ pub(crate) fn decode_path(path: &str) -> String {
 }
 
 /// The tries of [`commit`], without the clean-up of its files.
-async fn try_commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &Retry) -> Result<Landed, CommitFailure> {
+async fn try_commit(
+    table: &mut DeltaTable,
+    txns: &Txns,
+    commit: Commit<'_>,
+    retry: &Retry,
+) -> Result<Landed, CommitFailure> {
     let uri = commit.uri;
     let id = uuid::Uuid::new_v4().to_string();
     let mut metadata = commit.metadata;
@@ -302,7 +316,7 @@ async fn try_commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &Retry) -
         };
         let base = snapshot.version();
         let first_base = *first_base.get_or_insert(base);
-        match check_guard(uri, table, &snapshot, &commit.guard, &commit.transactions).await {
+        match check_guard(uri, table, txns, &snapshot, &commit.guard, &commit.transactions).await {
             Ok(None) => {}
             // Refused after an earlier try failed: that try's write may have landed late (a
             // request the store carried out after this writer had read the log back), and be
@@ -311,7 +325,7 @@ async fn try_commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &Retry) -
                 return match find_commit(&table.log_store(), Versions::After(first_base), &id, retry).await {
                     Ok(Some(version)) => {
                         warn!(table = uri, version, "an earlier try of the commit landed late");
-                        Ok(landed(table, uri, version, attempts, false).await)
+                        Ok(landed(table, uri, version, attempts, false, retry).await)
                     }
                     Ok(None) => Ok(Landed::Refused { reason }),
                     Err(e) => Err(CommitFailure::Unknown(LakeError::CommitUnknown {
@@ -338,6 +352,8 @@ async fn try_commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &Retry) -
             // `_delta_log` (a month of per-second commits is millions of keys), which would make
             // every commit slower as the log grows. The maintenance pass cleans the log instead.
             .with_cleanup_expired_logs(Some(false))
+            // Checkpoints are spaced by their size instead (`checkpoint_if_due`, in `landed`).
+            .with_create_checkpoint(false)
             .with_metadata(metadata.iter().cloned())
             .with_application_transactions(commit.transactions.clone());
         let prepared = CommitBuilder::from(properties)
@@ -364,26 +380,27 @@ async fn try_commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &Retry) -
                 let post_commit_failed = match tokio::time::timeout(left, post_commit).await {
                     Ok(Ok(_)) => false,
                     Ok(Err(e)) => {
-                        warn!(table = uri, version, error = %e, "committed, but a post-commit step failed (checkpoint); left to the next writer or maintenance");
+                        warn!(table = uri, version, error = %e, "committed, but a post-commit step failed; left to the next writer or maintenance");
                         true
                     }
                     Err(_) => {
                         warn!(
                             table = uri,
                             version,
-                            "committed; the post-commit step (checkpoint) was stopped at the deadline and is left to the next writer or maintenance"
+                            "committed; the post-commit step was stopped at the deadline and is left to the next writer or maintenance"
                         );
                         true
                     }
                 };
-                return Ok(landed(table, uri, version, attempts, post_commit_failed).await);
+                txns.committed(version, &commit.transactions).await;
+                return Ok(landed(table, uri, version, attempts, post_commit_failed, retry).await);
             }
             Err(e) => e,
         };
         match find_commit(&log_store, Versions::Only(base + 1), &id, retry).await {
             Ok(Some(version)) => {
                 warn!(table = uri, version, error = %error, "the commit landed although the store reported an error");
-                return Ok(landed(table, uri, version, attempts, false).await);
+                return Ok(landed(table, uri, version, attempts, false, retry).await);
             }
             Ok(None) if permanent(&error) => {
                 return Err(CommitFailure::NotCommitted(LakeError::delta(uri, error)));
@@ -406,15 +423,43 @@ async fn try_commit(table: &mut DeltaTable, commit: Commit<'_>, retry: &Retry) -
 }
 
 /// The commit landed as `version`: brings `table` to it (if that fails, the next refresh
-/// catches up) and says so.
-async fn landed(table: &mut DeltaTable, uri: &str, version: u64, attempts: u32, post_commit_failed: bool) -> Landed {
+/// catches up), checkpoints it when one is due ([`checkpoint_if_due`]), before the deadline of
+/// `retry`, and says so. A checkpoint that fails or is stopped is left to the next writer or the
+/// maintenance run: the version has landed either way.
+async fn landed(
+    table: &mut DeltaTable,
+    uri: &str,
+    version: u64,
+    attempts: u32,
+    mut post_commit_failed: bool,
+    retry: &Retry,
+) -> Landed {
     if let Err(e) = table.update_incremental(Some(version)).await {
         warn!(table = uri, version, error = %e, "could not refresh the table after commit");
     }
+    let left = retry.deadline().saturating_duration_since(Instant::now());
+    let checkpointed = match tokio::time::timeout(left, checkpoint_if_due(table, version)).await {
+        Ok(Ok(checkpointed)) => checkpointed,
+        Ok(Err(e)) => {
+            warn!(table = uri, version, error = %e, "committed, but its checkpoint failed; left to the next writer or maintenance");
+            post_commit_failed = true;
+            false
+        }
+        Err(_) => {
+            warn!(
+                table = uri,
+                version,
+                "committed; its checkpoint was stopped at the deadline and is left to the next writer or maintenance"
+            );
+            post_commit_failed = true;
+            false
+        }
+    };
     Landed::Version {
         version,
         attempts,
         post_commit_failed,
+        checkpointed,
     }
 }
 
@@ -422,6 +467,7 @@ async fn landed(table: &mut DeltaTable, uri: &str, version: u64, attempts: u32, 
 async fn check_guard(
     uri: &str,
     table: &DeltaTable,
+    txns: &Txns,
     snapshot: &deltalake::table::state::DeltaTableState,
     guard: &Guard<'_>,
     transactions: &[Transaction],
@@ -430,7 +476,7 @@ async fn check_guard(
         Guard::None => Ok(None),
         Guard::NewTransactions => {
             for txn in transactions {
-                if is_committed(uri, table, &txn.app_id).await? {
+                if is_committed(uri, table, txns, &txn.app_id).await? {
                     return Ok(Some(format!(
                         "version {} or earlier already records {}",
                         snapshot.version(),
@@ -442,7 +488,7 @@ async fn check_guard(
         }
         Guard::Positions(advances) => {
             for advance in advances.iter() {
-                let now = progress::position(uri, table, &advance.stream).await?;
+                let now = progress::position(uri, table, txns, &advance.stream).await?;
                 if now != advance.from {
                     return Ok(Some(format!(
                         "version {} moved stream {} to {} (this commit read {})",
@@ -519,15 +565,11 @@ async fn find_commit(
 
 /// Whether `source` was already written to `table` (its `txn` is there and has not expired).
 ///
-/// Each call replays the `txn` actions of the log since the last checkpoint (and the checkpoint's),
-/// so check the sources of one invocation, not of a whole backfill, against one snapshot.
-pub(crate) async fn is_committed(uri: &str, table: &DeltaTable, source: &str) -> Result<bool, LakeError> {
-    let snapshot = table.snapshot().map_err(|e| LakeError::delta(uri, e))?;
-    let version = snapshot
-        .transaction_version(table.log_store().as_ref(), source)
-        .await
-        .map_err(|e| LakeError::delta(uri, e))?;
-    Ok(version.is_some())
+/// A source not asked about before costs a replay of the `txn` actions of the log since the last
+/// checkpoint (and the checkpoint's), so check the sources of one invocation, not of a whole
+/// backfill, against one snapshot; one asked about before costs nothing ([`Txns`]).
+pub(crate) async fn is_committed(uri: &str, table: &DeltaTable, txns: &Txns, source: &str) -> Result<bool, LakeError> {
+    Ok(txns.version(uri, table, source).await?.is_some())
 }
 
 #[cfg(test)]

@@ -17,14 +17,17 @@ use crate::progress::{self, Advance};
 use crate::sources;
 use crate::storage::StorageConfig;
 use crate::table::{FileStats, TableSpec, file_stats, open_or_create, open_table};
+use crate::txns::Txns;
 
 /// An open table at its location: the version loaded, brought up to date by [`Table::refresh`],
 /// and the writes of lakelog's pipelines (a writer per source, commits of sources or plain
-/// appends). Cloning is cheap next to opening: the clone shares the loaded log.
+/// appends). Cloning is cheap next to opening: the clone shares the loaded log and the `txn`
+/// versions known ([`Txns`]).
 #[derive(Debug, Clone)]
 pub struct Table {
     uri: String,
     delta: DeltaTable,
+    txns: Txns,
 }
 
 impl Table {
@@ -34,6 +37,7 @@ impl Table {
         Ok(Self {
             uri: uri.to_owned(),
             delta: open_or_create(uri, spec, storage).await?,
+            txns: Txns::default(),
         })
     }
 
@@ -42,6 +46,7 @@ impl Table {
         Ok(Self {
             uri: uri.to_owned(),
             delta: open_table(uri, storage).await?,
+            txns: Txns::default(),
         })
     }
 
@@ -58,9 +63,10 @@ impl Table {
             .map_err(|e| LakeError::delta(&self.uri, e))
     }
 
-    /// Whether `source` is recorded by a `txn` of the version loaded (see [`is_committed`]).
+    /// Whether `source` is recorded by a `txn` of the version loaded (see [`is_committed`]); an
+    /// id asked about before is answered without reading the log again.
     pub async fn is_committed(&self, source: &str) -> Result<bool, LakeError> {
-        is_committed(&self.uri, &self.delta, source).await
+        is_committed(&self.uri, &self.delta, &self.txns, source).await
     }
 
     /// A writer of `source`'s rows into data files of this table.
@@ -74,7 +80,7 @@ impl Table {
         sources: Vec<SourceFiles>,
         retry: &Retry,
     ) -> Result<AppendOutcome, LakeError> {
-        commit_sources(&self.uri, &mut self.delta, sources, retry).await
+        commit_sources(&self.uri, &mut self.delta, &self.txns, sources, retry).await
     }
 
     /// Commits `sources` as plain appends (see [`commit_appends`]).
@@ -83,13 +89,13 @@ impl Table {
         sources: Vec<SourceFiles>,
         retry: &Retry,
     ) -> Result<AppendOutcome, LakeError> {
-        commit_appends(&self.uri, &mut self.delta, sources, retry).await
+        commit_appends(&self.uri, &mut self.delta, &self.txns, sources, retry).await
     }
 
     /// How far `stream` is in the loaded version (see [`crate::progress`]); `None` when no commit
     /// recorded a position of it.
     pub async fn position(&self, stream: &str) -> Result<Option<String>, LakeError> {
-        progress::position(&self.uri, &self.delta, stream).await
+        progress::position(&self.uri, &self.delta, &self.txns, stream).await
     }
 
     /// Commits `sources` as plain appends with the streams' new positions; see
@@ -100,7 +106,7 @@ impl Table {
         advances: &[Advance],
         retry: &Retry,
     ) -> Result<AppendOutcome, LakeError> {
-        commit_appends_at(&self.uri, &mut self.delta, sources, advances, retry).await
+        commit_appends_at(&self.uri, &mut self.delta, &self.txns, sources, advances, retry).await
     }
 
     /// The schema of the version loaded, as Arrow has it.

@@ -39,6 +39,7 @@ pub mod progress;
 pub mod sources;
 mod storage;
 mod table;
+mod txns;
 
 pub use append::{AppendOutcome, SourceFiles, SourceWriter, now_micros};
 pub use commit::{COMMIT_ID_KEY, Retry};

@@ -217,8 +217,17 @@ pub(crate) async fn checkpoint(
     })
 }
 
-/// The version in `_delta_log/_last_checkpoint`, if it can be read.
-async fn last_checkpoint_version(table: &DeltaTable) -> Option<u64> {
+/// What `_delta_log/_last_checkpoint` says of the newest checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LastCheckpoint {
+    /// The version checkpointed.
+    version: u64,
+    /// The actions it holds (files, tombstones, `txn`s, ...); 0 when the hint does not say.
+    actions: u64,
+}
+
+/// `_delta_log/_last_checkpoint`, if it can be read.
+async fn last_checkpoint(table: &DeltaTable) -> Option<LastCheckpoint> {
     let store = table.object_store();
     let bytes = store
         .get(&Path::from("_delta_log/_last_checkpoint"))
@@ -228,7 +237,59 @@ async fn last_checkpoint_version(table: &DeltaTable) -> Option<u64> {
         .await
         .ok()?;
     let hint: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    hint.get("version")?.as_u64()
+    Some(LastCheckpoint {
+        version: hint.get("version")?.as_u64()?,
+        actions: hint.get("size").and_then(serde_json::Value::as_u64).unwrap_or(0),
+    })
+}
+
+/// The version in `_delta_log/_last_checkpoint`, if it can be read.
+async fn last_checkpoint_version(table: &DeltaTable) -> Option<u64> {
+    last_checkpoint(table).await.map(|last| last.version)
+}
+
+/// Commits that follow a checkpoint, at least, per action it holds: see [`checkpoint_spacing`].
+const ACTIONS_PER_COMMIT_OF_SPACING: u64 = 500;
+
+/// The most commits between two checkpoints a writer lets pass.
+const MAX_CHECKPOINT_SPACING: u64 = 1000;
+
+/// How many commits a writer lets follow a checkpoint of `actions` actions before it writes the
+/// next: the table's `delta.checkpointInterval`, or one commit per 500 actions when that is more
+/// (up to 1,000).
+///
+/// A checkpoint rewrites every action of the table: its live files and the files removed within
+/// `delta.deletedFileRetentionDuration`. A sink whose small files are packed as it writes keeps
+/// few live files but leaves a tombstone per commit, so a checkpoint every tenth commit came to
+/// cost more per commit than the commit itself as the day went on. Spaced by its size, a
+/// checkpoint costs each commit about the same at any size (writing one takes a few
+/// milliseconds per thousand actions), while a reader opening the table replays at most a few
+/// hundred commits. Writers look `txn` ids up without a replay ([`crate::txns`]), so the commits
+/// in between cost them nothing.
+pub(crate) fn checkpoint_spacing(interval: u64, actions: u64) -> u64 {
+    (actions / ACTIONS_PER_COMMIT_OF_SPACING).clamp(interval, MAX_CHECKPOINT_SPACING.max(interval))
+}
+
+/// What a writer does after its commit landed as `version`, in place of delta-rs' checkpoint
+/// every `delta.checkpointInterval` commits: at those same versions, it writes a checkpoint of
+/// `version` when the last one is [`checkpoint_spacing`] commits old or more (or unreadable).
+/// `Ok(true)` when it wrote one. `table` must have `version` loaded, or nothing is written.
+pub(crate) async fn checkpoint_if_due(table: &DeltaTable, version: u64) -> Result<bool, deltalake::DeltaTableError> {
+    use deltalake::table::config::TablePropertiesExt as _;
+    if table.version() != Some(version) {
+        return Ok(false);
+    }
+    let interval = table.snapshot()?.table_config().checkpoint_interval().get();
+    if !(version + 1).is_multiple_of(interval) {
+        return Ok(false);
+    }
+    if let Some(last) = last_checkpoint(table).await
+        && version.saturating_sub(last.version) < checkpoint_spacing(interval, last.actions)
+    {
+        return Ok(false);
+    }
+    create_checkpoint(table, None).await?;
+    Ok(true)
 }
 
 /// How [`vacuum`] runs.

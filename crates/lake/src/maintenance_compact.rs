@@ -27,6 +27,7 @@ use tracing::{debug, info, warn};
 use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit, decode_path, delete_files};
 use crate::maintenance::{MaintenanceError, now, partition_label};
 use crate::maintenance_dedup::{Drops, KeyFile, find_duplicates, key_columns};
+use crate::txns::Txns;
 
 /// Tag of the files written by a deduplicating compaction, with the key column as its value: such
 /// a file has no row whose key is in an earlier file of its partition. Files without it (fresh
@@ -130,7 +131,7 @@ impl Default for CompactOptions {
 /// within the grace into closed ones.
 ///
 /// Every commit costs time in proportion to the table's active files: delta-rs replays their
-/// list after each commit, and every tenth commit writes them all into a checkpoint. The
+/// list after each commit, and checkpoints write them all. The
 /// maintenance pass compacts a partition only when it has closed, so without this a sink that
 /// commits every second adds 86,400 files a day per shard and its commits slow down all day.
 /// Packing is [`CompactOptions::open_files_below`]: guarded like every compaction (a bin whose
@@ -990,7 +991,8 @@ async fn commit_rewrite(
         metadata: metadata.to_vec(),
         guard: Guard::Active(must_be_active),
     };
-    match commit(table, to_commit, retry).await {
+    // A rewrite records no `txn`: no memory of them to keep.
+    match commit(table, &Txns::default(), to_commit, retry).await {
         Ok(Landed::Version { version, .. }) => Ok(Some(version)),
         Ok(Landed::Refused { reason }) => {
             debug!(table = uri, %reason, "file no longer active");

@@ -78,9 +78,15 @@ async fn append(uri: &str, table: &mut DeltaTable, source: &str, events: &[Event
     let mut writer = SourceWriter::new(uri, table, source).unwrap();
     writer.write(batch(events)).await.unwrap();
     let files = writer.finish().await.unwrap();
-    commit_sources(uri, table, vec![files], &crate::Retry::default())
-        .await
-        .unwrap();
+    commit_sources(
+        uri,
+        table,
+        &crate::txns::Txns::default(),
+        vec![files],
+        &crate::Retry::default(),
+    )
+    .await
+    .unwrap();
 }
 
 /// Every row of the table's loaded version, read file by file (partition value from the log).

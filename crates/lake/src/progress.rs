@@ -19,6 +19,7 @@ use deltalake::DeltaTable;
 use deltalake::kernel::Transaction;
 
 use crate::error::LakeError;
+use crate::txns::Txns;
 
 /// The prefix of the `txn` application ids of every stream position.
 pub const POSITION_APP_ID: &str = "lakelog.position:";
@@ -105,14 +106,13 @@ pub(crate) fn transactions(
 }
 
 /// The position of `stream` in `table`'s loaded version; `None` when no commit recorded one.
-pub(crate) async fn position(uri: &str, table: &DeltaTable, stream: &str) -> Result<Option<String>, LakeError> {
-    let snapshot = table.snapshot().map_err(|e| LakeError::delta(uri, e))?;
-    let log_store = table.log_store();
-    let Some(length) = snapshot
-        .transaction_version(log_store.as_ref(), length_id(stream))
-        .await
-        .map_err(|e| LakeError::delta(uri, e))?
-    else {
+pub(crate) async fn position(
+    uri: &str,
+    table: &DeltaTable,
+    txns: &Txns,
+    stream: &str,
+) -> Result<Option<String>, LakeError> {
+    let Some(length) = txns.version(uri, table, &length_id(stream)).await? else {
         return Ok(None);
     };
     let corrupt = || LakeError::InvalidPosition {
@@ -125,13 +125,11 @@ pub(crate) async fn position(uri: &str, table: &DeltaTable, stream: &str) -> Res
         .filter(|l| (1..=MAX_POSITION_DIGITS).contains(l))
         .ok_or_else(corrupt)?;
     let groups = length.div_ceil(GROUP);
-    let lookups = (0..groups).map(|i| snapshot.transaction_version(log_store.as_ref(), group_id(stream, i)));
     let mut padded = String::with_capacity(groups * GROUP);
-    for value in futures::future::try_join_all(lookups)
-        .await
-        .map_err(|e| LakeError::delta(uri, e))?
-    {
-        let value = value
+    for i in 0..groups {
+        let value = txns
+            .version(uri, table, &group_id(stream, i))
+            .await?
             .filter(|v| (0..10i64.pow(GROUP as u32)).contains(v))
             .ok_or_else(corrupt)?;
         padded.push_str(&format!("{value:018}"));

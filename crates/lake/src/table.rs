@@ -28,8 +28,9 @@ pub struct TableSpec {
 }
 
 impl TableSpec {
-    /// A spec with lakelog's default properties: a checkpoint every 10 commits (appends are small
-    /// and frequent, and readers replay the log since the last checkpoint), `txn` ids kept 30 days
+    /// A spec with lakelog's default properties: a checkpoint interval of 10 commits (appends are
+    /// small and frequent, and readers replay the log since the last checkpoint; writers space
+    /// checkpoints further as they grow, see [`crate::maintenance`]), `txn` ids kept 30 days
     /// (beyond SQS's 14-day retention, so every redelivery of a log object is recognised; raw logs
     /// kept longer are checked by [`crate::sources`]), log and deleted files kept 7 days for time travel.
     pub fn new(name: impl Into<String>, schema: SchemaRef, partition_columns: &[&str]) -> Self {
@@ -376,9 +377,15 @@ pub(crate) mod tests {
         let mut writer = crate::append::SourceWriter::new(location, table, source).unwrap();
         writer.write(batch).await.unwrap();
         let files = writer.finish().await.unwrap();
-        crate::append::commit_sources(location, table, vec![files], &crate::Retry::default())
-            .await
-            .unwrap();
+        crate::append::commit_sources(
+            location,
+            table,
+            &crate::txns::Txns::default(),
+            vec![files],
+            &crate::Retry::default(),
+        )
+        .await
+        .unwrap();
     }
 
     #[tokio::test]

@@ -11,15 +11,17 @@
 //!
 //! `grow` adds small data files (one row each, 1,000 a commit) to one partition until the table has
 //! that many. `commit` then opens the table as a sink does and makes that many commits of one file
-//! of 100 rows with the stream's position, each as the sink commits a batch (checkpoints as the
-//! table's `delta.checkpointInterval` asks), and prints the milliseconds per commit: mean, median,
+//! of 100 rows with the stream's position, each as the sink commits a batch (checkpoints as
+//! lakelog's writers space them), and prints the milliseconds per commit: mean, median,
 //! the slowest, and the mean of those that wrote a checkpoint. Neither packs small files.
 //!
 //! `day DIR COMMITS [SETTLE_FILES [CHECKPOINT_INTERVAL]]` is a sink's day: that many such commits
 //! into today's (open) partition of a new table, each followed by [`lake::Table::settle`] as the
 //! game sink does (packing once `SETTLE_FILES` small files are there, default
-//! [`Settle::DEFAULT_FILES`]; 0 never packs), with a checkpoint every `CHECKPOINT_INTERVAL`
-//! commits (default 10, lakelog's). It prints, after 1,000 to 100,000 commits (and
+//! [`Settle::DEFAULT_FILES`]; 0 never packs), and each preceded by what the sink does before a
+//! batch (the newest version, the stream's position in it). The table's
+//! `delta.checkpointInterval` is `CHECKPOINT_INTERVAL` (default 10, lakelog's): writers consider
+//! a checkpoint every that many commits and space them further as they grow. It prints, after 1,000 to 100,000 commits (and
 //! at the end), the milliseconds per commit over the last 1,000 commits, packing included (mean,
 //! median, slowest, and the mean of those that wrote a checkpoint), and the active files:
 //!
@@ -130,10 +132,16 @@ async fn day(
         // The stream's position: the commits made before this one.
         let position = (c - 1) as u128;
         let at = Instant::now();
+        // As the sink begins each batch: the newest version, and how far the stream is in it.
+        table.refresh().await?;
+        let from = table.position(STREAM).await?;
+        if from != (position > 0).then(|| position.to_string()) {
+            return Err(format!("commit {c}: the table has position {from:?}, {position} expected").into());
+        }
         let file = file_on(&table, "kinesis", today, c * ROWS_PER_COMMIT, ROWS_PER_COMMIT).await?;
         let advance = Advance {
             stream: STREAM.to_owned(),
-            from: (position > 0).then(|| position.to_string()),
+            from,
             to: (position + 1).to_string(),
         };
         // Each commit has its own deadline, as each invocation of a sink has.
@@ -141,7 +149,7 @@ async fn day(
             .commit_appends_at(vec![file], &[advance], &Retry::default())
             .await?;
         post_commit_failures += usize::from(outcome.post_commit_failed);
-        checkpointed.push(outcome.version.is_some_and(|v| (v + 1) % checkpoint_interval == 0));
+        checkpointed.push(outcome.checkpointed);
         if let Some(settle) = &settle {
             let packing = Instant::now();
             if let Some(report) = table.settle(settle, None).await? {
@@ -232,8 +240,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .await?;
                 let ms = started.elapsed().as_secs_f64() * 1e3;
                 times.push(ms);
-                // delta-rs checkpoints the versions just before a multiple of the interval (10).
-                if outcome.version.is_some_and(|v| (v + 1) % 10 == 0) {
+                if outcome.checkpointed {
                     checkpointing.push(ms);
                 }
                 position = Some(to);
