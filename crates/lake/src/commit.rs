@@ -29,7 +29,7 @@ use serde_json::Value;
 use tracing::{debug, warn};
 
 use crate::error::LakeError;
-use crate::maintenance::checkpoint_if_due;
+use crate::maintenance::checkpoint_due;
 use crate::progress::{self, Advance};
 use crate::txns::Txns;
 
@@ -168,7 +168,7 @@ pub(crate) enum Landed {
         /// Whether a step after the commit (checkpoint, refresh) failed; the next
         /// writer or the maintenance run does it instead.
         post_commit_failed: bool,
-        /// Whether the writer checkpointed the version (see [`checkpoint_if_due`]).
+        /// Whether the version was checkpointed after the commit (see [`checkpoint_due`]).
         checkpointed: bool,
     },
     /// The guard no longer held: nothing was committed.
@@ -325,7 +325,7 @@ async fn try_commit(
                 return match find_commit(&table.log_store(), Versions::After(first_base), &id, retry).await {
                     Ok(Some(version)) => {
                         warn!(table = uri, version, "an earlier try of the commit landed late");
-                        Ok(landed(table, uri, version, attempts, false, retry).await)
+                        Ok(landed(table, uri, version, attempts, false, false).await)
                     }
                     Ok(None) => Ok(Landed::Refused { reason }),
                     Err(e) => Err(CommitFailure::Unknown(LakeError::CommitUnknown {
@@ -344,6 +344,7 @@ async fn try_commit(
             }
         }
         let log_store = table.log_store();
+        let checkpoint = checkpoint_due(table, base + 1).await;
         let properties = CommitProperties::default()
             // Never delta-rs' own retries: they cannot tell a version of this commit's from a
             // competitor's, and would commit the same files again.
@@ -352,8 +353,8 @@ async fn try_commit(
             // `_delta_log` (a month of per-second commits is millions of keys), which would make
             // every commit slower as the log grows. The maintenance pass cleans the log instead.
             .with_cleanup_expired_logs(Some(false))
-            // Checkpoints are spaced by their size instead (`checkpoint_if_due`, in `landed`).
-            .with_create_checkpoint(false)
+            // A checkpoint only where one is due: they are spaced by their size.
+            .with_create_checkpoint(checkpoint)
             .with_metadata(metadata.iter().cloned())
             .with_application_transactions(commit.transactions.clone());
         let prepared = CommitBuilder::from(properties)
@@ -377,30 +378,30 @@ async fn try_commit(
                 // deadline: the caller must still answer that the commit landed, or its batch is
                 // delivered again (and bisected) for nothing.
                 let left = retry.deadline().saturating_duration_since(Instant::now());
-                let post_commit_failed = match tokio::time::timeout(left, post_commit).await {
-                    Ok(Ok(_)) => false,
+                let (post_commit_failed, checkpointed) = match tokio::time::timeout(left, post_commit).await {
+                    Ok(Ok(finalized)) => (false, finalized.metrics.new_checkpoint_created),
                     Ok(Err(e)) => {
-                        warn!(table = uri, version, error = %e, "committed, but a post-commit step failed; left to the next writer or maintenance");
-                        true
+                        warn!(table = uri, version, error = %e, "committed, but a post-commit step failed (checkpoint); left to the next writer or maintenance");
+                        (true, false)
                     }
                     Err(_) => {
                         warn!(
                             table = uri,
                             version,
-                            "committed; the post-commit step was stopped at the deadline and is left to the next writer or maintenance"
+                            "committed; the post-commit step (checkpoint) was stopped at the deadline and is left to the next writer or maintenance"
                         );
-                        true
+                        (true, false)
                     }
                 };
                 txns.committed(version, &commit.transactions).await;
-                return Ok(landed(table, uri, version, attempts, post_commit_failed, retry).await);
+                return Ok(landed(table, uri, version, attempts, post_commit_failed, checkpointed).await);
             }
             Err(e) => e,
         };
         match find_commit(&log_store, Versions::Only(base + 1), &id, retry).await {
             Ok(Some(version)) => {
                 warn!(table = uri, version, error = %error, "the commit landed although the store reported an error");
-                return Ok(landed(table, uri, version, attempts, false, retry).await);
+                return Ok(landed(table, uri, version, attempts, false, false).await);
             }
             Ok(None) if permanent(&error) => {
                 return Err(CommitFailure::NotCommitted(LakeError::delta(uri, error)));
@@ -423,38 +424,18 @@ async fn try_commit(
 }
 
 /// The commit landed as `version`: brings `table` to it (if that fails, the next refresh
-/// catches up), checkpoints it when one is due ([`checkpoint_if_due`]), before the deadline of
-/// `retry`, and says so. A checkpoint that fails or is stopped is left to the next writer or the
-/// maintenance run: the version has landed either way.
+/// catches up) and says so.
 async fn landed(
     table: &mut DeltaTable,
     uri: &str,
     version: u64,
     attempts: u32,
-    mut post_commit_failed: bool,
-    retry: &Retry,
+    post_commit_failed: bool,
+    checkpointed: bool,
 ) -> Landed {
     if let Err(e) = table.update_incremental(Some(version)).await {
         warn!(table = uri, version, error = %e, "could not refresh the table after commit");
     }
-    let left = retry.deadline().saturating_duration_since(Instant::now());
-    let checkpointed = match tokio::time::timeout(left, checkpoint_if_due(table, version)).await {
-        Ok(Ok(checkpointed)) => checkpointed,
-        Ok(Err(e)) => {
-            warn!(table = uri, version, error = %e, "committed, but its checkpoint failed; left to the next writer or maintenance");
-            post_commit_failed = true;
-            false
-        }
-        Err(_) => {
-            warn!(
-                table = uri,
-                version,
-                "committed; its checkpoint was stopped at the deadline and is left to the next writer or maintenance"
-            );
-            post_commit_failed = true;
-            false
-        }
-    };
     Landed::Version {
         version,
         attempts,

@@ -270,26 +270,23 @@ pub(crate) fn checkpoint_spacing(interval: u64, actions: u64) -> u64 {
     (actions / ACTIONS_PER_COMMIT_OF_SPACING).clamp(interval, MAX_CHECKPOINT_SPACING.max(interval))
 }
 
-/// What a writer does after its commit landed as `version`, in place of delta-rs' checkpoint
-/// every `delta.checkpointInterval` commits: at those same versions, it writes a checkpoint of
-/// `version` when the last one is [`checkpoint_spacing`] commits old or more (or unreadable).
-/// `Ok(true)` when it wrote one. `table` must have `version` loaded, or nothing is written.
-pub(crate) async fn checkpoint_if_due(table: &DeltaTable, version: u64) -> Result<bool, deltalake::DeltaTableError> {
+/// Whether the commit about to become `version` of `table` (the version after the one loaded)
+/// should carry a checkpoint, in place of delta-rs' checkpoint every `delta.checkpointInterval`
+/// commits: at those same versions, when the last checkpoint is [`checkpoint_spacing`] commits
+/// old or more, or cannot be read. delta-rs then writes it after the commit, as it would have.
+pub(crate) async fn checkpoint_due(table: &DeltaTable, version: u64) -> bool {
     use deltalake::table::config::TablePropertiesExt as _;
-    if table.version() != Some(version) {
-        return Ok(false);
-    }
-    let interval = table.snapshot()?.table_config().checkpoint_interval().get();
+    let Ok(snapshot) = table.snapshot() else {
+        return true;
+    };
+    let interval = snapshot.table_config().checkpoint_interval().get();
     if !(version + 1).is_multiple_of(interval) {
-        return Ok(false);
+        return false;
     }
-    if let Some(last) = last_checkpoint(table).await
-        && version.saturating_sub(last.version) < checkpoint_spacing(interval, last.actions)
-    {
-        return Ok(false);
+    match last_checkpoint(table).await {
+        Some(last) => version.saturating_sub(last.version) >= checkpoint_spacing(interval, last.actions),
+        None => true,
     }
-    create_checkpoint(table, None).await?;
-    Ok(true)
 }
 
 /// How [`vacuum`] runs.
