@@ -799,10 +799,11 @@ mod tests {
             }
         }
         // The first checkpoint, at version 9, holds over 6,000 actions: the next ones follow at
-        // least 12 commits later, at the versions where delta-rs would checkpoint.
+        // least 13 commits later, at the versions where delta-rs would checkpoint.
         assert_eq!(checkpointed, [9, 29, 49]);
-        assert_eq!(crate::maintenance::checkpoint_spacing(10, 6_020), 12);
-        assert_eq!(crate::maintenance::checkpoint_spacing(10, 4_000), 10);
+        assert_eq!(crate::maintenance::checkpoint_spacing(10, 6_020), 13);
+        assert_eq!(crate::maintenance::checkpoint_spacing(10, 3_000), 10);
+        assert_eq!(crate::maintenance::checkpoint_spacing(10, 100_000), 55);
         assert_eq!(crate::maintenance::checkpoint_spacing(10, 100_000_000), 1000);
         assert_eq!(crate::maintenance::checkpoint_spacing(5000, 100_000_000), 5000);
         // A reader opening the table replays from the newest checkpoint.
