@@ -112,6 +112,7 @@ mod tests {
             files: 1,
             attempts: 2,
             post_commit_failed: false,
+            checkpointed: false,
         };
         commits.committed("t", &outcome);
         commits.conflicted("t");
