@@ -63,6 +63,15 @@ impl Memory {
         self.ids.clear();
     }
 
+    /// Remembers `known` of `id` at the version remembered, forgetting everything else first
+    /// when [`MAX_IDS`] are remembered already (a memory of no id is right at any version).
+    fn remember(&mut self, id: String, known: Known) {
+        if self.ids.len() >= MAX_IDS && !self.ids.contains_key(&id) {
+            self.ids.clear();
+        }
+        self.ids.insert(id, known);
+    }
+
     /// Moves to version `at`, having applied the `txn` actions of the commits in between.
     fn advance(&mut self, at: u64, transactions: impl IntoIterator<Item = Transaction>) {
         for txn in transactions {
@@ -70,7 +79,7 @@ impl Memory {
                 version: txn.version,
                 last_updated: txn.last_updated,
             };
-            self.ids.insert(txn.app_id, known);
+            self.remember(txn.app_id, known);
         }
         self.at = Some(at);
     }
@@ -132,10 +141,7 @@ impl Txns {
             .await
             .map_err(|e| LakeError::delta(uri, e))?;
         if memory.at == Some(at) && found.is_none() {
-            if memory.ids.len() >= MAX_IDS {
-                memory.start_afresh(at);
-            }
-            memory.ids.insert(app_id.to_owned(), Known::Absent);
+            memory.remember(app_id.to_owned(), Known::Absent);
         }
         Ok(found)
     }
@@ -222,6 +228,27 @@ mod tests {
         // The newest `txn` of an id nobody asked about yet is known too.
         assert_eq!(
             memory.ids.get("z"),
+            Some(&Known::Newest {
+                version: 1,
+                last_updated: None
+            })
+        );
+    }
+
+    #[test]
+    fn commits_of_many_ids_keep_the_memory_within_its_bound() {
+        let mut memory = Memory::default();
+        memory.start_afresh(1);
+        memory.advance(
+            2,
+            (0..MAX_IDS + 10).map(|i| Transaction::new(format!("s3://raw/{i}"), 1)),
+        );
+        assert_eq!(memory.at, Some(2));
+        assert!(memory.ids.len() <= MAX_IDS, "{}", memory.ids.len());
+        // What is still remembered is the newest of its id.
+        let last = format!("s3://raw/{}", MAX_IDS + 9);
+        assert_eq!(
+            memory.ids.get(&last),
             Some(&Known::Newest {
                 version: 1,
                 last_updated: None
