@@ -329,6 +329,18 @@ async fn commit_files(
     }
 }
 
+/// Writes `batch` as the rows of `source` and commits them with a `txn` of the source: how tests
+/// of other modules put rows in a table.
+#[cfg(test)]
+pub(crate) async fn commit_batch(uri: &str, table: &mut DeltaTable, source: &str, batch: RecordBatch) {
+    let mut writer = SourceWriter::new(uri, table, source).unwrap();
+    writer.write(batch).await.unwrap();
+    let files = writer.finish().await.unwrap();
+    commit_sources(uri, table, &Txns::default(), vec![files], &Retry::default())
+        .await
+        .unwrap();
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;

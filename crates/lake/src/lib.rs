@@ -52,10 +52,7 @@ pub use table::{FileStats, TableSpec};
 // The functions `Table` is made of, for the crate's own modules and tests.
 pub(crate) use table::open_table;
 #[cfg(test)]
-pub(crate) use {
-    append::commit_sources,
-    table::{file_stats, open_or_create},
-};
+pub(crate) use table::{file_stats, open_or_create};
 
 // The table type the functions above open, for callers that read or inspect it.
 pub use deltalake::DeltaTable;

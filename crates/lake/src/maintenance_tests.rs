@@ -14,7 +14,7 @@ use crate::maintenance::{
     CompactOptions, MaintenanceError, MaintenanceOptions, NoProgress, VacuumOptions, checkpoint, compact,
     discover_tables, maintain, plan_compaction, vacuum,
 };
-use crate::{SourceWriter, StorageConfig, TableSpec, commit_sources, file_stats, open_or_create, open_table};
+use crate::{StorageConfig, TableSpec, file_stats, open_or_create, open_table};
 
 const DAY: i32 = 19_000; // 2022-01-08
 const MICROS_PER_DAY: i64 = 86_400_000_000;
@@ -75,18 +75,7 @@ fn batch(events: &[Event]) -> RecordBatch {
 }
 
 async fn append(uri: &str, table: &mut DeltaTable, source: &str, events: &[Event]) {
-    let mut writer = SourceWriter::new(uri, table, source).unwrap();
-    writer.write(batch(events)).await.unwrap();
-    let files = writer.finish().await.unwrap();
-    commit_sources(
-        uri,
-        table,
-        &crate::txns::Txns::default(),
-        vec![files],
-        &crate::Retry::default(),
-    )
-    .await
-    .unwrap();
+    crate::append::commit_batch(uri, table, source, batch(events)).await;
 }
 
 /// Every row of the table's loaded version, read file by file (partition value from the log).

@@ -374,18 +374,7 @@ pub(crate) mod tests {
             })
             .collect();
         let batch = arrow::record_batch::RecordBatch::try_new(spec.schema.clone(), columns).unwrap();
-        let mut writer = crate::append::SourceWriter::new(location, table, source).unwrap();
-        writer.write(batch).await.unwrap();
-        let files = writer.finish().await.unwrap();
-        crate::append::commit_sources(
-            location,
-            table,
-            &crate::txns::Txns::default(),
-            vec![files],
-            &crate::Retry::default(),
-        )
-        .await
-        .unwrap();
+        crate::append::commit_batch(location, table, source, batch).await;
     }
 
     #[tokio::test]
