@@ -193,6 +193,11 @@ pub struct GameReportArgs {
     /// Only the events of this game (its gameId); every game by default.
     #[arg(long, value_name = "GAME")]
     pub game: Option<String>,
+    /// The most rows read and held at once (whole hours are never split): the report's memory
+    /// grows with it, about 150 bytes a row.
+    #[arg(long, value_name = "ROWS", default_value_t = lakelog_reports::game::CHUNK_ROWS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub chunk_rows: usize,
     /// Range, format and output directory.
     #[command(flatten)]
     pub output: ReportOutputArgs,

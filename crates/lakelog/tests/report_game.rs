@@ -112,6 +112,12 @@ async fn a_planned_season_is_reported_as_planned() {
     let report = json_report(table.to_str().unwrap(), &[]);
     let truth = season.truth();
     let day30 = season::assert_report_is_the_season(&report, &truth);
+    // Read a few days at a time, and an hour at a time: the same season, sessions that span
+    // chunks included.
+    for rows in ["1000", "200"] {
+        let chunked = json_report(table.to_str().unwrap(), &["--chunk-rows", rows]);
+        assert_eq!(season::assert_report_is_the_season(&chunked, &truth), day30, "{rows}");
+    }
     assert!(day30 > 0, "no cohort reaches day 30");
     let returned30: u64 = truth
         .cohorts
@@ -174,6 +180,10 @@ async fn kpis_count_each_event_once_and_leave_late_events_out() {
     }
 
     let report = json_report(&table, &[]);
+    // Read an hour at a time: the resent purchase is met in another chunk than its first copy.
+    for rows in ["1", "3"] {
+        assert_eq!(json_report(&table, &["--chunk-rows", rows]), report, "{rows}");
+    }
     assert_eq!(
         report["events_per_hour"],
         json!([

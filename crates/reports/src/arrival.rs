@@ -12,15 +12,16 @@
 //! seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)`. The second window orders every row in a
 //! single partition, so DataFusion sorts all rows with all their columns on one core, and the
 //! first needs a hash aggregate and joins over every `eventId`; on ten million events the two
-//! were most of the game report's time and memory. [`Arrivals`] does what a stream consumer with
-//! a watermark would, in a fixed number of bytes a row whatever the texts' lengths: it keeps each
-//! row's id as 16 bytes (a lowercase hyphenated UUID, as the API stamps them, or the number of a
-//! text kept once), its shard and the leading digits of its sequence number as numbers of texts
-//! kept once, and the sequence number's last 38 digits as a number; it sorts row numbers into
-//! arrival order, finds each id's first copy by sorting them by id, and walks arrival order once.
+//! were most of the game report's time and memory. [`Arrivals`] and [`Judge`] do what a stream
+//! consumer with a watermark would, one chunk of arrival time at a time: [`Arrivals`] holds a
+//! chunk's rows in a fixed number of bytes a row whatever the texts' lengths (each row's id as 16
+//! bytes, a lowercase hyphenated UUID as the API stamps them or the number of a text kept once;
+//! its shard and the leading digits of its sequence number as numbers of texts kept once; the
+//! sequence number's last 38 digits as a number), and [`Judge`] walks the chunk in arrival order,
+//! carrying to the next chunk only the watermark and the ids seen.
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use arrow::array::{Array, AsArray, LargeStringArray, StringArray, StringViewArray};
 use arrow::datatypes::{DataType, TimeUnit, TimestampMicrosecondType};
@@ -50,7 +51,7 @@ pub struct ArrivalColumns<'a> {
     pub sequence: &'a str,
 }
 
-/// What [`Arrivals::judge`] found, one value per row in the order the rows were pushed.
+/// What [`Judge::verdicts`] found, one value per row in the order the rows were pushed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdicts {
     /// The row is the first copy of its event in arrival order.
@@ -59,6 +60,117 @@ pub struct Verdicts {
     /// the first copies before it. A row without a time is never late and does not move the
     /// watermark.
     pub late: Vec<bool>,
+}
+
+/// What identifies a row when it is read again: its id (with the namespace) and where it arrived
+/// (time, shard and sequence number, as numbers of texts kept once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct RowKey {
+    space: u32,
+    id: u128,
+    arrival: i64,
+    shard: u32,
+    prefix: u32,
+    low: u128,
+}
+
+/// Judges rows chunk by chunk of arrival time: which is the first copy of its event, and which
+/// first copies came late. A chunk's rows must all have arrived after those of the chunks judged
+/// before it (rows without an arrival time come in the last chunk).
+///
+/// What it carries from one chunk to the next is the watermark and the ids seen, one 16-byte
+/// number per distinct id (per namespace), as a hash set; what it found is kept only for the rows
+/// that are not simply on-time first copies: the later copies and the late events, by [`RowKey`].
+/// [`verdicts`](Self::verdicts) then gives each row its verdict when it is read again, in any
+/// order and chunking, through the same [`Arrivals`] (so that texts keep their numbers).
+#[derive(Debug)]
+pub struct Judge {
+    delay: i64,
+    /// The latest event time among the first copies judged so far.
+    latest: Option<i64>,
+    /// The ids seen so far, by namespace (with [`TEXT_ID`] for ids kept as a text's number).
+    seen: HashMap<u32, HashSet<u128, foldhash::fast::RandomState>, foldhash::fast::RandomState>,
+    /// Rows that are a later copy of their event, and how many rows of that key are.
+    later: HashMap<RowKey, u32, foldhash::fast::RandomState>,
+    /// First copies that came late.
+    late: HashSet<RowKey, foldhash::fast::RandomState>,
+    /// Rows judged.
+    rows: u64,
+}
+
+impl Judge {
+    /// A judge with a watermark of `delay`.
+    pub fn new(delay: TimeDelta) -> Self {
+        Judge {
+            delay: delay.num_microseconds().unwrap_or(i64::MAX),
+            latest: None,
+            seen: HashMap::default(),
+            later: HashMap::default(),
+            late: HashSet::default(),
+            rows: 0,
+        }
+    }
+
+    /// Rows judged so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Later copies found so far.
+    pub fn later_copies(&self) -> u64 {
+        self.later.values().map(|&n| u64::from(n)).sum()
+    }
+
+    /// Judges the rows of `arrivals`: the next chunk of arrival time.
+    pub fn judge_chunk(&mut self, arrivals: &Arrivals) {
+        for r in arrivals.arrival_order() {
+            let r = r as usize;
+            self.rows += 1;
+            let space = arrivals.id_namespace[r];
+            if space != NONE && !self.seen.entry(space).or_default().insert(arrivals.id[r]) {
+                *self.later.entry(arrivals.row_key(r)).or_default() += 1;
+                continue;
+            }
+            let t = arrivals.time[r];
+            if t == MISSING {
+                continue;
+            }
+            match self.latest {
+                Some(max) => {
+                    if t < max.saturating_sub(self.delay) {
+                        self.late.insert(arrivals.row_key(r));
+                    }
+                    self.latest = Some(max.max(t));
+                }
+                None => self.latest = Some(t),
+            }
+        }
+    }
+
+    /// The ids seen are no longer needed once every chunk is judged: gives their memory back.
+    pub fn forget_ids(&mut self) {
+        self.seen = HashMap::default();
+    }
+
+    /// The verdicts of the rows of `arrivals`, rows judged before and read again. Each later copy
+    /// is given once: rows read twice would both count as the event.
+    pub fn verdicts(&mut self, arrivals: &Arrivals) -> Verdicts {
+        let rows = arrivals.len();
+        let (mut first, mut late) = (vec![true; rows], vec![false; rows]);
+        if self.later.is_empty() && self.late.is_empty() {
+            return Verdicts { first, late };
+        }
+        for r in 0..rows {
+            let key = arrivals.row_key(r);
+            if let Some(n) = self.later.get_mut(&key).filter(|n| **n > 0) {
+                *n -= 1;
+                first[r] = false;
+            } else {
+                late[r] = self.late.contains(&key);
+            }
+        }
+        Verdicts { first, late }
+    }
 }
 
 /// A missing time or arrival time, as held: no timestamp of a real event is this far back.
@@ -156,26 +268,35 @@ impl Arrivals {
         Ok(())
     }
 
-    /// Gives back the memory reserved beyond the rows pushed.
-    pub fn shrink_to_fit(&mut self) {
-        self.id_namespace.shrink_to_fit();
-        self.id.shrink_to_fit();
-        self.time.shrink_to_fit();
-        self.arrival.shrink_to_fit();
-        self.shard.shrink_to_fit();
-        self.prefix.shrink_to_fit();
-        self.low.shrink_to_fit();
+    /// Forgets the rows pushed, keeping the texts numbered so far: a text keeps its number from
+    /// one chunk of rows to the next, so that [`RowKey`]s of the same row read twice are equal.
+    pub fn clear(&mut self) {
+        self.id_namespace.clear();
+        self.id.clear();
+        self.time.clear();
+        self.arrival.clear();
+        self.shard.clear();
+        self.prefix.clear();
+        self.low.clear();
     }
 
-    /// Judges every row pushed against a watermark of `delay`. The arrival order is then let go:
-    /// the ids and times stay.
-    pub fn judge(&mut self, delay: TimeDelta) -> Verdicts {
-        let delay = delay.num_microseconds().unwrap_or(i64::MAX);
-        let rows = self.len();
+    /// What identifies row `row` across reads: its id and where it arrived.
+    fn row_key(&self, row: usize) -> RowKey {
+        RowKey {
+            space: self.id_namespace[row],
+            id: self.id[row],
+            arrival: self.arrival[row],
+            shard: self.shard[row],
+            prefix: self.prefix[row],
+            low: self.low[row],
+        }
+    }
+
+    /// The rows pushed, in arrival order: time (missing last), shard, then the sequence number.
+    fn arrival_order(&self) -> Vec<u32> {
         let shard_ranks = self.shards.ranks();
         let prefix_ranks = self.prefixes.ranks();
         let rank = |ranks: &[u32], id: u32| ranks.get(id as usize).copied().unwrap_or(NONE);
-        // Arrival order: time (missing last), shard, then the sequence number.
         let key = |r: usize| {
             let arrival = self.arrival[r];
             (
@@ -186,48 +307,9 @@ impl Arrivals {
                 self.low[r],
             )
         };
-        let mut order: Vec<u32> = (0..rows as u32).collect();
+        let mut order: Vec<u32> = (0..self.len() as u32).collect();
         order.sort_unstable_by_key(|&r| key(r as usize));
-        let mut place = vec![0u32; rows];
-        for (p, &r) in order.iter().enumerate() {
-            place[r as usize] = p as u32;
-        }
-        // Each id's copies together, in arrival order: the first is the event.
-        let mut first = vec![true; rows];
-        let mut by_id: Vec<u32> = (0..rows as u32)
-            .filter(|&r| self.id_namespace[r as usize] != NONE)
-            .collect();
-        by_id.sort_unstable_by_key(|&r| (self.id_namespace[r as usize], self.id[r as usize], place[r as usize]));
-        drop(place);
-        for pair in by_id.windows(2) {
-            let (a, b) = (pair[0] as usize, pair[1] as usize);
-            if (self.id_namespace[a], self.id[a]) == (self.id_namespace[b], self.id[b]) {
-                first[b] = false;
-            }
-        }
-        drop(by_id);
-        let mut late = vec![false; rows];
-        let mut latest: Option<i64> = None;
-        for &r in &order {
-            let r = r as usize;
-            let t = self.time[r];
-            if !first[r] || t == MISSING {
-                continue;
-            }
-            match latest {
-                Some(max) => {
-                    late[r] = t < max.saturating_sub(delay);
-                    latest = Some(max.max(t));
-                }
-                None => latest = Some(t),
-            }
-        }
-        drop(order);
-        self.arrival = Vec::new();
-        self.shard = Vec::new();
-        self.prefix = Vec::new();
-        self.low = Vec::new();
-        Verdicts { first, late }
+        order
     }
 
     /// Rows `a` and `b` in the order of their ids as texts, `namespace/id` when the ids have a
@@ -445,7 +527,9 @@ mod tests {
         for batch in batches {
             arrivals.push(query, batch, columns)?;
         }
-        Ok(arrivals.judge(TimeDelta::minutes(180)))
+        let mut judge = Judge::new(TimeDelta::minutes(180));
+        judge.judge_chunk(&arrivals);
+        Ok(judge.verdicts(&arrivals))
     }
 
     #[test]
@@ -462,6 +546,53 @@ mod tests {
             (Some("f"), Some(1020), Some(6), "s", "6"),
         ]);
         assert_eq!(judged(&[rows]), "FFLFLF");
+    }
+
+    #[test]
+    fn chunks_of_arrival_judge_as_one_walk_and_rows_read_again_get_their_verdicts() {
+        // Chunk 1 sets the watermark and sees "a"; chunk 2 holds a later copy of "a" and an event
+        // late against chunk 1's watermark; chunk 3 another copy of "a" identical to chunk 2's.
+        let chunks = [
+            batch(&[
+                (Some("a"), Some(100), Some(1), "s", "1"),
+                (Some("b"), Some(1000), Some(2), "s", "2"),
+            ]),
+            batch(&[
+                (Some("c"), Some(700), Some(10), "s", "10"),
+                (Some("a"), Some(900), Some(11), "s", "11"),
+                (Some("d"), Some(900), Some(12), "s", "12"),
+            ]),
+            batch(&[
+                (Some("a"), Some(900), Some(11), "s", "11"),
+                (None, Some(1), Some(20), "s", "20"),
+            ]),
+        ];
+        let mut arrivals = Arrivals::default();
+        let mut judge = Judge::new(TimeDelta::minutes(180));
+        for chunk in &chunks {
+            arrivals.push("test", chunk, COLUMNS).unwrap();
+            judge.judge_chunk(&arrivals);
+            arrivals.clear();
+        }
+        assert_eq!((judge.rows(), judge.later_copies()), (7, 2));
+        // Read again in another chunking and order: the verdicts of one walk over all rows.
+        let all = [chunks[2].clone(), chunks[1].clone(), chunks[0].clone()];
+        for chunk in &all {
+            arrivals.push("test", chunk, COLUMNS).unwrap();
+        }
+        let verdicts = judge.verdicts(&arrivals);
+        let marks: String = verdicts
+            .first
+            .iter()
+            .zip(&verdicts.late)
+            .map(|(first, late)| match (first, late) {
+                (true, false) => 'F',
+                (true, true) => 'L',
+                (false, _) => '-',
+            })
+            .collect();
+        assert_eq!(marks, "-LL-FFF");
+        assert_eq!(marks, judged(&chunks.iter().rev().cloned().collect::<Vec<_>>()));
     }
 
     #[test]
@@ -557,7 +688,9 @@ mod tests {
         };
         let mut arrivals = Arrivals::default();
         arrivals.push("ids", &batch, columns).unwrap();
-        let verdicts = arrivals.judge(TimeDelta::minutes(180));
+        let mut judge = Judge::new(TimeDelta::minutes(180));
+        judge.judge_chunk(&arrivals);
+        let verdicts = judge.verdicts(&arrivals);
         // The same UUID in two games is two events; an uppercase UUID is another text.
         assert_eq!(verdicts.first, [true, true, false, true, true, true, false]);
         // Ties are ordered as the texts `game/id` are.

@@ -112,7 +112,7 @@ impl TimeRange {
 }
 
 /// A timestamp literal DataFusion compares with a `timestamp` (µs, UTC) column.
-fn timestamp_literal(t: DateTime<Utc>) -> String {
+pub(crate) fn timestamp_literal(t: DateTime<Utc>) -> String {
     format!(
         "arrow_cast({}, 'Timestamp(Microsecond, Some(\"UTC\"))')",
         quote_literal(&instant(t))

@@ -41,7 +41,7 @@ async fn game_command(args: &GameReportArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let gap = chrono::TimeDelta::minutes(i64::from(args.session_gap));
-    let report = game_report_with(&session, table, &range, gap).await?;
+    let report = game_report_with(&session, table, &range, gap, args.chunk_rows).await?;
     match args.output.format {
         Format::Table => print!("{}", report.render_text()),
         Format::Json => println!("{}", serde_json::to_string_pretty(&report.to_json())?),

@@ -18,11 +18,9 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Instant;
 
 use chrono::{DateTime, NaiveDate, SecondsFormat, TimeDelta, Utc};
 use serde_json::{Value, json};
-use tracing::debug;
 
 use super::chart::{self, Svg, Unit};
 use super::figures;
@@ -35,6 +33,8 @@ pub use sessions::Sessions;
 pub const WATERMARK_MINUTES: i64 = 180;
 
 mod events;
+pub use events::CHUNK_ROWS;
+use events::{ACTIVE, Minute, Minutes};
 pub mod retention;
 pub mod revenue;
 pub mod sessions;
@@ -127,31 +127,20 @@ pub struct MinuteFigures {
     pub bookings: f64,
 }
 
-/// The counted events and bookings per minute of the events in `within`.
-async fn per_minute(session: &ReportSession, within: &str) -> Result<Vec<MinuteFigures>, ReportError> {
-    let rows = session
-        .query(
-            "events per minute",
-            &format!(
-                "SELECT date_trunc('minute', t) AS window_start, count(*) FILTER (WHERE NOT late) AS events,
-                        coalesce(sum(amount) FILTER (WHERE {COUNTED_PURCHASE}), 0) AS bookings
-                 FROM {EVENTS} WHERE {within} GROUP BY 1 ORDER BY 1"
-            ),
-        )
-        .await?;
-    Ok(rows
-        .timestamps("window_start")?
+/// The counted events and bookings per minute, all platforms together.
+fn per_minute(minutes: &Minutes) -> Vec<MinuteFigures> {
+    minutes
+        .get(&None)
         .into_iter()
-        .zip(rows.i64s("events")?)
-        .zip(rows.f64s("bookings")?)
-        .filter_map(|((start, events), bookings)| {
+        .flatten()
+        .filter_map(|(&start, minute)| {
             Some(MinuteFigures {
-                window_start: start?,
-                events: events.unwrap_or(0),
-                bookings: bookings.unwrap_or(0.0),
+                window_start: DateTime::from_timestamp_micros(start)?,
+                events: minute.events,
+                bookings: minute.bookings.unwrap_or(0.0),
             })
         })
-        .collect())
+        .collect()
 }
 
 /// The script of [`live_page`]: fetches `live` (relative to the page) every two seconds and shows
@@ -200,55 +189,44 @@ pub struct Headline {
 
 /// Computes the report over the `game_events` table(s) registered in `session` as `table`.
 pub async fn game_report(session: &ReportSession, table: &str, range: &TimeRange) -> Result<GameReport, ReportError> {
-    game_report_with(session, table, range, sessions::DEFAULT_GAP).await
+    game_report_with(session, table, range, sessions::DEFAULT_GAP, CHUNK_ROWS).await
 }
 
-/// [`game_report`] with sessions cut after `session_gap` of inactivity.
+/// [`game_report`] with sessions cut after `session_gap` of inactivity, reading at most
+/// `chunk_rows` rows at a time (see [`CHUNK_ROWS`]).
 pub async fn game_report_with(
     session: &ReportSession,
     table: &str,
     range: &TimeRange,
     session_gap: TimeDelta,
+    chunk_rows: usize,
 ) -> Result<GameReport, ReportError> {
-    let started = Instant::now();
-    let loaded = events::load(session, &quote_ident(table), range, session_gap).await?;
-    // The whole step, as the queries are logged: the first copies, their lateness and sessions.
-    debug!(
-        query = "events with lateness and sessions",
-        rows = loaded.events,
-        ms = started.elapsed().as_millis() as u64,
-        "query"
-    );
-    // Every query over the events, then the events dropped whatever they gave.
+    // Every query over what the chunks left, then the tables they left dropped whatever they gave.
     let result = async {
-        let within = range.filter("day", "t");
-        let kpis = kpis(session, range).await?;
-        let hours = &kpis.0.events_per_hour;
+        let loaded = events::load(session, &quote_ident(table), range, session_gap, chunk_rows).await?;
+        let (all, by_platform) = kpis(session, &loaded.minutes).await?;
+        let hours = &all.events_per_hour;
         let span = match (hours.first(), hours.last()) {
             (Some(first), Some(last)) => (last.window_start - first.window_start).num_hours() + 1,
             _ => 0,
         };
         let minutes = if span <= MINUTE_CHART_HOURS as i64 {
-            per_minute(session, &within).await?
+            per_minute(&loaded.minutes)
         } else {
             Vec::new()
         };
         Ok::<_, ReportError>((
-            (kpis, minutes),
-            revenue::revenue(session, &within).await?,
-            retention::cohorts(session, &within, complete_before(range, Utc::now())).await?,
+            (all, by_platform, minutes),
+            revenue::revenue(session).await?,
+            retention::cohorts(session, complete_before(range, Utc::now())).await?,
+            loaded.sessions,
         ))
     }
     .await;
-    session
-        .context()
-        .deregister_table(EVENTS)
-        .map_err(|source| ReportError::Query {
-            query: "drop events".to_owned(),
-            source,
-        })?;
-    let (((all, by_platform), per_minute), revenue, cohorts) = result?;
-    let sessions = loaded.sessions;
+    for table in [EVENTS, events::ACTIVE, events::PURCHASES] {
+        events::deregister(session, table)?;
+    }
+    let ((all, by_platform, per_minute), revenue, cohorts, sessions) = result?;
     // The range the figures cover: the bounds asked for, else the hours the events fall in.
     let hours = || all.events_per_hour.iter().map(|h| h.window_start);
     let covered = TimeRange {
@@ -271,73 +249,48 @@ fn complete_before(range: &TimeRange, now: DateTime<Utc>) -> NaiveDate {
     range.to.map_or(now, |to| to.min(now)).date_naive()
 }
 
-async fn kpis(session: &ReportSession, range: &TimeRange) -> Result<(Kpis, BTreeMap<String, Kpis>), ReportError> {
-    let within = range.filter("day", "t");
+async fn kpis(session: &ReportSession, minutes: &Minutes) -> Result<(Kpis, BTreeMap<String, Kpis>), ReportError> {
     let mut all = Kpis::default();
     let mut by_platform: BTreeMap<String, Kpis> = BTreeMap::new();
-
-    // GROUPING SETS give the totals and the per-platform figures from one pass; `platform` is
-    // NULL in the totals' rows (it is never NULL in the data: missing is 'unknown').
-    let rows = session
-        .query(
-            "events per hour",
-            &format!(
-                "SELECT date_trunc('hour', t) AS window_start, platform, count(*) AS n FROM {EVENTS}
-                 WHERE NOT late AND {within}
-                 GROUP BY GROUPING SETS ((date_trunc('hour', t)), (date_trunc('hour', t), platform))
-                 ORDER BY 1, 2"
-            ),
-        )
-        .await?;
-    for ((start, platform), n) in rows
-        .timestamps("window_start")?
-        .into_iter()
-        .zip(rows.strings("platform")?)
-        .zip(rows.i64s("n")?)
-    {
-        let (Some(window_start), Some(count)) = (start, n) else {
-            continue;
-        };
+    const HOUR_MICROS: i64 = 3_600_000_000;
+    for (platform, minutes) in minutes {
+        // Minutes in order, so hours in order.
+        let mut hours: BTreeMap<i64, Minute> = BTreeMap::new();
+        let mut late_events = 0;
+        for (&start, minute) in minutes {
+            let hour = hours.entry(start.div_euclid(HOUR_MICROS) * HOUR_MICROS).or_default();
+            hour.events += minute.events;
+            if let Some(amount) = minute.bookings {
+                *hour.bookings.get_or_insert(0.0) += amount;
+            }
+            late_events += minute.late;
+        }
         let kpis = match platform {
             None => &mut all,
-            Some(p) => by_platform.entry(p).or_default(),
+            Some(p) => by_platform.entry(p.clone()).or_default(),
         };
-        kpis.events_per_hour.push(HourCount { window_start, count });
-    }
-
-    let rows = session
-        .query(
-            "bookings per hour",
-            &format!(
-                "SELECT date_trunc('hour', t) AS window_start, platform, sum(amount) AS amount FROM {EVENTS}
-                 WHERE {COUNTED_PURCHASE} AND {within}
-                 GROUP BY GROUPING SETS ((date_trunc('hour', t)), (date_trunc('hour', t), platform))
-                 ORDER BY 1, 2"
-            ),
-        )
-        .await?;
-    for ((start, platform), amount) in rows
-        .timestamps("window_start")?
-        .into_iter()
-        .zip(rows.strings("platform")?)
-        .zip(rows.f64s("amount")?)
-    {
-        let (Some(window_start), Some(amount)) = (start, amount) else {
-            continue;
-        };
-        let kpis = match platform {
-            None => &mut all,
-            Some(p) => by_platform.entry(p).or_default(),
-        };
-        kpis.bookings_per_hour.push(HourAmount { window_start, amount });
+        for (start, hour) in hours {
+            let Some(window_start) = DateTime::from_timestamp_micros(start) else {
+                continue;
+            };
+            if hour.events > 0 {
+                kpis.events_per_hour.push(HourCount {
+                    window_start,
+                    count: hour.events,
+                });
+            }
+            if let Some(amount) = hour.bookings {
+                kpis.bookings_per_hour.push(HourAmount { window_start, amount });
+            }
+        }
+        kpis.late_events = late_events;
     }
 
     let rows = session
         .query(
             "daily active users",
             &format!(
-                "SELECT day, platform, count(DISTINCT device) AS users FROM {EVENTS}
-                 WHERE device IS NOT NULL AND {within}
+                "SELECT day, platform, count(DISTINCT device) AS users FROM {ACTIVE}
                  GROUP BY GROUPING SETS ((day), (day, platform))
                  ORDER BY 1, 2"
             ),
@@ -357,23 +310,6 @@ async fn kpis(session: &ReportSession, range: &TimeRange) -> Result<(Kpis, BTree
             Some(p) => by_platform.entry(p).or_default(),
         };
         kpis.dau.push(DayUsers { date, users });
-    }
-
-    let rows = session
-        .query(
-            "late events",
-            &format!(
-                "SELECT platform, count(*) AS n FROM {EVENTS} WHERE late AND {within}
-                 GROUP BY GROUPING SETS ((), (platform))"
-            ),
-        )
-        .await?;
-    for (platform, n) in rows.strings("platform")?.into_iter().zip(rows.i64s("n")?) {
-        let n = n.unwrap_or(0);
-        match platform {
-            None => all.late_events = n,
-            Some(p) => by_platform.entry(p).or_default().late_events = n,
-        }
     }
     Ok((all, by_platform))
 }

@@ -10,7 +10,7 @@
 use chrono::NaiveDate;
 use serde::Serialize;
 
-use super::EVENTS;
+use super::events::ACTIVE;
 use crate::{ReportError, ReportSession, TextTable, figures};
 
 /// The days after the first one that retention is measured on.
@@ -39,14 +39,10 @@ impl Cohort {
     }
 }
 
-/// The cohorts of the events in `within` (a filter on `day` and `t`): all platforms first, then
-/// by platform, each by day. Days before `complete_before` have ended: a cohort's day N counts
+/// The cohorts of the devices active ([`ACTIVE`]): all platforms first, then by platform, each by
+/// day. Days before `complete_before` have ended: a cohort's day N counts
 /// only if it is one of them and has events.
-pub async fn cohorts(
-    session: &ReportSession,
-    within: &str,
-    complete_before: NaiveDate,
-) -> Result<Vec<Cohort>, ReportError> {
+pub async fn cohorts(session: &ReportSession, complete_before: NaiveDate) -> Result<Vec<Cohort>, ReportError> {
     let returned = RETENTION_DAYS
         .iter()
         .map(|n| {
@@ -62,8 +58,7 @@ pub async fn cohorts(
         .query(
             "retention cohorts",
             &format!(
-                "WITH active AS (SELECT DISTINCT device, platform, day FROM {EVENTS} \
-                   WHERE device IS NOT NULL AND {within}), \
+                "WITH active AS (SELECT DISTINCT device, platform, day FROM {ACTIVE}), \
                  span AS (SELECT max(day) AS last_day FROM active), \
                  firsts AS (SELECT device, min(day) AS cohort FROM active GROUP BY device), \
                  f AS (SELECT f.device, f.cohort, min(a.platform) AS platform FROM firsts f \

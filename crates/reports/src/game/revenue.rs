@@ -13,7 +13,7 @@
 use chrono::NaiveDate;
 use serde::Serialize;
 
-use super::{COUNTED_PURCHASE, EVENTS};
+use super::events::{ACTIVE, PURCHASES};
 use crate::{ReportError, ReportSession, TextTable, figures};
 
 /// Revenue of one day.
@@ -115,16 +115,18 @@ fn ratio(numerator: f64, denominator: i64) -> Option<f64> {
     (denominator > 0).then(|| numerator / denominator as f64)
 }
 
-/// The revenue KPIs of the events in `within` (a filter on `day` and `t`).
-pub async fn revenue(session: &ReportSession, within: &str) -> Result<Revenue, ReportError> {
+/// The revenue KPIs of the devices active and the purchases counted ([`ACTIVE`], [`PURCHASES`]).
+pub async fn revenue(session: &ReportSession) -> Result<Revenue, ReportError> {
+    // The days with an active device; paying devices and revenue of purchases with a device.
     let rows = session
         .query(
             "revenue per day",
             &format!(
-                "SELECT day, count(DISTINCT device) AS active, \
-                   count(DISTINCT CASE WHEN {COUNTED_PURCHASE} THEN device END) AS paying, \
-                   coalesce(sum(CASE WHEN {COUNTED_PURCHASE} THEN amount END), 0) AS revenue \
-                 FROM {EVENTS} WHERE device IS NOT NULL AND {within} GROUP BY day ORDER BY day"
+                "WITH a AS (SELECT day, count(DISTINCT device) AS active FROM {ACTIVE} GROUP BY day), \
+                 p AS (SELECT day, count(DISTINCT device) AS paying, sum(amount) AS revenue FROM {PURCHASES} \
+                   WHERE device IS NOT NULL GROUP BY day) \
+                 SELECT a.day, a.active, coalesce(p.paying, 0) AS paying, coalesce(p.revenue, 0) AS revenue \
+                 FROM a LEFT JOIN p ON a.day = p.day ORDER BY a.day"
             ),
         )
         .await?;
@@ -158,7 +160,7 @@ pub async fn revenue(session: &ReportSession, within: &str) -> Result<Revenue, R
                 "revenue by platform and app version",
                 &format!(
                     "SELECT {column} AS name, sum(amount) AS revenue, count(*) AS purchases, \
-                       count(DISTINCT device) AS paying FROM {EVENTS} WHERE {COUNTED_PURCHASE} AND {within} \
+                       count(DISTINCT device) AS paying FROM {PURCHASES} \
                      GROUP BY 1 ORDER BY revenue DESC, name"
                 ),
             )
@@ -183,7 +185,7 @@ pub async fn revenue(session: &ReportSession, within: &str) -> Result<Revenue, R
     Ok(Revenue {
         days,
         by_game: by("game").await?,
-        by_item: by_item(session, within).await?,
+        by_item: by_item(session).await?,
         by_platform: by("platform").await?,
         by_app_version: by("coalesce(version, 'unknown')").await?,
     })
@@ -200,11 +202,11 @@ fn value_text(value: &serde_json::Value) -> String {
 
 /// Revenue by the item bought: [`ITEM_PARAM`] of each counted purchase's `extraParams`, read in
 /// one pass over the purchases.
-async fn by_item(session: &ReportSession, within: &str) -> Result<Vec<RevenueOf>, ReportError> {
+async fn by_item(session: &ReportSession) -> Result<Vec<RevenueOf>, ReportError> {
     let rows = session
         .query(
             "revenue by item",
-            &format!("SELECT extra, amount, device FROM {EVENTS} WHERE {COUNTED_PURCHASE} AND {within}"),
+            &format!("SELECT extra, amount, device FROM {PURCHASES}"),
         )
         .await?;
     let (extra, amount, device) = (rows.strings("extra")?, rows.f64s("amount")?, rows.i64s("device")?);

@@ -6,9 +6,9 @@
 //! session lasts from its first event to its last, and belongs to the day it starts on. Events
 //! without a device or an `eventTime` are in no session (the sink stamps every event's time).
 //!
-//! The cut is one sort of the events by device and time and one walk over them, in memory the
-//! report already holds ([`cut`]): as a SQL window over every event it was the report's largest
-//! sort. `GameSessionsPerDayQuery` in the template is the same cut in SQL, for Athena.
+//! The cut is, for each chunk of time, one sort of its events by device and time and one walk
+//! over them, carrying each device's open session to the next chunk ([`Cutter`]): as a SQL window
+//! over every event it was the report's largest sort. `GameSessionsPerDayQuery` in the template is the same cut in SQL, for Athena.
 
 use std::collections::BTreeMap;
 
@@ -91,98 +91,155 @@ pub struct Play {
     pub row: u32,
 }
 
-/// The sessions of `plays`, cut by `gap`: each device's events in time order, ties in `tie`'s
-/// order of their rows; `marks` is each row's [`Mark`]. Lengths and gaps are taken in seconds as
-/// SQL's `date_part('epoch', t)` gives them, so that the saved Athena query finds the same.
-pub fn cut(
-    mut plays: Vec<Play>,
+/// Cuts sessions from plays given a chunk of time at a time: each chunk's plays must all be later
+/// than those of the chunks before. What it carries from one chunk to the next is each device's
+/// open session; what it keeps is a count per day and each session's length, for the medians.
+/// Lengths and gaps are taken in seconds as SQL's `date_part('epoch', t)` gives them, so that the
+/// saved Athena query finds the same.
+#[derive(Debug)]
+pub struct Cutter {
+    gap_seconds: f64,
     gap: TimeDelta,
-    marks: &[Mark],
-    tie: impl Fn(usize, usize) -> std::cmp::Ordering,
-) -> Sessions {
-    let gap_seconds = gap.num_seconds().max(1) as f64;
-    let seconds = |t: i64| t as f64 / 1e6;
-    plays.sort_unstable_by(|a, b| {
-        (a.device, a.t)
-            .cmp(&(b.device, b.t))
-            .then_with(|| tie(a.row as usize, b.row as usize))
-    });
-    let mark = |p: &Play| marks.get(p.row as usize).copied().unwrap_or(Mark::Play);
-    #[derive(Default)]
-    struct Day {
-        sessions: i64,
-        devices: i64,
-        last_device: Option<u32>,
-        lengths: Vec<f64>,
-    }
-    let mut days: BTreeMap<i64, Day> = BTreeMap::new();
-    let mut buckets = [0i64; LENGTHS.len()];
-    let mut close = |device: u32, start: i64, end: i64| {
-        let length = seconds(end) - seconds(start);
-        let day = days.entry(start.div_euclid(DAY_MICROS)).or_default();
-        day.sessions += 1;
-        if day.last_device != Some(device) {
-            day.devices += 1;
-            day.last_device = Some(device);
+    /// Per device number, its session under way and the last day it started one.
+    devices: Vec<Device>,
+    days: BTreeMap<i64, Day>,
+    buckets: [i64; LENGTHS.len()],
+}
+
+/// What a cutter knows of a device.
+#[derive(Debug, Clone, Copy, Default)]
+struct Device {
+    open: Option<Open>,
+    /// The last day a session of the device started on.
+    counted: Option<i64>,
+}
+
+/// A device's session under way.
+#[derive(Debug, Clone, Copy)]
+struct Open {
+    start: i64,
+    last: i64,
+    /// The device's last event was a `sessionEnd`.
+    ended: bool,
+}
+
+/// The sessions that started on one day.
+#[derive(Debug, Default)]
+struct Day {
+    sessions: i64,
+    devices: i64,
+    lengths: Vec<f64>,
+}
+
+fn seconds(t: i64) -> f64 {
+    t as f64 / 1e6
+}
+
+impl Cutter {
+    /// A cutter of sessions after `gap` of inactivity.
+    pub fn new(gap: TimeDelta) -> Self {
+        Cutter {
+            gap_seconds: gap.num_seconds().max(1) as f64,
+            gap,
+            devices: Vec::new(),
+            days: BTreeMap::new(),
+            buckets: [0; LENGTHS.len()],
         }
-        day.lengths.push(length);
+    }
+
+    /// Cuts the next chunk's `plays`: each device's events in time order, ties in `tie`'s order of
+    /// their rows; `marks` is each row's [`Mark`].
+    pub fn add(&mut self, mut plays: Vec<Play>, marks: &[Mark], tie: impl Fn(usize, usize) -> std::cmp::Ordering) {
+        plays.sort_unstable_by(|a, b| {
+            (a.device, a.t)
+                .cmp(&(b.device, b.t))
+                .then_with(|| tie(a.row as usize, b.row as usize))
+        });
+        for play in &plays {
+            let mark = marks.get(play.row as usize).copied().unwrap_or(Mark::Play);
+            let device = play.device as usize;
+            if self.devices.len() <= device {
+                self.devices.resize(device + 1, Device::default());
+            }
+            let starts = match self.devices[device].open {
+                Some(open) => {
+                    mark == Mark::Start || open.ended || seconds(play.t) - seconds(open.last) > self.gap_seconds
+                }
+                None => true,
+            };
+            if starts {
+                if let Some(open) = self.devices[device].open {
+                    self.close(open);
+                }
+                let day_number = play.t.div_euclid(DAY_MICROS);
+                let day = self.days.entry(day_number).or_default();
+                day.sessions += 1;
+                // A device's plays come in time order: its days only move forward.
+                if self.devices[device].counted != Some(day_number) {
+                    day.devices += 1;
+                    self.devices[device].counted = Some(day_number);
+                }
+                self.devices[device].open = Some(Open {
+                    start: play.t,
+                    last: play.t,
+                    ended: mark == Mark::End,
+                });
+            } else if let Some(open) = self.devices[device].open.as_mut() {
+                open.last = play.t;
+                open.ended = mark == Mark::End;
+            }
+        }
+    }
+
+    fn close(&mut self, open: Open) {
+        let length = seconds(open.last) - seconds(open.start);
+        self.days
+            .entry(open.start.div_euclid(DAY_MICROS))
+            .or_default()
+            .lengths
+            .push(length);
         let bucket = LENGTHS
             .iter()
             .position(|(_, bound)| bound.is_none_or(|high| length < high as f64))
             .unwrap_or(LENGTHS.len() - 1);
-        buckets[bucket] += 1;
-    };
-    // The session under way: its device, first and last event time.
-    let mut open: Option<(u32, i64, i64)> = None;
-    let mut previous: Option<&Play> = None;
-    for play in &plays {
-        let starts = match previous {
-            Some(prev) if prev.device == play.device => {
-                mark(play) == Mark::Start || mark(prev) == Mark::End || seconds(play.t) - seconds(prev.t) > gap_seconds
-            }
-            _ => true,
-        };
-        if starts {
-            if let Some((device, start, end)) = open {
-                close(device, start, end);
-            }
-            open = Some((play.device, play.t, play.t));
-        } else if let Some(session) = open.as_mut() {
-            session.2 = play.t;
+        self.buckets[bucket] += 1;
+    }
+
+    /// Ends every session under way and gives the KPIs.
+    pub fn finish(mut self) -> Sessions {
+        for open in std::mem::take(&mut self.devices).into_iter().filter_map(|d| d.open) {
+            self.close(open);
         }
-        previous = Some(play);
-    }
-    if let Some((device, start, end)) = open {
-        close(device, start, end);
-    }
-    let days = days
-        .into_iter()
-        .filter_map(|(day, mut d)| {
-            let date = NaiveDate::from_num_days_from_ce_opt(i32::try_from(day).ok()? + UNIX_EPOCH_DAYS_FROM_CE)?;
-            d.lengths.sort_unstable_by(f64::total_cmp);
-            let middle = d.lengths.len() / 2;
-            let median_seconds = match d.lengths.len() {
-                0 => None,
-                n if n % 2 == 1 => Some(d.lengths[middle]),
-                _ => Some((d.lengths[middle - 1] + d.lengths[middle]) / 2.0),
-            };
-            Some(DaySessions {
-                date,
-                sessions: d.sessions,
-                devices: d.devices,
-                sessions_per_user: (d.devices > 0).then(|| d.sessions as f64 / d.devices as f64),
-                median_seconds,
+        let days = self
+            .days
+            .into_iter()
+            .filter_map(|(day, mut d)| {
+                let date = NaiveDate::from_num_days_from_ce_opt(i32::try_from(day).ok()? + UNIX_EPOCH_DAYS_FROM_CE)?;
+                d.lengths.sort_unstable_by(f64::total_cmp);
+                let middle = d.lengths.len() / 2;
+                let median_seconds = match d.lengths.len() {
+                    0 => None,
+                    n if n % 2 == 1 => Some(d.lengths[middle]),
+                    _ => Some((d.lengths[middle - 1] + d.lengths[middle]) / 2.0),
+                };
+                Some(DaySessions {
+                    date,
+                    sessions: d.sessions,
+                    devices: d.devices,
+                    sessions_per_user: (d.devices > 0).then(|| d.sessions as f64 / d.devices as f64),
+                    median_seconds,
+                })
             })
-        })
-        .collect();
-    Sessions {
-        gap_minutes: gap.num_minutes(),
-        days,
-        lengths: LENGTHS
-            .iter()
-            .zip(buckets)
-            .map(|((label, _), n)| ((*label).to_owned(), n))
-            .collect(),
+            .collect();
+        Sessions {
+            gap_minutes: self.gap.num_minutes(),
+            days,
+            lengths: LENGTHS
+                .iter()
+                .zip(self.buckets)
+                .map(|((label, _), n)| ((*label).to_owned(), n))
+                .collect(),
+        }
     }
 }
 
@@ -226,7 +283,9 @@ mod tests {
             })
             .collect();
         let marks: Vec<Mark> = events.iter().map(|e| Mark::of(e.2)).collect();
-        cut(plays, DEFAULT_GAP, &marks, |a, b| a.cmp(&b))
+        let mut cutter = Cutter::new(DEFAULT_GAP);
+        cutter.add(plays, &marks, |a, b| a.cmp(&b));
+        cutter.finish()
     }
 
     fn lengths(sessions: &Sessions) -> Vec<i64> {
@@ -256,6 +315,39 @@ mod tests {
         assert_eq!(day.median_seconds, Some(240.0));
         assert_eq!(lengths(&sessions), [2, 1, 1, 0, 1, 0]);
         assert_eq!(day.sessions_per_user, Some(2.5));
+    }
+
+    #[test]
+    fn chunks_of_time_cut_as_one_and_count_a_device_once_a_day() {
+        let events = [
+            (1, 0, "levelUp"),
+            (2, 5, "levelUp"),
+            (1, 20, "sessionEnd"),
+            (1, 25, "levelUp"),
+            (2, 40, "levelUp"),
+            (1, 70, "levelUp"),
+            (2, 24 * 60 - 5, "levelUp"),
+            (2, 24 * 60 + 5, "levelUp"),
+        ];
+        let whole = cut_minutes(&events);
+        // The same events in chunks of time: 0-30, 30-60, 60-1440, 1440 on.
+        let marks: Vec<Mark> = events.iter().map(|e| Mark::of(e.2)).collect();
+        let mut cutter = Cutter::new(DEFAULT_GAP);
+        for (from, to) in [(0, 30), (30, 60), (60, 24 * 60), (24 * 60, i64::MAX)] {
+            let plays = (0..events.len())
+                .filter(|&row| (from..to).contains(&events[row].1))
+                .map(|row| Play {
+                    device: events[row].0,
+                    t: events[row].1 * MINUTE,
+                    row: row as u32,
+                })
+                .collect();
+            cutter.add(plays, &marks, |a, b| a.cmp(&b));
+        }
+        assert_eq!(cutter.finish(), whole);
+        // Device 1: 0-20, 25, 70; device 2: 5, 40, and 23:55-00:05 (the first day's).
+        let day = &whole.days[0];
+        assert_eq!((whole.days.len(), day.sessions, day.devices), (1, 6, 2));
     }
 
     #[test]
