@@ -96,12 +96,17 @@ pub struct Judge {
     late: HashSet<RowKey, foldhash::fast::RandomState>,
     /// Rows judged.
     rows: u64,
+    /// The rows expected in all: the room the first namespace's ids get at once.
+    expected: usize,
 }
 
 impl Judge {
-    /// A judge with a watermark of `delay`.
-    pub fn new(delay: TimeDelta) -> Self {
+    /// A judge with a watermark of `delay`, of about `expected` rows in all: the ids of the first
+    /// namespace met get room for that many at once, as a table of one game has one namespace
+    /// (growing the set would hold it twice for a moment).
+    pub fn new(delay: TimeDelta, expected: usize) -> Self {
         Judge {
+            expected,
             delay: delay.num_microseconds().unwrap_or(i64::MAX),
             latest: None,
             seen: HashMap::default(),
@@ -127,7 +132,7 @@ impl Judge {
             let r = r as usize;
             self.rows += 1;
             let space = arrivals.id_namespace[r];
-            if space != NONE && !self.seen.entry(space).or_default().insert(arrivals.id[r]) {
+            if space != NONE && !self.ids(space).insert(arrivals.id[r]) {
                 *self.later.entry(arrivals.row_key(r)).or_default() += 1;
                 continue;
             }
@@ -145,6 +150,14 @@ impl Judge {
                 None => self.latest = Some(t),
             }
         }
+    }
+
+    /// The ids seen of namespace `space`.
+    fn ids(&mut self, space: u32) -> &mut HashSet<u128, foldhash::fast::RandomState> {
+        let room = if self.seen.is_empty() { self.expected } else { 0 };
+        self.seen
+            .entry(space)
+            .or_insert_with(|| HashSet::with_capacity_and_hasher(room, foldhash::fast::RandomState::default()))
     }
 
     /// The ids seen are no longer needed once every chunk is judged: gives their memory back.
@@ -527,7 +540,7 @@ mod tests {
         for batch in batches {
             arrivals.push(query, batch, columns)?;
         }
-        let mut judge = Judge::new(TimeDelta::minutes(180));
+        let mut judge = Judge::new(TimeDelta::minutes(180), 0);
         judge.judge_chunk(&arrivals);
         Ok(judge.verdicts(&arrivals))
     }
@@ -568,7 +581,7 @@ mod tests {
             ]),
         ];
         let mut arrivals = Arrivals::default();
-        let mut judge = Judge::new(TimeDelta::minutes(180));
+        let mut judge = Judge::new(TimeDelta::minutes(180), 0);
         for chunk in &chunks {
             arrivals.push("test", chunk, COLUMNS).unwrap();
             judge.judge_chunk(&arrivals);
@@ -688,7 +701,7 @@ mod tests {
         };
         let mut arrivals = Arrivals::default();
         arrivals.push("ids", &batch, columns).unwrap();
-        let mut judge = Judge::new(TimeDelta::minutes(180));
+        let mut judge = Judge::new(TimeDelta::minutes(180), 0);
         judge.judge_chunk(&arrivals);
         let verdicts = judge.verdicts(&arrivals);
         // The same UUID in two games is two events; an uppercase UUID is another text.

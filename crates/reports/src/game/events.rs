@@ -133,7 +133,11 @@ pub async fn load(
     let arrival_column = r#""approximateArrivalTime""#;
     let hours = hour_counts(session, arrival_column, table, "TRUE").await?;
     let mut arrivals = Arrivals::default();
-    let mut judge = Judge::new(TimeDelta::minutes(WATERMARK_MINUTES));
+    let rows: u64 = hours.iter().map(|&(_, n)| n).sum();
+    let mut judge = Judge::new(
+        TimeDelta::minutes(WATERMARK_MINUTES),
+        usize::try_from(rows).unwrap_or(0),
+    );
     for chunk in chunks(&hours, chunk_rows) {
         let sql = format!("{ARRIVAL_SQL} FROM {table} WHERE {}", chunk.filter(arrival_column));
         let mut rows = stream(session, ARRIVAL_QUERY, &sql).await?;
