@@ -522,6 +522,11 @@ mod tests {
             verdicts.first.len(),
             batches.iter().map(RecordBatch::num_rows).sum::<usize>()
         );
+        marks(&verdicts)
+    }
+
+    /// Per row: `F` a first copy on time, `L` a late first copy, `-` a later copy.
+    fn marks(verdicts: &Verdicts) -> String {
         verdicts
             .first
             .iter()
@@ -593,17 +598,7 @@ mod tests {
         for chunk in &all {
             arrivals.push("test", chunk, COLUMNS).unwrap();
         }
-        let verdicts = judge.verdicts(&arrivals);
-        let marks: String = verdicts
-            .first
-            .iter()
-            .zip(&verdicts.late)
-            .map(|(first, late)| match (first, late) {
-                (true, false) => 'F',
-                (true, true) => 'L',
-                (false, _) => '-',
-            })
-            .collect();
+        let marks = marks(&judge.verdicts(&arrivals));
         assert_eq!(marks, "-LL-FFF");
         assert_eq!(marks, judged(&chunks.iter().rev().cloned().collect::<Vec<_>>()));
     }

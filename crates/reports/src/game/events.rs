@@ -39,7 +39,7 @@ use futures::StreamExt;
 use tracing::debug;
 
 use super::sessions::{self, Cutter, Play, Sessions};
-use super::{COUNTED_PURCHASE, EVENTS, PURCHASE, WATERMARK_MINUTES};
+use super::{COUNTED_PURCHASE, DAY_MICROS, EVENTS, HOUR_MICROS, PURCHASE, WATERMARK_MINUTES};
 use crate::arrival::{ArrivalColumns, Arrivals, Judge};
 use crate::range::timestamp_literal;
 use crate::session::batch_column;
@@ -61,10 +61,6 @@ const ARRIVAL_QUERY: &str = "copies of events by arrival";
 
 /// The query that reads the copies of events, by event time, to count them.
 const COPIES: &str = "copies of events";
-
-/// Microseconds in a day and in an hour.
-const DAY_MICROS: i64 = 86_400_000_000;
-const HOUR_MICROS: i64 = 3_600_000_000;
 
 /// The columns of the copies that [`Arrivals`] reads.
 const ARRIVAL: ArrivalColumns<'static> = ArrivalColumns {
@@ -140,8 +136,8 @@ pub async fn load(
     );
     for chunk in chunks(&hours, chunk_rows) {
         let sql = format!("{ARRIVAL_SQL} FROM {table} WHERE {}", chunk.filter(arrival_column));
-        let mut rows = stream(session, ARRIVAL_QUERY, &sql).await?;
-        while let Some(batch) = rows.next().await {
+        let mut batches = stream(session, ARRIVAL_QUERY, &sql).await?;
+        while let Some(batch) = batches.next().await {
             arrivals.push(ARRIVAL_QUERY, &batch.map_err(query_error(ARRIVAL_QUERY))?, ARRIVAL)?;
         }
         judge.judge_chunk(&arrivals);
@@ -175,11 +171,11 @@ pub async fn load(
             copies_sql(),
             chunk.filter(time_column)
         );
-        let mut rows = stream(session, COPIES, &sql).await?;
-        while let Some(batch) = rows.next().await {
+        let mut batches = stream(session, COPIES, &sql).await?;
+        while let Some(batch) = batches.next().await {
             held.push(&batch.map_err(query_error(COPIES))?)?;
         }
-        drop(rows);
+        drop(batches);
         let verdicts = judge.verdicts(&held.arrivals);
         let mut plays = Vec::new();
         for (row, &first) in verdicts.first.iter().enumerate() {
@@ -259,8 +255,9 @@ async fn count_chunk(
             &format!("SELECT DISTINCT device, platform, day FROM {EVENTS} WHERE device IS NOT NULL"),
         )
         .await?;
+    let schema = active_schema();
     for batch in rows.into_batches() {
-        active.push(conform("devices of a chunk", &batch, &active_schema())?);
+        active.push(conform("devices of a chunk", &batch, &schema)?);
     }
     let rows = session
         .query(
@@ -270,8 +267,9 @@ async fn count_chunk(
             ),
         )
         .await?;
+    let schema = purchases_schema();
     for batch in rows.into_batches() {
-        purchases.push(conform("purchases of a chunk", &batch, &purchases_schema())?);
+        purchases.push(conform("purchases of a chunk", &batch, &schema)?);
     }
     Ok(())
 }
@@ -413,13 +411,8 @@ fn register(
 
 /// Drops the in-memory table `name`.
 pub fn deregister(session: &ReportSession, name: &str) -> Result<(), ReportError> {
-    session
-        .context()
-        .deregister_table(name)
-        .map_err(|source| ReportError::Query {
-            query: format!("drop {name}"),
-            source,
-        })?;
+    let query = format!("drop {name}");
+    session.context().deregister_table(name).map_err(query_error(&query))?;
     Ok(())
 }
 

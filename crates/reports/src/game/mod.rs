@@ -52,6 +52,10 @@ const PURCHASE: &str = "purchaseEvent";
 /// The name of the in-memory table of first copies with their lateness.
 const EVENTS: &str = "__game_kpi_events";
 
+/// Microseconds in an hour and in a day.
+const HOUR_MICROS: i64 = 3_600_000_000;
+const DAY_MICROS: i64 = 86_400_000_000;
+
 /// One window of events per hour.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HourCount {
@@ -252,7 +256,6 @@ fn complete_before(range: &TimeRange, now: DateTime<Utc>) -> NaiveDate {
 async fn kpis(session: &ReportSession, minutes: &Minutes) -> Result<(Kpis, BTreeMap<String, Kpis>), ReportError> {
     let mut all = Kpis::default();
     let mut by_platform: BTreeMap<String, Kpis> = BTreeMap::new();
-    const HOUR_MICROS: i64 = 3_600_000_000;
     for (platform, minutes) in minutes {
         // Minutes in order, so hours in order.
         let mut hours: BTreeMap<i64, Minute> = BTreeMap::new();

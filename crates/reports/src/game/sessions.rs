@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use chrono::{NaiveDate, TimeDelta};
 use serde::Serialize;
 
+use super::DAY_MICROS;
 use crate::session::UNIX_EPOCH_DAYS_FROM_CE;
 use crate::{TextTable, figures};
 
@@ -243,9 +244,6 @@ impl Cutter {
     }
 }
 
-/// Microseconds in a day.
-const DAY_MICROS: i64 = 86_400_000_000;
-
 impl Sessions {
     /// The days as a table for people.
     pub fn days_table(&self) -> TextTable {
@@ -273,18 +271,26 @@ mod tests {
 
     /// Cuts `events` (device, minute, name) with a 30-minute gap, ties in row order.
     fn cut_minutes(events: &[(u32, i64, &str)]) -> Sessions {
-        let plays = events
-            .iter()
-            .enumerate()
-            .map(|(row, &(device, minute, _))| Play {
-                device,
-                t: minute * MINUTE,
-                row: row as u32,
-            })
-            .collect();
+        cut_in_chunks(events, &[(i64::MIN, i64::MAX)])
+    }
+
+    /// [`cut_minutes`], given the events of each chunk of minutes `[from, to)` in turn.
+    fn cut_in_chunks(events: &[(u32, i64, &str)], chunks: &[(i64, i64)]) -> Sessions {
         let marks: Vec<Mark> = events.iter().map(|e| Mark::of(e.2)).collect();
         let mut cutter = Cutter::new(DEFAULT_GAP);
-        cutter.add(plays, &marks, |a, b| a.cmp(&b));
+        for &(from, to) in chunks {
+            let plays = events
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| (from..to).contains(&e.1))
+                .map(|(row, &(device, minute, _))| Play {
+                    device,
+                    t: minute * MINUTE,
+                    row: row as u32,
+                })
+                .collect();
+            cutter.add(plays, &marks, |a, b| a.cmp(&b));
+        }
         cutter.finish()
     }
 
@@ -331,20 +337,8 @@ mod tests {
         ];
         let whole = cut_minutes(&events);
         // The same events in chunks of time: 0-30, 30-60, 60-1440, 1440 on.
-        let marks: Vec<Mark> = events.iter().map(|e| Mark::of(e.2)).collect();
-        let mut cutter = Cutter::new(DEFAULT_GAP);
-        for (from, to) in [(0, 30), (30, 60), (60, 24 * 60), (24 * 60, i64::MAX)] {
-            let plays = (0..events.len())
-                .filter(|&row| (from..to).contains(&events[row].1))
-                .map(|row| Play {
-                    device: events[row].0,
-                    t: events[row].1 * MINUTE,
-                    row: row as u32,
-                })
-                .collect();
-            cutter.add(plays, &marks, |a, b| a.cmp(&b));
-        }
-        assert_eq!(cutter.finish(), whole);
+        let chunks = [(0, 30), (30, 60), (60, 24 * 60), (24 * 60, i64::MAX)];
+        assert_eq!(cut_in_chunks(&events, &chunks), whole);
         // Device 1: 0-20, 25, 70; device 2: 5, 40, and 23:55-00:05 (the first day's).
         let day = &whole.days[0];
         assert_eq!((whole.days.len(), day.sessions, day.devices), (1, 6, 2));
