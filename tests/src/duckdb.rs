@@ -35,3 +35,56 @@ pub fn duckdb(endpoint: &str, sql: &str) -> Result<Vec<Vec<serde_json::Value>>> 
     }
     serde_json::from_slice(&out.stdout).context("duckdb-query printed no JSON")
 }
+
+/// A day of the template's saved query `GameSessionsPerDayQuery`, as DuckDB answers it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionDay {
+    /// The UTC day the sessions started, `YYYY-MM-DD`.
+    pub day: String,
+    /// Sessions that started that day.
+    pub sessions: i64,
+    /// The devices that played them.
+    pub devices: i64,
+    /// Their median length, in seconds.
+    pub median_seconds: Option<f64>,
+    /// The sessions of each length, in the buckets of the game report's session lengths (under 1
+    /// minute, 1-5, 5-15, 15-30, 30-60, 60 minutes or more).
+    pub lengths: [i64; 6],
+}
+
+/// Runs the saved query `GameSessionsPerDayQuery` with DuckDB over `scan`, a table expression
+/// such as `delta_scan('s3://bucket/game_events')` (read through `endpoint`).
+pub fn duckdb_sessions_per_day(endpoint: &str, scan: &str) -> Result<Vec<SessionDay>> {
+    let query = crate::in_duckdb(&crate::athena_query(
+        "GameSessionsPerDayQuery",
+        "\"${GlueDatabase}\".\"game_events\"",
+        scan,
+    )?);
+    let rows = duckdb(
+        endpoint,
+        &format!(
+            "SELECT CAST(day AS VARCHAR), sessions, devices, median_seconds, under_1_min, from_1_to_5_min, \
+             from_5_to_15_min, from_15_to_30_min, from_30_to_60_min, from_60_min FROM ({query})"
+        ),
+    )?;
+    rows.iter()
+        .map(|r| {
+            let count = |i: usize| {
+                r.get(i)
+                    .and_then(serde_json::Value::as_i64)
+                    .with_context(|| format!("column {i} of {r:?}"))
+            };
+            Ok(SessionDay {
+                day: r
+                    .first()
+                    .and_then(serde_json::Value::as_str)
+                    .context("no day")?
+                    .to_owned(),
+                sessions: count(1)?,
+                devices: count(2)?,
+                median_seconds: r.get(3).and_then(serde_json::Value::as_f64),
+                lengths: [count(4)?, count(5)?, count(6)?, count(7)?, count(8)?, count(9)?],
+            })
+        })
+        .collect()
+}

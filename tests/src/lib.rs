@@ -37,7 +37,7 @@ mod duckdb;
 pub mod faults;
 mod kinesis;
 pub mod runtime_api;
-pub use duckdb::duckdb;
+pub use duckdb::{SessionDay, duckdb, duckdb_sessions_per_day};
 pub use kinesis::{StreamRecord, read_stream};
 
 use std::collections::HashMap;

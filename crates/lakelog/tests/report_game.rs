@@ -127,6 +127,7 @@ async fn a_planned_season_is_reported_as_planned() {
         .sum();
     assert!(returned30 > 0, "nobody plays again a month later");
     assert_eq!(season::assert_duckdb_cohorts_are_the_report(&report, &table)[2], day30);
+    season::assert_duckdb_sessions_are_the_report(&report, &table);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

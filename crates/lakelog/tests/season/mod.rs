@@ -110,13 +110,7 @@ pub fn assert_report_is_the_season(report: &Value, truth: &SeasonTruth) -> usize
             .unwrap();
         buckets[k] += 1;
     }
-    let lengths: Vec<u64> = report["sessions"]["lengths"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l[1].as_u64().unwrap())
-        .collect();
-    assert_eq!(lengths, buckets, "session lengths by bucket");
+    assert_eq!(reported_lengths(report), buckets, "session lengths by bucket");
     day30_known
 }
 
@@ -165,4 +159,38 @@ pub fn assert_duckdb_cohorts_are_the_report(report: &Value, table: &Path) -> [us
         }
     }
     compared
+}
+
+/// Asserts that the saved sessions query, run by DuckDB over `table`, gives the report's
+/// sessions per day (count, devices, median length) and its sessions of each length exactly.
+pub fn assert_duckdb_sessions_are_the_report(report: &Value, table: &Path) {
+    let days =
+        lakelog_tests::duckdb_sessions_per_day("http://127.0.0.1:9", &format!("delta_scan('{}')", table.display()))
+            .unwrap();
+    let reported = report["sessions"]["days"].as_array().unwrap();
+    assert_eq!(days.len(), reported.len());
+    for (got, want) in days.iter().zip(reported) {
+        assert_eq!(got.day, want["date"].as_str().unwrap(), "{got:?}");
+        assert_eq!(Some(got.sessions), want["sessions"].as_i64(), "{got:?}");
+        assert_eq!(Some(got.devices), want["devices"].as_i64(), "{got:?}");
+        let (median, reported) = (got.median_seconds, want["median_seconds"].as_f64());
+        assert!(
+            median.zip(reported).is_some_and(|(a, b)| (a - b).abs() < 1e-6) || median == reported,
+            "{got:?} against {want}"
+        );
+    }
+    let by_length: Vec<u64> = (0..LENGTHS.len())
+        .map(|k| days.iter().map(|d| d.lengths[k] as u64).sum())
+        .collect();
+    assert_eq!(reported_lengths(report), by_length, "sessions by length");
+}
+
+/// The report's sessions of each length, in the buckets of [`LENGTHS`].
+fn reported_lengths(report: &Value) -> Vec<u64> {
+    report["sessions"]["lengths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l[1].as_u64().unwrap())
+        .collect()
 }
