@@ -9,7 +9,10 @@
 //!   `report access`) that crates/lakelog's clap definitions do not declare, or leaves one out;
 //! - docs/deploy.md's table of the functions' variables does not list exactly the variables that
 //!   template.yaml sets for the functions (`Environment: Variables:`), each with the functions
-//!   that get it.
+//!   that get it;
+//! - build/lambda/Makefile does not build exactly the template's functions, or what it builds
+//!   together links DataFusion (only the reports use it), or the API function links Delta Lake,
+//!   Arrow or Parquet (its zip, documented under 5 MB, stays small without them).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -237,6 +240,81 @@ fn function_crates() -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The crates build/lambda/Makefile builds, in its one `cargo lambda build`.
+fn built_crates() -> BTreeSet<String> {
+    let makefile = read("build/lambda/Makefile");
+    Regex::new(r"(?m)^FUNCTIONS := (.*)$")
+        .unwrap()
+        .captures(&makefile)
+        .expect("build/lambda/Makefile: no FUNCTIONS line")[1]
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The packages (`name vX.Y.Z`) that `cargo tree` finds in the normal dependencies of `crates`
+/// built together, with the features that build unifies.
+fn linked_packages(crates: &BTreeSet<String>) -> BTreeSet<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut command = std::process::Command::new(cargo);
+    command.current_dir(ROOT).args([
+        "tree", "--locked", "--edges", "normal", "--prefix", "none", "--format", "{p}",
+    ]);
+    for name in crates {
+        command.args(["--package", name]);
+    }
+    let out = command.output().expect("cannot run cargo tree");
+    assert!(
+        out.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            Some(format!("{} {}", words.next()?, words.next()?))
+        })
+        .collect()
+}
+
+#[test]
+fn the_functions_link_no_datafusion_and_the_api_no_delta_lake() {
+    let named = |packages: &BTreeSet<String>, prefixes: &[&str]| -> Vec<String> {
+        packages
+            .iter()
+            .filter(|p| prefixes.iter().any(|prefix| p.starts_with(prefix)))
+            .cloned()
+            .collect()
+    };
+    let built = built_crates();
+    let together = linked_packages(&built);
+    assert_eq!(
+        named(&together, &["deltalake-core "]).len(),
+        1,
+        "cargo tree found no single deltalake-core in the writers: the check would read nothing"
+    );
+    let mut problems = Vec::new();
+    let datafusion = named(&together, &["datafusion"]);
+    if !datafusion.is_empty() {
+        problems.push(format!(
+            "the functions build/lambda/Makefile builds together link {datafusion:?}: only the reports need DataFusion"
+        ));
+    }
+    let api = linked_packages(&BTreeSet::from(["game-api-lambda".to_owned()]));
+    assert!(
+        !named(&api, &["lambda_runtime "]).is_empty(),
+        "cargo tree found no lambda_runtime in game-api-lambda: the check would read nothing"
+    );
+    let lake = named(&api, &["deltalake", "arrow", "parquet", "datafusion"]);
+    if !lake.is_empty() {
+        problems.push(format!(
+            "game-api-lambda links {lake:?}: the API only validates and stamps events (its zip stays under 5 MB)"
+        ));
+    }
+    check(problems);
+}
+
 fn function_variables() -> BTreeMap<String, BTreeSet<String>> {
     let template = template();
     let variables = |f: &Value| {
@@ -318,14 +396,7 @@ fn the_makefile_builds_every_function_of_the_template_and_nothing_else() {
         .map(|(name, _)| name.as_str().unwrap().to_owned())
         .collect();
     let crates = function_crates();
-    let makefile = read("build/lambda/Makefile");
-    let built: BTreeSet<String> = Regex::new(r"(?m)^FUNCTIONS := (.*)$")
-        .unwrap()
-        .captures(&makefile)
-        .expect("build/lambda/Makefile: no FUNCTIONS line")[1]
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect();
+    let built = built_crates();
     let mut problems = Vec::new();
     if crates.keys().cloned().collect::<BTreeSet<_>>() != functions {
         problems.push(format!(
