@@ -96,14 +96,14 @@ pub struct Judge {
     late: HashSet<RowKey, foldhash::fast::RandomState>,
     /// Rows judged.
     rows: u64,
-    /// The rows expected in all: the room the first namespace's ids get at once.
+    /// The rows expected in all: the room the namespaces of the first chunk share at once.
     expected: usize,
 }
 
 impl Judge {
-    /// A judge with a watermark of `delay`, of about `expected` rows in all: the ids of the first
-    /// namespace met get room for that many at once, as a table of one game has one namespace
-    /// (growing the set would hold it twice for a moment).
+    /// A judge with a watermark of `delay`, of about `expected` rows in all. The namespaces of the
+    /// first chunk with ids get room for their share of them at once, by their share of that
+    /// chunk's rows (growing a set holds it twice for a moment); a namespace met later grows.
     pub fn new(delay: TimeDelta, expected: usize) -> Self {
         Judge {
             expected,
@@ -128,6 +128,9 @@ impl Judge {
 
     /// Judges the rows of `arrivals`: the next chunk of arrival time.
     pub fn judge_chunk(&mut self, arrivals: &Arrivals) {
+        if self.seen.is_empty() {
+            self.make_room(arrivals);
+        }
         for r in arrivals.arrival_order() {
             let r = r as usize;
             self.rows += 1;
@@ -152,12 +155,27 @@ impl Judge {
         }
     }
 
+    /// Gives each namespace of `arrivals`, the first chunk with ids, room for its share of the
+    /// expected rows: its share of the chunk's rows with ids.
+    fn make_room(&mut self, arrivals: &Arrivals) {
+        let mut rows: HashMap<u32, usize, foldhash::fast::RandomState> = HashMap::default();
+        for &space in arrivals.id_namespace.iter().filter(|&&space| space != NONE) {
+            *rows.entry(space).or_default() += 1;
+        }
+        let with_ids: usize = rows.values().sum();
+        for (space, n) in rows {
+            // At most `expected` in all; the product fits in a u128.
+            let room = (self.expected as u128 * n as u128 / with_ids as u128) as usize;
+            self.seen.insert(
+                space,
+                HashSet::with_capacity_and_hasher(room, foldhash::fast::RandomState::default()),
+            );
+        }
+    }
+
     /// The ids seen of namespace `space`.
     fn ids(&mut self, space: u32) -> &mut HashSet<u128, foldhash::fast::RandomState> {
-        let room = if self.seen.is_empty() { self.expected } else { 0 };
-        self.seen
-            .entry(space)
-            .or_insert_with(|| HashSet::with_capacity_and_hasher(room, foldhash::fast::RandomState::default()))
+        self.seen.entry(space).or_default()
     }
 
     /// The ids seen are no longer needed once every chunk is judged: gives their memory back.
@@ -701,6 +719,17 @@ mod tests {
         let verdicts = judge.verdicts(&arrivals);
         // The same UUID in two games is two events; an uppercase UUID is another text.
         assert_eq!(verdicts.first, [true, true, false, true, true, true, false]);
+        // Expecting a thousand times these rows, each namespace gets room for its share at once
+        // (g1's UUIDs 3 of 7 rows, g2's 1, g1's texts 3), not the first one room for all.
+        let mut roomy = Judge::new(TimeDelta::minutes(180), 7000);
+        roomy.judge_chunk(&arrivals);
+        assert_eq!(roomy.verdicts(&arrivals).first, verdicts.first);
+        let mut rooms: Vec<usize> = roomy.seen.values().map(HashSet::capacity).collect();
+        rooms.sort_unstable();
+        assert!(
+            rooms.len() == 3 && rooms[0] >= 1000 && rooms[1] >= 3000 && rooms.iter().sum::<usize>() < 2 * 7000,
+            "{rooms:?}"
+        );
         // Ties are ordered as the texts `game/id` are.
         let texts: Vec<String> = rows.iter().map(|r| format!("{}/{}", r.0, r.1)).collect();
         for i in 0..rows.len() {
