@@ -105,7 +105,7 @@ const BAR_COLOR: RGBColor = LINE_COLORS[0];
 const LABEL_CHARS: usize = 48;
 
 /// How many times the next bar the longest may be before it is drawn broken.
-const BREAK_RATIO: f64 = 10.0;
+pub const BREAK_RATIO: f64 = 10.0;
 
 /// A horizontal bar chart, one bar per `(label, value)`, first bar on top, each bar with its value
 /// written at its end in the axis's unit ([`Unit::label_on_axis`]). A longest bar more than

@@ -82,8 +82,8 @@ impl HtmlPage {
         self
     }
 
-    /// A table; numeric columns are right-aligned. A table of more than [`OPEN_ROWS`] rows is
-    /// folded: a summary line with its size opens it.
+    /// A table; numeric columns are right-aligned. A long table is folded: a summary line with its
+    /// size opens it.
     pub fn table(&mut self, table: &TextTable) -> &mut Self {
         let folded = table.rows().len() > OPEN_ROWS;
         if folded {

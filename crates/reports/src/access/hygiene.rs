@@ -37,7 +37,8 @@ pub const HOT_SPOTS: usize = 10;
 /// Empty hours listed per bucket.
 pub const GAPS: usize = 10;
 
-/// The hygiene checks: name, what it finds, and its SQL condition on [`ALL`].
+/// The hygiene checks: name, what it finds, and its SQL condition on the view of every logged
+/// request that [`register`] makes.
 pub const CHECKS: [(&str, &str, &str); 5] = [
     (
         "sigv2",
@@ -148,7 +149,7 @@ pub struct Completeness {
     pub sample_duplicates: Vec<String>,
 }
 
-/// Registers [`ALL`]: every logged request of the range of `table`.
+/// Registers the view `__lakelog_access_all`: every logged request of the range of `table`.
 pub async fn register(session: &ReportSession, table: &str, window: &str) -> Result<(), ReportError> {
     session
         .execute(
@@ -164,7 +165,7 @@ pub async fn register(session: &ReportSession, table: &str, window: &str) -> Res
         .await
 }
 
-/// The hygiene section, from [`ALL`] (see [`register`]).
+/// The hygiene section, from the view of every logged request (see [`register`]).
 pub async fn hygiene(session: &ReportSession) -> Result<Hygiene, ReportError> {
     let found = CHECKS
         .iter()
@@ -282,7 +283,8 @@ pub async fn hygiene(session: &ReportSession) -> Result<Hygiene, ReportError> {
     Ok(Hygiene { checks, forbidden })
 }
 
-/// The completeness section, per bucket, from [`ALL`] (see [`register`]).
+/// The completeness section, per bucket, from the view of every logged request (see
+/// [`register`]).
 pub async fn completeness(session: &ReportSession) -> Result<Vec<Completeness>, ReportError> {
     let delays = session
         .query(

@@ -115,7 +115,8 @@ fn ratio(numerator: f64, denominator: i64) -> Option<f64> {
     (denominator > 0).then(|| numerator / denominator as f64)
 }
 
-/// The revenue KPIs of the devices active and the purchases counted ([`ACTIVE`], [`PURCHASES`]).
+/// The revenue KPIs of the devices active and the purchases counted (`__game_kpi_active`,
+/// `__game_kpi_purchases`).
 pub async fn revenue(session: &ReportSession) -> Result<Revenue, ReportError> {
     // The days with an active device; paying devices and revenue of purchases with a device.
     let rows = session
