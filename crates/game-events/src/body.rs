@@ -91,7 +91,8 @@ impl BodyEvent<'_> {
 /// all of them: either every event is valid and they are returned in order, or the error lists
 /// every problem of every invalid event (see [`GameEvent::from_value`] for the rules). Valid events
 /// are borrowed from `body` where the one-pass parser reads them, so that their text is not copied
-/// (see [`BorrowedEvent`]); the same events and errors as [`parse_events_reference`].
+/// (see [`BorrowedEvent`]); the same events and errors as the validating path,
+/// `parse_events_reference` (feature `reference`).
 pub fn parse_body(body: &[u8]) -> Result<Vec<BodyEvent<'_>>, BodyError> {
     match crate::fast::parse(body) {
         Some(events) => Ok(events.into_iter().map(BodyEvent::Borrowed).collect()),

@@ -143,7 +143,7 @@ impl SourceWriter {
         self.rows
     }
 
-    /// Closes the data files; they become visible once [`commit_sources`] commits them.
+    /// Closes the data files; they become visible once [`Table::commit_sources`](crate::Table::commit_sources) commits them.
     pub async fn finish(mut self) -> Result<SourceFiles, LakeError> {
         let adds = self.writer.flush().await.map_err(|e| LakeError::delta(&self.uri, e))?;
         Ok(SourceFiles {

@@ -22,7 +22,7 @@ use crate::txns::Txns;
 /// An open table at its location: the version loaded, brought up to date by [`Table::refresh`],
 /// and the writes of lakelog's pipelines (a writer per source, commits of sources or plain
 /// appends). Cloning is cheap next to opening: the clone shares the loaded log and the `txn`
-/// versions known ([`Txns`]).
+/// versions known.
 #[derive(Debug, Clone)]
 pub struct Table {
     uri: String,
@@ -31,8 +31,7 @@ pub struct Table {
 }
 
 impl Table {
-    /// Opens the table at `uri`, creating it from `spec` when it is missing (see
-    /// [`open_or_create`]).
+    /// Opens the table at `uri`, creating it from `spec` when it is missing.
     pub async fn open_or_create(uri: &str, spec: &TableSpec, storage: &StorageConfig) -> Result<Self, LakeError> {
         Ok(Self {
             uri: uri.to_owned(),
@@ -41,7 +40,7 @@ impl Table {
         })
     }
 
-    /// Opens the table at `uri`, which must exist (see [`open_table`]).
+    /// Opens the table at `uri`, which must exist.
     pub async fn open(uri: &str, storage: &StorageConfig) -> Result<Self, LakeError> {
         Ok(Self {
             uri: uri.to_owned(),
@@ -63,7 +62,7 @@ impl Table {
             .map_err(|e| LakeError::delta(&self.uri, e))
     }
 
-    /// Whether `source` is recorded by a `txn` of the version loaded (see [`is_committed`]); an
+    /// Whether `source` is recorded by a `txn` of the version loaded; an
     /// id asked about before is answered without reading the log again.
     pub async fn is_committed(&self, source: &str) -> Result<bool, LakeError> {
         is_committed(&self.uri, &self.delta, &self.txns, source).await
@@ -74,7 +73,7 @@ impl Table {
         SourceWriter::new(&self.uri, &self.delta, source)
     }
 
-    /// Commits `sources` with a `txn` each (see [`commit_sources`]).
+    /// Commits `sources` with a `txn` each.
     pub async fn commit_sources(
         &mut self,
         sources: Vec<SourceFiles>,
@@ -83,7 +82,7 @@ impl Table {
         commit_sources(&self.uri, &mut self.delta, &self.txns, sources, retry).await
     }
 
-    /// Commits `sources` as plain appends (see [`commit_appends`]).
+    /// Commits `sources` as plain appends.
     pub async fn commit_appends(
         &mut self,
         sources: Vec<SourceFiles>,
@@ -98,8 +97,7 @@ impl Table {
         progress::position(&self.uri, &self.delta, &self.txns, stream).await
     }
 
-    /// Commits `sources` as plain appends with the streams' new positions; see
-    /// [`commit_appends_at`].
+    /// Commits `sources` as plain appends with the streams' new positions.
     pub async fn commit_appends_at(
         &mut self,
         sources: Vec<SourceFiles>,

@@ -3,7 +3,7 @@
 //! `lakelog optimize|vacuum|checkpoint` commands, which run the same code.
 //!
 //! Tables fed by many small appends accumulate small files; readers then spend their time opening
-//! files instead of reading rows. [`compact`] rewrites the small files of *closed* partitions into
+//! files instead of reading rows. [`Table::compact`](crate::Table::compact) rewrites the small files of *closed* partitions into
 //! files near a target size:
 //!
 //! * A partition is closed when its partition date (the table's `date` partition column, read
@@ -45,9 +45,9 @@
 //! * Work stops starting new bins when a deadline passes (the Lambda's remaining time less a
 //!   reserve); every committed bin is complete, and the next run finds the rest still to do.
 //!
-//! [`checkpoint`] writes a checkpoint of the current version (when the last one is older) and
+//! [`Table::checkpoint`](crate::Table::checkpoint) writes a checkpoint of the current version (when the last one is older) and
 //! deletes log files older than `delta.logRetentionDuration` that the checkpoint makes
-//! unnecessary. [`vacuum`] deletes data files that were removed longer ago than the retention
+//! unnecessary. [`Table::vacuum`](crate::Table::vacuum) deletes data files that were removed longer ago than the retention
 //! (at least 7 days unless forced) and files that no commit references, so time travel within the
 //! retention keeps working.
 
@@ -167,7 +167,7 @@ impl MaintenanceError {
     }
 }
 
-/// What [`checkpoint`] did.
+/// What [`Table::checkpoint`](crate::Table::checkpoint) did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CheckpointReport {
     /// The table version checkpointed (or already checkpointed).
@@ -290,7 +290,7 @@ pub(crate) async fn checkpoint_due(table: &DeltaTable, version: u64) -> bool {
     }
 }
 
-/// How [`vacuum`] runs.
+/// How [`Table::vacuum`](crate::Table::vacuum) runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VacuumOptions {
     /// Data files removed from the table longer ago than this are deleted. Default 7 days.
@@ -316,7 +316,7 @@ impl Default for VacuumOptions {
     }
 }
 
-/// What [`vacuum`] did.
+/// What [`Table::vacuum`](crate::Table::vacuum) did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VacuumReport {
     /// Whether this was a dry run (nothing deleted).

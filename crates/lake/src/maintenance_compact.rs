@@ -36,8 +36,8 @@ pub const DEDUP_TAG: &str = "lakelog.deduplicatedBy";
 
 /// Tag of the files compaction writes: when the oldest row they hold was first written
 /// (milliseconds since the epoch), the earliest `modificationTime` (or tag) of the files they
-/// replace. A rewrite gets a new modification time; this keeps what lookups by age need
-/// ([`written_at`]), such as the backfill's search for sources older than the `txn` retention.
+/// replace. A rewrite gets a new modification time; this keeps what lookups by age need,
+/// such as the backfill's search for sources older than the `txn` retention.
 pub const WRITTEN_SINCE_TAG: &str = "lakelog.writtenSince";
 
 /// The `lakelog.operation` of a commit that packed small files (see [`Settle`]; a compaction of
@@ -75,7 +75,7 @@ pub const DEFAULT_DEDUP_MEMORY: u64 = 512 << 20;
 /// Rows per batch read from the files being compacted.
 const BATCH_ROWS: usize = 8192;
 
-/// How [`compact`] runs.
+/// How [`Table::compact`](crate::Table::compact) runs.
 #[derive(Debug, Clone)]
 pub struct CompactOptions {
     /// Files are packed into new files of about this many bytes; files of at least this size are
@@ -304,7 +304,7 @@ pub struct BinOutcome {
     pub duplicates: u64,
 }
 
-/// What [`compact`] did.
+/// What [`Table::compact`](crate::Table::compact) did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CompactionReport {
     /// Active data files before.

@@ -1,7 +1,7 @@
 //! Sources written so long ago that their `txn` may have expired, read back from the rows.
 //!
 //! A source's `txn` is kept for the table's `delta.setTransactionRetentionDuration` (30 days by
-//! default) after its commit; after that, [`is_committed`](crate::is_committed) no longer knows
+//! default) after its commit; after that, [`Table::is_committed`](crate::Table::is_committed) no longer knows
 //! it. Raw logs live longer than that (the template keeps them 90 days), so a backfill of old
 //! objects must look elsewhere: every row names its source in a column (`log_object` for access
 //! logs), and the files added before the retention began hold every source whose `txn` may be
