@@ -57,7 +57,7 @@ pub struct SessionDay {
 pub fn duckdb_sessions_per_day(endpoint: &str, scan: &str) -> Result<Vec<SessionDay>> {
     let query = crate::in_duckdb(&crate::athena_query(
         "GameSessionsPerDayQuery",
-        "\"${GlueDatabase}\".\"game_events\"",
+        crate::TEMPLATE_GAME_EVENTS,
         scan,
     )?);
     let rows = duckdb(

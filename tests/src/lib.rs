@@ -174,6 +174,10 @@ impl StandIn {
     }
 }
 
+/// How template.yaml's saved game queries name the `game_events` table: the `from` of
+/// [`athena_query`] for them.
+pub const TEMPLATE_GAME_EVENTS: &str = "\"${GlueDatabase}\".\"game_events\"";
+
 /// The SQL of template.yaml's saved Athena query `id` (a `!Sub` string) with its table, `from`
 /// as the template writes it, replaced by `with` (DuckDB's `delta_scan('URI')`, or rows of a
 /// subquery): the only change.

@@ -17,11 +17,11 @@ use game_sink::{Config, Sink};
 use lake::StorageConfig;
 use lakelog_reports::game::{GameReport, game_report};
 use lakelog_reports::{ReportSession, TimeRange};
-use lakelog_tests::{StandIn, StreamRecord, athena_query, duckdb, duckdb_sessions_per_day, read_stream, unique_name};
+use lakelog_tests::{
+    StandIn, StreamRecord, TEMPLATE_GAME_EVENTS, athena_query, duckdb, duckdb_sessions_per_day, read_stream,
+    unique_name,
+};
 use serde_json::{Value, json};
-
-/// The table the template's game queries read.
-const GAME_EVENTS: &str = "\"${GlueDatabase}\".\"game_events\"";
 
 /// A request of `events` that API Gateway received at `time`.
 fn request(events: &[GameEvent], time: DateTime<Utc>) -> ApiGatewayProxyRequest {
@@ -214,7 +214,7 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
         standin.endpoint(),
         &format!(
             "SELECT strftime(hour, '%Y-%m-%dT%H:%M:%SZ'), events, bookings FROM ({})",
-            athena_query("GameEventsPerHourQuery", GAME_EVENTS, &scan)?
+            athena_query("GameEventsPerHourQuery", TEMPLATE_GAME_EVENTS, &scan)?
         ),
     )?;
     let reported_bookings: BTreeMap<DateTime<Utc>, f64> = report
@@ -249,7 +249,7 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
         standin.endpoint(),
         &format!(
             "SELECT platform, strftime(hour, '%Y-%m-%dT%H:%M:%SZ'), events, bookings FROM ({})",
-            athena_query("GameEventsPerHourByPlatformQuery", GAME_EVENTS, &scan)?
+            athena_query("GameEventsPerHourByPlatformQuery", TEMPLATE_GAME_EVENTS, &scan)?
         ),
     )?;
     let reported_hours: usize = report.by_platform.values().map(|k| k.events_per_hour.len()).sum();
@@ -281,7 +281,7 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
     }
     let late = duckdb(
         standin.endpoint(),
-        &athena_query("GameLateEventsQuery", GAME_EVENTS, &scan)?,
+        &athena_query("GameLateEventsQuery", TEMPLATE_GAME_EVENTS, &scan)?,
     )?;
     ensure!(late[0][0].as_i64() == Some(report.all.late_events), "late: {late:?}");
     // Daily active users in all (no platform) and by platform.
@@ -289,7 +289,7 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
         standin.endpoint(),
         &format!(
             "SELECT CAST(day AS VARCHAR), platform, users FROM ({})",
-            athena_query("GameDailyActiveUsersQuery", GAME_EVENTS, &scan)?
+            athena_query("GameDailyActiveUsersQuery", TEMPLATE_GAME_EVENTS, &scan)?
         ),
     )?;
     let mut dau: HashMap<String, i64> = HashMap::new();
@@ -322,7 +322,7 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
         &format!(
             "SELECT strftime(date_trunc('hour', minute), '%Y-%m-%dT%H:%M:%SZ'), count(*), sum(events), sum(bookings)
              FROM ({}) GROUP BY 1 ORDER BY 1",
-            athena_query("GameEventsPerMinuteQuery", GAME_EVENTS, &scan)?
+            athena_query("GameEventsPerMinuteQuery", TEMPLATE_GAME_EVENTS, &scan)?
         ),
     )?;
     ensure!(minutes.len() == got_events.len(), "{minutes:?} vs {got_events:?}");
@@ -334,7 +334,7 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
     // Revenue by platform and by app version.
     let spend = duckdb(
         standin.endpoint(),
-        &athena_query("GameRevenueByPlatformQuery", GAME_EVENTS, &scan)?,
+        &athena_query("GameRevenueByPlatformQuery", TEMPLATE_GAME_EVENTS, &scan)?,
     )?;
     let (mut platforms, mut versions) = (Vec::new(), Vec::new());
     for row in &spend {
@@ -368,7 +368,7 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
     // json_extract_scalar (DuckDB's json_extract_string), and by the report.
     let by_item = duckdb(
         standin.endpoint(),
-        &athena_query("GameRevenueByItemQuery", GAME_EVENTS, &scan)?
+        &athena_query("GameRevenueByItemQuery", TEMPLATE_GAME_EVENTS, &scan)?
             .replace("json_extract_scalar(", "json_extract_string("),
     )?;
     ensure!(!by_item.is_empty(), "no purchases by item");
@@ -395,7 +395,7 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
         standin.endpoint(),
         &format!(
             "SELECT CAST(day AS VARCHAR), active_users, paying_users, revenue, arpdau, arppu FROM ({})",
-            athena_query("GameRevenuePerDayQuery", GAME_EVENTS, &scan)?
+            athena_query("GameRevenuePerDayQuery", TEMPLATE_GAME_EVENTS, &scan)?
         ),
     )?;
     ensure!(
@@ -431,7 +431,7 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
         standin.endpoint(),
         &format!(
             "SELECT CAST(cohort AS VARCHAR), platform, devices, day_1, day_7, day_30 FROM ({})",
-            athena_query("GameRetentionQuery", GAME_EVENTS, &scan)?
+            athena_query("GameRetentionQuery", TEMPLATE_GAME_EVENTS, &scan)?
         ),
     )?;
     // First-seen day, platform (None: all), devices, and their day-1, day-7 and day-30 returns.

@@ -123,7 +123,7 @@ pub type CohortKey = (NaiveDate, Option<String>);
 pub fn duckdb_cohorts(table: &Path) -> BTreeMap<CohortKey, (i64, [Option<i64>; 3])> {
     let query = lakelog_tests::athena_query(
         "GameRetentionQuery",
-        "\"${GlueDatabase}\".\"game_events\"",
+        lakelog_tests::TEMPLATE_GAME_EVENTS,
         &format!("delta_scan('{}')", table.display()),
     )
     .unwrap();
