@@ -88,3 +88,51 @@ pub fn duckdb_sessions_per_day(endpoint: &str, scan: &str) -> Result<Vec<Session
         })
         .collect()
 }
+
+/// Checks that the saved query `GameSessionsPerDayQuery`, run by DuckDB over `scan` (see
+/// [`duckdb_sessions_per_day`]), gives the sessions of `report`, a game report's JSON: each day's
+/// sessions, devices and median length (within a microsecond), and the sessions of each length
+/// over all days. Returns DuckDB's days.
+pub fn duckdb_sessions_are_the_report(
+    endpoint: &str,
+    scan: &str,
+    report: &serde_json::Value,
+) -> Result<Vec<SessionDay>> {
+    let days = duckdb_sessions_per_day(endpoint, scan)?;
+    let reported = report["sessions"]["days"]
+        .as_array()
+        .context("the report has no session days")?;
+    if days.len() != reported.len() {
+        bail!(
+            "{} days of sessions in DuckDB, {} in the report",
+            days.len(),
+            reported.len()
+        );
+    }
+    for (got, want) in days.iter().zip(reported) {
+        let (median, reported_median) = (got.median_seconds, want["median_seconds"].as_f64());
+        let same = want["date"].as_str() == Some(got.day.as_str())
+            && want["sessions"].as_i64() == Some(got.sessions)
+            && want["devices"].as_i64() == Some(got.devices)
+            && match (median, reported_median) {
+                (Some(a), Some(b)) => (a - b).abs() < 1e-6,
+                (a, b) => a == b,
+            };
+        if !same {
+            bail!("sessions: DuckDB {got:?}, the report {want}");
+        }
+    }
+    let lengths: Vec<i64> = report["sessions"]["lengths"]
+        .as_array()
+        .context("the report has no session lengths")?
+        .iter()
+        .map(|l| l[1].as_i64().unwrap_or(-1))
+        .collect();
+    let by_length: Vec<i64> = (0..lengths.len())
+        .map(|k| days.iter().map(|d| d.lengths.get(k).copied().unwrap_or(-1)).sum())
+        .collect();
+    if lengths != by_length {
+        bail!("sessions by length: the report {lengths:?}, DuckDB {by_length:?}");
+    }
+    Ok(days)
+}
