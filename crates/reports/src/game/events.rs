@@ -374,10 +374,10 @@ async fn stream(session: &ReportSession, query: &str, sql: &str) -> Result<Senda
         .context()
         .sql(sql)
         .await
-        .map_err(error)?
+        .map_err(&error)?
         .execute_stream()
         .await
-        .map_err(query_error(query))
+        .map_err(error)
 }
 
 fn query_error(query: &str) -> impl Fn(DataFusionError) -> ReportError + '_ {
@@ -552,9 +552,7 @@ impl Held {
         });
         Ok(())
     }
-}
 
-impl Held {
     /// The first copies of the rows held, given which rows are first copies and which of them
     /// came late, as batches of [`EVENTS`]. The columns held are let go.
     fn first_copies(&mut self, first: &[bool], late: &[bool]) -> Result<Vec<RecordBatch>, ReportError> {

@@ -39,9 +39,9 @@ impl Cohort {
     }
 }
 
-/// The cohorts of the devices active (`__game_kpi_active`): all platforms first, then by platform, each by
-/// day. Days before `complete_before` have ended: a cohort's day N counts
-/// only if it is one of them and has events.
+/// The cohorts of the devices active (`__game_kpi_active`): all platforms first, then by
+/// platform, each by day. Days before `complete_before` have ended: a cohort's day N counts only if
+/// it is one of them and has events.
 pub async fn cohorts(session: &ReportSession, complete_before: NaiveDate) -> Result<Vec<Cohort>, ReportError> {
     let returned = RETENTION_DAYS
         .iter()

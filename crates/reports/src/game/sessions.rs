@@ -8,7 +8,8 @@
 //!
 //! The cut is, for each chunk of time, one sort of its events by device and time and one walk
 //! over them, carrying each device's open session to the next chunk ([`Cutter`]): as a SQL window
-//! over every event it was the report's largest sort. `GameSessionsPerDayQuery` in the template is the same cut in SQL, for Athena.
+//! over every event it was the report's largest sort. `GameSessionsPerDayQuery` in the template is
+//! the same cut in SQL, for Athena.
 
 use std::collections::BTreeMap;
 
