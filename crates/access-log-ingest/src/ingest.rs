@@ -158,6 +158,9 @@ pub struct Ingestor {
     concurrency: usize,
     /// When the tables' small files are packed after a commit; `None`: never.
     settle: Option<Settle>,
+    /// Whether tables that lack columns of this release get them (see
+    /// [`Ingestor::with_schema_changes`]).
+    evolve_schema: bool,
     tables: Arc<Mutex<HashMap<String, Table>>>,
     /// Per table, the log objects of its files added before its `txn` ids can be trusted
     /// (read once, the first time an object that old is ingested).
@@ -193,6 +196,7 @@ impl Ingestor {
             reader,
             concurrency: concurrency.max(1),
             settle: Some(Settle::default()),
+            evolve_schema: true,
             tables: Arc::default(),
             old_sources: Arc::default(),
             catalog: None,
@@ -203,6 +207,15 @@ impl Ingestor {
     /// as `settle` says (`None`: never; the default is [`Settle::default`]).
     pub fn with_settle(mut self, settle: Option<Settle>) -> Self {
         self.settle = settle;
+        self
+    }
+
+    /// The ingestor, adding the columns of this release that a table lacks only if `evolve` (the
+    /// default, what the function does); otherwise such a table is refused
+    /// ([`lake::LakeError::SchemaBehind`]), as a command run by hand against the functions' tables
+    /// should be unless asked.
+    pub fn with_schema_changes(mut self, evolve: bool) -> Self {
+        self.evolve_schema = evolve;
         self
     }
 
@@ -574,7 +587,12 @@ impl Session {
                 table
             }
             None => {
-                let table = Table::open_or_create(uri, &spec(), &self.ingestor.storage).await?;
+                let spec = if self.ingestor.evolve_schema {
+                    spec()
+                } else {
+                    spec().without_schema_changes()
+                };
+                let table = Table::open_or_create(uri, &spec, &self.ingestor.storage).await?;
                 self.ingestor.register(uri, &table).await;
                 table
             }

@@ -34,6 +34,9 @@ pub struct Config {
     pub parking: Option<Parking>,
     /// When the sink packs the small files of the open partitions; `None`: never.
     pub settle: Option<Settle>,
+    /// Whether the sink adds the columns of this release that a table lacks (the function, whose
+    /// release owns the tables' schema, does); a command run by hand does only when asked.
+    pub evolve_schema: bool,
 }
 
 /// Parking of records the tables could not take in time.
@@ -78,7 +81,15 @@ impl Config {
             rejects_table,
             parking: None,
             settle: Some(Settle::default()),
+            evolve_schema: true,
         })
+    }
+
+    /// The same tables, opened only if they have every column of this release
+    /// ([`lake::TableSpec::without_schema_changes`]) unless `evolve`.
+    pub fn with_schema_changes(mut self, evolve: bool) -> Self {
+        self.evolve_schema = evolve;
+        self
     }
 
     /// The same tables, parking what cannot be committed in time as `parking` says.

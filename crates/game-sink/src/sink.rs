@@ -447,9 +447,21 @@ impl Sink {
     /// ahead of it (the Lambda does so beside its first poll), [`Sink::process`] waits for that or
     /// opens them itself.
     pub fn new(config: &Config, storage: &StorageConfig) -> Self {
+        let spec = |spec: TableSpec| {
+            if config.evolve_schema {
+                spec
+            } else {
+                spec.without_schema_changes()
+            }
+        };
         Self {
-            events: AppendTable::new(&config.events_table, events_table_spec(), storage, config.settle),
-            rejects: AppendTable::new(&config.rejects_table, rejects_table_spec(), storage, config.settle),
+            events: AppendTable::new(&config.events_table, spec(events_table_spec()), storage, config.settle),
+            rejects: AppendTable::new(
+                &config.rejects_table,
+                spec(rejects_table_spec()),
+                storage,
+                config.settle,
+            ),
             parking: config.parking.clone(),
             storage: storage.clone(),
         }

@@ -30,6 +30,18 @@ pub enum LakeError {
         /// The first difference found.
         detail: String,
     },
+    /// The table lacks nullable columns this release writes, and the writer was not asked to
+    /// add them ([`crate::TableSpec::without_schema_changes`]).
+    #[error(
+        "table {uri} lacks the columns {columns:?} that this release writes; adding them changes the schema of a \
+         table other writers use (docs/tables.md, \"Schema changes\"): pass --evolve-schema to add them"
+    )]
+    SchemaBehind {
+        /// The table.
+        uri: String,
+        /// The columns (or struct columns with new fields) it lacks.
+        columns: Vec<String>,
+    },
     /// A concurrent commit conflicts with this one (it wrote one of the same sources, or changed
     /// the table's metadata); nothing of this commit was written. Retrying against the new
     /// version skips the sources that are now in the table.

@@ -27,6 +27,7 @@
 
 mod append;
 mod commit;
+mod conform;
 mod error;
 mod folder;
 mod handle;

@@ -399,10 +399,33 @@ pub struct TableReport {
     pub vacuum: Option<VacuumReport>,
     /// Steps skipped because the deadline passed.
     pub skipped: Vec<&'static str>,
+    /// Steps that failed, each with its error; the steps after a failed one still ran.
+    pub failed: Vec<(&'static str, String)>,
 }
 
+impl TableReport {
+    /// The failed steps as one line: `compaction: ...; vacuum: ...`; `None` when none failed.
+    pub fn failure(&self) -> Option<String> {
+        (!self.failed.is_empty()).then(|| {
+            self.failed
+                .iter()
+                .map(|(step, error)| format!("{step}: {error}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+    }
+}
+
+/// The share of a table's remaining time that compaction may take: the rest is left for the
+/// checkpoint, log cleanup and VACUUM of the same pass, so that a long compaction never starves
+/// them.
+const COMPACTION_SHARE: f64 = 0.75;
+
 /// Runs compaction, checkpoint (with expired log cleanup) and VACUUM on the table at `uri`, as
-/// `options` says, stopping at the deadline.
+/// `options` says, stopping at the deadline. Compaction gets [`COMPACTION_SHARE`] of the time
+/// left. A step that fails is named in [`TableReport::failed`] and the next steps run all the
+/// same: a table whose compaction fails still gets its checkpoints, log cleanup and VACUUM. `Err`
+/// only when the table cannot be opened.
 pub async fn maintain(
     uri: &str,
     storage: &StorageConfig,
@@ -417,28 +440,44 @@ pub async fn maintain(
     let past_deadline = || options.stop_at.is_some_and(|at| Instant::now() >= at);
     if let Some(compact_options) = &options.compact {
         let mut compact_options = compact_options.clone();
-        compact_options.stop_at = match (compact_options.stop_at, options.stop_at) {
+        let share = options.stop_at.map(|at| {
+            let now = Instant::now();
+            now + at.saturating_duration_since(now).mul_f64(COMPACTION_SHARE)
+        });
+        compact_options.stop_at = match (compact_options.stop_at, share) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        report.compaction = Some(compact(uri, &mut table, &compact_options, progress).await?);
+        match compact(uri, &mut table, &compact_options, progress).await {
+            Ok(compaction) => report.compaction = Some(compaction),
+            Err(e) => report.failed.push(("compaction", e.to_string())),
+        }
     }
     if options.checkpoint {
         if past_deadline() {
             report.skipped.push("checkpoint");
         } else {
-            report.checkpoint = Some(checkpoint(uri, &mut table, options.cleanup_logs).await?);
+            match checkpoint(uri, &mut table, options.cleanup_logs).await {
+                Ok(done) => report.checkpoint = Some(done),
+                Err(e) => report.failed.push(("checkpoint", e.to_string())),
+            }
         }
     }
     if let Some(vacuum_options) = &options.vacuum {
         if past_deadline() {
             report.skipped.push("vacuum");
         } else {
-            report.vacuum = Some(vacuum(uri, &mut table, vacuum_options).await?);
+            match vacuum(uri, &mut table, vacuum_options).await {
+                Ok(done) => report.vacuum = Some(done),
+                Err(e) => report.failed.push(("vacuum", e.to_string())),
+            }
         }
     }
     if !report.skipped.is_empty() {
         warn!(table = uri, skipped = ?report.skipped, "deadline reached, the next run goes on");
+    }
+    if let Some(failure) = report.failure() {
+        warn!(table = uri, failure, "a maintenance step failed; the others ran");
     }
     Ok(report)
 }

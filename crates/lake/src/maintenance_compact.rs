@@ -25,8 +25,9 @@ use object_store::ObjectStoreExt as _;
 use tracing::{debug, info, warn};
 
 use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit, decode_path, delete_files};
+use crate::conform::{conform, without_partitions};
 use crate::maintenance::{MaintenanceError, now, partition_label};
-use crate::maintenance_dedup::{Drops, KeyFile, find_duplicates, key_columns};
+use crate::maintenance_dedup::{Drops, KeyFile, find_duplicates, key_columns, key_implies};
 use crate::txns::Txns;
 
 /// Tag of the files written by a deduplicating compaction, with the key column as its value: such
@@ -424,7 +425,10 @@ pub(crate) fn plan_compaction(
             .map(|c| values.get(c).cloned().flatten())
             .collect();
         let tag = dedup_tag(&view);
-        let deduplicated = tag.is_some() && tag == options.dedup_key;
+        let deduplicated = tag
+            .as_deref()
+            .zip(options.dedup_key.as_deref())
+            .is_some_and(|(tag, key)| key_implies(tag, key));
         let compacted = tag.is_some();
         let file = DataFile {
             path: view.path().into_owned(),
@@ -791,6 +795,8 @@ impl<'a> PartitionWork<'a> {
         let mut writer = RecordBatchWriter::for_table(table)
             .map_err(delta)?
             .with_target_file_size(self.options.target_file_size);
+        // Files written before the schema grew are read into the current one.
+        let file_schema = without_partitions(&writer.arrow_schema(), values.keys());
         let mut rows_read = 0u64;
         let mut duplicates = 0u64;
         let written = async {
@@ -808,6 +814,7 @@ impl<'a> PartitionWork<'a> {
                     let (batch, dropped) = self.deduplicate(&file.path, first, batch)?;
                     duplicates += dropped;
                     if batch.num_rows() > 0 {
+                        let batch = conform(batch, &file_schema).map_err(delta)?;
                         writer
                             .write_partition(batch, &values, WriteMode::Default)
                             .await

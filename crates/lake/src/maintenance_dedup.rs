@@ -49,6 +49,14 @@ pub(crate) fn key_columns(key: &str) -> impl Iterator<Item = &str> {
     key.split('+').map(str::trim).filter(|c| !c.is_empty())
 }
 
+/// Whether rows unique by the key `tag` (a file's deduplication tag) are unique by `key` too:
+/// when every column of `tag` is one of `key`'s. Unique by `eventId` implies unique by
+/// `gameId+eventId`.
+pub(crate) fn key_implies(tag: &str, key: &str) -> bool {
+    let mut columns = key_columns(tag).peekable();
+    columns.peek().is_some() && columns.all(|c| key_columns(key).any(|k| k == c))
+}
+
 /// A file whose key columns are read.
 #[derive(Debug, Clone)]
 pub(crate) struct KeyFile {
@@ -291,15 +299,15 @@ impl KeyReader<'_> {
             .await
             .map_err(|e| self.error(file, e))?;
         let names: Vec<&str> = key_columns(self.key).collect();
-        let indices = names
+        // A key column a file lacks (written before the column was added) reads as null.
+        let indices: Vec<usize> = names
             .iter()
-            .map(|column| {
-                builder
-                    .schema()
-                    .index_of(column)
-                    .map_err(|_| self.error(file, format!("has no column {column}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+            .filter_map(|column| builder.schema().index_of(column).ok())
+            .collect();
+        if indices.is_empty() {
+            // Every row's key is null: none of them is anyone's duplicate.
+            return Ok(());
+        }
         let mask = ProjectionMask::roots(builder.parquet_schema(), indices);
         let mut stream = builder
             .with_projection(mask)
@@ -311,9 +319,9 @@ impl KeyReader<'_> {
             let columns = names
                 .iter()
                 .map(|name| {
-                    let column = batch
-                        .column_by_name(name)
-                        .ok_or_else(|| self.error(file, format!("has no column {name}")))?;
+                    let Some(column) = batch.column_by_name(name) else {
+                        return Ok(StringArray::new_null(batch.num_rows()));
+                    };
                     let strings =
                         cast(column, &ArrowType::Utf8).map_err(|e| self.error(file, format!("key column: {e}")))?;
                     Ok(strings.as_string::<i32>().clone())
@@ -331,6 +339,16 @@ impl KeyReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_implies_every_key_that_holds_its_columns() {
+        assert!(key_implies("eventId", "gameId+eventId"));
+        assert!(key_implies("gameId + eventId", "eventId+gameId"));
+        assert!(key_implies("eventId", "eventId"));
+        assert!(!key_implies("gameId+eventId", "eventId"));
+        assert!(!key_implies("request_id", "eventId"));
+        assert!(!key_implies("", "eventId"));
+    }
 
     #[test]
     fn a_pass_holds_what_its_memory_allows() {

@@ -744,3 +744,174 @@ fn table_paths(table: &DeltaTable) -> BTreeSet<String> {
         .map(|f| f.path().into_owned())
         .collect()
 }
+
+/// The schema of [`grown_spec`] before it grew: events with a struct of parameters.
+fn params_spec(grown: bool) -> TableSpec {
+    use arrow::datatypes::Fields;
+    let mut params = vec![Field::new("device_id", DataType::Utf8, true)];
+    let mut fields = vec![Field::new("eventId", DataType::Utf8, false)];
+    if grown {
+        // A typed parameter added at the end of the struct, and a column added to the table.
+        params.push(Field::new("level", DataType::Int32, true));
+        fields.push(Field::new("gameId", DataType::Utf8, true));
+    }
+    fields.push(Field::new("eventParams", DataType::Struct(Fields::from(params)), true));
+    fields.push(Field::new("eventDate", DataType::Date32, false));
+    TableSpec::new("game_events", Arc::new(Schema::new(fields)), &["eventDate"])
+}
+
+/// Rows `(eventId, gameId)` of `spec`'s schema in the closed day [`DAY`].
+fn params_batch(spec: &TableSpec, rows: &[(&str, Option<&str>)]) -> RecordBatch {
+    use arrow::array::{ArrayRef, Int32Array, StructArray};
+    let DataType::Struct(params) = spec.schema.field_with_name("eventParams").unwrap().data_type().clone() else {
+        unreachable!()
+    };
+    let mut struct_columns: Vec<ArrayRef> = vec![Arc::new(StringArray::from_iter(
+        rows.iter().map(|(id, _)| Some(format!("device-{id}"))),
+    ))];
+    if params.len() > 1 {
+        struct_columns.push(Arc::new(Int32Array::from_iter_values(rows.iter().map(|_| 7))));
+    }
+    let mut columns: Vec<ArrayRef> = vec![Arc::new(StringArray::from_iter_values(rows.iter().map(|(id, _)| *id)))];
+    if spec.schema.field_with_name("gameId").is_ok() {
+        columns.push(Arc::new(StringArray::from_iter(rows.iter().map(|(_, game)| *game))));
+    }
+    columns.push(Arc::new(StructArray::new(params, struct_columns, None)));
+    columns.push(Arc::new(Date32Array::from_iter_values(rows.iter().map(|_| DAY))));
+    RecordBatch::try_new(Arc::clone(&spec.schema), columns).unwrap()
+}
+
+/// A table that grew a column and a struct field after files were written (what a release that
+/// adds a typed parameter does, and what `ALTER TABLE ... ADD COLUMNS` does): compaction with
+/// deduplication reads the older files into the current schema, with the new column and field
+/// null; files deduplicated by `eventId` count as deduplicated by `gameId+eventId`, and a key
+/// column a file lacks reads as null.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_reads_files_from_before_the_schema_grew() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("t").to_str().unwrap().to_owned();
+    let storage = StorageConfig::default();
+    let old = params_spec(false);
+    let mut delta = open_or_create(&uri, &old, &storage).await.unwrap();
+    // Before the change: a file deduplicated by `eventId` (its duplicate removed), then two
+    // small files of new events.
+    crate::append::commit_batch(&uri, &mut delta, "a", params_batch(&old, &[("e1", None), ("e2", None)])).await;
+    crate::append::commit_batch(&uri, &mut delta, "b", params_batch(&old, &[("e2", None), ("e3", None)])).await;
+    let by_event_id = CompactOptions {
+        grace: TimeDelta::zero(),
+        dedup_key: Some("eventId".into()),
+        ..CompactOptions::default()
+    };
+    let first = compact(&uri, &mut delta, &by_event_id, &NoProgress).await.unwrap();
+    assert_eq!(first.duplicates(), 1);
+    crate::append::commit_batch(&uri, &mut delta, "c", params_batch(&old, &[("e4", None)])).await;
+
+    // The change: the writers' spec grew.
+    let grown = params_spec(true);
+    let mut delta = open_or_create(&uri, &grown, &storage).await.unwrap();
+    crate::append::commit_batch(
+        &uri,
+        &mut delta,
+        "d",
+        params_batch(&grown, &[("e5", Some("g")), ("e6", Some("g"))]),
+    )
+    .await;
+    crate::append::commit_batch(&uri, &mut delta, "e", params_batch(&grown, &[("e5", Some("g"))])).await;
+
+    let by_game_and_event = CompactOptions {
+        grace: TimeDelta::zero(),
+        dedup_key: Some("gameId+eventId".into()),
+        ..CompactOptions::default()
+    };
+    let report = maintain(
+        &uri,
+        &storage,
+        &MaintenanceOptions {
+            compact: Some(by_game_and_event),
+            checkpoint: true,
+            cleanup_logs: true,
+            vacuum: Some(VacuumOptions::default()),
+            stop_at: None,
+        },
+        &NoProgress,
+    )
+    .await
+    .unwrap();
+    assert!(report.failed.is_empty(), "{:?}", report.failure());
+    let compaction = report.compaction.unwrap();
+    assert_eq!(compaction.duplicates(), 1, "the second e5 of game g");
+    assert_eq!(compaction.files_after, 1);
+
+    // Every event once, in the grown schema, the new column and field null where they were not
+    // written.
+    delta.update_incremental(None).await.unwrap();
+    let root = delta.table_url().to_file_path().unwrap();
+    let mut seen = BTreeMap::new();
+    for file in delta.snapshot().unwrap().log_data().iter() {
+        let reader = std::fs::File::open(root.join(file.path().as_ref())).unwrap();
+        for batch in ParquetRecordBatchReaderBuilder::try_new(reader)
+            .unwrap()
+            .build()
+            .unwrap()
+        {
+            let batch = batch.unwrap();
+            let ids = batch.column_by_name("eventId").unwrap().as_string::<i32>().clone();
+            let games = batch.column_by_name("gameId").unwrap().as_string::<i32>().clone();
+            let params = batch.column_by_name("eventParams").unwrap().as_struct().clone();
+            let levels = params.column_by_name("level").unwrap().clone();
+            for i in 0..batch.num_rows() {
+                let game = games.is_valid(i).then(|| games.value(i).to_owned());
+                let level = levels.is_valid(i);
+                *seen.entry((ids.value(i).to_owned(), game, level)).or_insert(0) += 1;
+            }
+        }
+    }
+    let want: BTreeMap<_, _> = [
+        ("e1", None, false),
+        ("e2", None, false),
+        ("e3", None, false),
+        ("e4", None, false),
+        ("e5", Some("g"), true),
+        ("e6", Some("g"), true),
+    ]
+    .into_iter()
+    .map(|(id, game, level)| ((id.to_owned(), game.map(str::to_owned), level), 1))
+    .collect();
+    assert_eq!(seen, want);
+}
+
+/// A step that fails does not keep the others from running: a compaction that cannot run (a
+/// deduplication key naming no column) still leaves the table checkpointed and vacuumed, and the
+/// report names the step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_compaction_leaves_checkpoint_and_vacuum_to_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (uri, mut delta) = new_table(&dir).await;
+    for i in 0..3u64 {
+        append(&uri, &mut delta, &format!("s{i}"), &[event(i, DAY)]).await;
+    }
+    let report = maintain(
+        &uri,
+        &StorageConfig::default(),
+        &MaintenanceOptions {
+            compact: Some(CompactOptions {
+                grace: TimeDelta::zero(),
+                dedup_key: Some("nope".into()),
+                ..CompactOptions::default()
+            }),
+            checkpoint: true,
+            cleanup_logs: true,
+            vacuum: Some(VacuumOptions::default()),
+            stop_at: None,
+        },
+        &NoProgress,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.failed.len(), 1, "{:?}", report.failed);
+    assert_eq!(report.failed[0].0, "compaction");
+    assert!(report.failure().unwrap().contains("nope"), "{:?}", report.failure());
+    assert!(report.compaction.is_none());
+    assert_eq!(report.checkpoint.map(|c| c.version), Some(3));
+    assert!(report.vacuum.is_some());
+}

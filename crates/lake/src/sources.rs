@@ -72,10 +72,10 @@ pub(crate) async fn column_values_in_files_before(
         let builder = ParquetRecordBatchStreamBuilder::new(reader)
             .await
             .map_err(|e| error(e.to_string()))?;
-        let index = builder
-            .schema()
-            .index_of(column)
-            .map_err(|_| error(format!("has no column {column}")))?;
+        // A file written before the column was added holds no value of it.
+        let Ok(index) = builder.schema().index_of(column) else {
+            continue;
+        };
         let mask = ProjectionMask::roots(builder.parquet_schema(), [index]);
         let mut stream = builder
             .with_projection(mask)

@@ -25,6 +25,9 @@ pub struct TableSpec {
     pub partition_columns: Vec<String>,
     /// Delta table properties set when the table is created.
     pub properties: HashMap<String, String>,
+    /// Whether opening an existing table that lacks nullable columns of this spec adds them
+    /// (schema evolution); when not, opening it fails with [`LakeError::SchemaBehind`].
+    pub evolve: bool,
 }
 
 impl TableSpec {
@@ -48,7 +51,16 @@ impl TableSpec {
             schema,
             partition_columns: partition_columns.iter().map(|c| (*c).to_owned()).collect(),
             properties,
+            evolve: true,
         }
+    }
+
+    /// The spec, opening an existing table only if it already has every column of the spec: a
+    /// command run by hand against tables that deployed functions write does not change their
+    /// schema unless asked.
+    pub fn without_schema_changes(mut self) -> Self {
+        self.evolve = false;
+        self
     }
 
     /// The Delta (kernel) schema of this spec.
@@ -135,6 +147,12 @@ pub(crate) async fn open_or_create(
         };
     }
     let missing = check_schema(location, &table, spec)?;
+    if !missing.is_empty() && !spec.evolve {
+        return Err(LakeError::SchemaBehind {
+            uri: location.to_owned(),
+            columns: missing.iter().map(|c| c.name().to_owned()).collect(),
+        });
+    }
     if !missing.is_empty() {
         table = add_columns(location, table, missing, &builder).await?;
         if let Some(column) = check_schema(location, &table, spec)?.first() {
@@ -329,10 +347,31 @@ pub(crate) mod tests {
         let mut fields: Vec<Field> = newer.schema.fields().iter().map(|f| f.as_ref().clone()).collect();
         fields.push(Field::new("extra", DataType::Utf8, true));
         newer.schema = Arc::new(Schema::new(fields.clone()));
+        // A writer told not to change the schema refuses the table, naming the column.
+        let err = open_or_create(
+            location,
+            &newer.clone().without_schema_changes(),
+            &StorageConfig::default(),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&err, LakeError::SchemaBehind { columns, .. } if columns == &["extra"]),
+            "{err}"
+        );
+        assert!(err.to_string().contains("--evolve-schema"), "{err}");
         let table = open_or_create(location, &newer, &StorageConfig::default())
             .await
             .unwrap();
         assert_eq!(table.version(), Some(1));
+        // Once the table has the column, such a writer opens it.
+        open_or_create(
+            location,
+            &newer.clone().without_schema_changes(),
+            &StorageConfig::default(),
+        )
+        .await
+        .unwrap();
         let schema = table.snapshot().unwrap().schema();
         assert!(schema.field("extra").is_some_and(StructField::is_nullable));
         // Opened again, nothing more is added.

@@ -231,6 +231,10 @@ pub struct IngestArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Add the columns of this release that existing tables lack. Without it, tables of an older
+    /// release are refused: their schema is the deployed functions' to change.
+    #[arg(long)]
+    pub evolve_schema: bool,
     /// Raw log files, directories or s3://bucket/prefix locations.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<String>,

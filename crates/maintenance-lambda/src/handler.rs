@@ -98,6 +98,7 @@ pub struct TableSummary {
 
 impl From<TableReport> for TableSummary {
     fn from(report: TableReport) -> Self {
+        let error = report.failure();
         let compaction = report.compaction.unwrap_or_default();
         let mut skipped: Vec<String> = report.skipped.iter().map(|s| (*s).to_owned()).collect();
         if compaction.stopped_early {
@@ -115,7 +116,7 @@ impl From<TableReport> for TableSummary {
             logs_removed: report.checkpoint.map_or(0, |c| c.logs_removed),
             files_vacuumed: report.vacuum.map_or(0, |v| v.files.len()),
             skipped,
-            error: None,
+            error,
         }
     }
 }
@@ -232,6 +233,9 @@ pub async fn handle(event: LambdaEvent<EventBridgeEvent>, maintainer: &Maintaine
         let summary = match maintain(&uri, &maintainer.storage, &options, &NoProgress).await {
             Ok(table_report) => {
                 let summary = TableSummary::from(table_report);
+                if let Some(failure) = &summary.error {
+                    error!(table = %uri, error = %failure, "a maintenance step failed; the others ran");
+                }
                 report.stopped_early |= !summary.skipped.is_empty();
                 summary
             }

@@ -219,6 +219,9 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         let report = maintain(table, &storage, &options, &NoProgress)
             .await
             .with_context(|| format!("maintenance of {table} failed"))?;
+        if let Some(failure) = report.failure() {
+            anyhow::bail!("maintenance of {table} failed: {failure}");
+        }
         println!("  {}", describe_maintenance(&lake_dir, &report));
     }
 

@@ -91,7 +91,8 @@ async fn ingest(args: &IngestArgs) -> anyhow::Result<ExitCode> {
         let found = reader.list(path).await.with_context(|| format!("cannot list {path}"))?;
         objects.extend(found);
     }
-    let ingestor = Ingestor::new(table, rejects, storage, reader, usize::from(args.concurrency));
+    let ingestor = Ingestor::new(table, rejects, storage, reader, usize::from(args.concurrency))
+        .with_schema_changes(args.evolve_schema);
     let totals = Totals::default();
     let bar = if args.quiet {
         ProgressBar::hidden()

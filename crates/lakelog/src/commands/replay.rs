@@ -20,6 +20,10 @@ pub struct ReplayArgs {
     /// The rejects table.
     #[arg(long, value_name = "URI")]
     pub rejects_table: Option<String>,
+    /// Add the columns of this release that the tables lack. Without it, tables of an older
+    /// release are refused: their schema is the deployed functions' to change.
+    #[arg(long)]
+    pub evolve_schema: bool,
 }
 
 /// Runs `lakelog replay`.
@@ -27,7 +31,8 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let runtime = super::runtime()?;
     runtime.block_on(async {
         let storage = StorageConfig::from_env();
-        let config = game_sink::Config::new(&args.table, args.rejects_table.as_deref())?;
+        let config =
+            game_sink::Config::new(&args.table, args.rejects_table.as_deref())?.with_schema_changes(args.evolve_schema);
         let sink = Sink::open(&config, &storage)
             .await
             .with_context(|| format!("cannot open the table {}", args.table))?;
