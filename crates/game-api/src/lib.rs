@@ -28,7 +28,7 @@ pub mod testing;
 pub use config::{ApiConfig, Config, ConfigError, PartitionKey};
 pub use deliver::{Delivery, DeliveryConfig, Outcome, deliver};
 pub use games::{Game, GameError, Games};
-pub use local::{LOCAL_SHARD_ID, LocalStream};
+pub use local::{ForeignSequence, LOCAL_SHARD_ID, LocalStream};
 pub use respond::{Answered, ApiError, Prepared, answer, prepare, respond};
 pub use sink::{
     EntryFailure, EntryResult, KinesisSink, PutEntry, RecordSink, SinkError, StreamRef, Written, kinesis_client,

@@ -38,6 +38,25 @@ struct State {
     refused: u64,
 }
 
+/// What every sequence number of a [`LocalStream`] starts with.
+const SEQUENCE_PREFIX: &str = "4959";
+
+/// The digits of a sequence number after [`SEQUENCE_PREFIX`]: the record's number, zero-padded.
+const SEQUENCE_DIGITS: usize = 52;
+
+/// A sequence number that no [`LocalStream`] gives, so a stream cannot continue after it.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the local stream {stream} cannot continue after {sequence_number:?}: not a sequence number of a local stream \
+     (4959 and 52 digits)"
+)]
+pub struct ForeignSequence {
+    /// The stream's name.
+    pub stream: String,
+    /// The sequence number (at most 160 characters of it).
+    pub sequence_number: String,
+}
+
 /// The `n`th Kinesis sequence number of the shard: 56 decimal digits, increasing with `n`. The
 /// same text as `format!("4959{n:052}")` (a test compares them), with `itoa`'s digits in place of
 /// the formatter's padding one character at a time.
@@ -46,7 +65,7 @@ fn sequence_number(n: u128) -> String {
     let mut digits = itoa::Buffer::new();
     let digits = digits.format(n);
     let mut out = String::with_capacity(56);
-    out.push_str("4959");
+    out.push_str(SEQUENCE_PREFIX);
     out.push_str(ZEROS.get(digits.len()..).unwrap_or_default());
     out.push_str(digits);
     out
@@ -83,6 +102,24 @@ impl LocalStream {
             state: Mutex::new(State::default()),
             arrived: Notify::new(),
         }
+    }
+
+    /// Continues the shard after `sequence_number`: the next record written gets the sequence
+    /// number after it (or after the stream's last, if that is later). A stream that starts anew
+    /// in front of a table it fed before (`lakelog serve` restarted on one `--lake`) continues
+    /// after the table's committed position, so that no new record is taken for one already in.
+    pub fn continue_after(&self, sequence_number: &str) -> Result<(), ForeignSequence> {
+        let n = sequence_number
+            .strip_prefix(SEQUENCE_PREFIX)
+            .filter(|digits| digits.len() == SEQUENCE_DIGITS && digits.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|digits| digits.parse::<u128>().ok())
+            .ok_or_else(|| ForeignSequence {
+                stream: self.name.clone(),
+                sequence_number: sequence_number.chars().take(160).collect(),
+            })?;
+        let mut state = self.state();
+        state.next_sequence = state.next_sequence.max(n);
+        Ok(())
     }
 
     /// The stream's name.
@@ -267,6 +304,29 @@ mod tests {
         }
         assert_eq!(sequence_number(1).len(), 56);
         assert!(sequence_number(9) < sequence_number(10));
+    }
+
+    #[tokio::test]
+    async fn a_stream_continues_after_a_sequence_number_it_gave() {
+        let first = LocalStream::new("s");
+        let written = first.put_records(&[entry("a", "k"), entry("b", "k")]).await.unwrap();
+        let last = written[1].as_ref().unwrap().sequence_number.clone();
+
+        let again = LocalStream::new("s");
+        again.continue_after(&last).unwrap();
+        let next = again.put_records(&[entry("c", "k")]).await.unwrap();
+        let next = &next[0].as_ref().unwrap().sequence_number;
+        assert_eq!(*next, sequence_number(3));
+        assert!(*next > last);
+        // An earlier position never moves the stream back.
+        again.continue_after(&sequence_number(1)).unwrap();
+        let after = again.put_records(&[entry("d", "k")]).await.unwrap();
+        assert_eq!(after[0].as_ref().unwrap().sequence_number, sequence_number(4));
+
+        for foreign in ["", "12", "49590", &format!("4960{:052}", 1), &format!("4959{:052}x", 1)] {
+            let err = again.continue_after(foreign).unwrap_err();
+            assert!(err.to_string().contains("cannot continue after"), "{err}");
+        }
     }
 
     #[tokio::test]

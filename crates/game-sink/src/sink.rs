@@ -420,11 +420,15 @@ pub enum Replayed {
 /// The stream a record's position is kept under: `kinesis:<stream ARN>/<shard>`, so that a table
 /// fed by another stream later does not take its sequence numbers for those of the first.
 fn stream_of(record: &KinesisEventRecord) -> String {
-    format!(
-        "kinesis:{}/{}",
+    stream_key(
         record.event_source_arn.as_deref().unwrap_or("local"),
-        lineage(record).shard_id
+        lineage(record).shard_id,
     )
+}
+
+/// The name a shard's position is kept under (see [`stream_of`]).
+fn stream_key(event_source_arn: &str, shard_id: &str) -> String {
+    format!("kinesis:{event_source_arn}/{shard_id}")
 }
 
 /// The lineage of a record: the shard comes from the Lambda's `eventID`,
@@ -502,6 +506,26 @@ impl Sink {
             info!(table = %table.uri, name, database = catalog.database(), ?done, "registered in the catalog");
         }
         Ok(())
+    }
+
+    /// How far the tables have the records of the shard `shard_id` of the stream
+    /// `event_source_arn`: the later of the two tables' committed positions, read from their
+    /// newest versions; `None` when neither has one.
+    pub async fn position(&self, event_source_arn: &str, shard_id: &str) -> Result<Option<String>, LakeError> {
+        let stream = stream_key(event_source_arn, shard_id);
+        let mut latest: Option<String> = None;
+        for table in [&self.events, &self.rejects] {
+            let mut table = table.table().await?.lock().await;
+            table.refresh().await?;
+            if let Some(position) = table.position(&stream).await?
+                && latest
+                    .as_deref()
+                    .is_none_or(|l| progress::compare(&position, l) == Ordering::Greater)
+            {
+                latest = Some(position);
+            }
+        }
+        Ok(latest)
     }
 
     /// The `game_events` table's location.

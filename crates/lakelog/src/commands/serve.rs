@@ -138,9 +138,19 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         let sink = game_sink::Sink::open(&sink_config, &lake::StorageConfig::from_env())
             .await
             .with_context(|| format!("cannot open the table {table}"))?;
+        // The embedded stream's name and shard are the same in every run: it continues after
+        // what an earlier run committed, so that the sink never takes a new record for one it has.
+        let committed = sink
+            .position(stream.arn(), game_api::LOCAL_SHARD_ID)
+            .await
+            .with_context(|| format!("cannot read the stream's position in {table}"))?;
+        if let Some(committed) = &committed {
+            stream.continue_after(committed)?;
+        }
         eprintln!(
-            "lakelog serve: embedded stream {}; the game-events sink appends its records to {}",
+            "lakelog serve: embedded stream {}{}; the game-events sink appends its records to {}",
             stream.arn(),
+            committed.map_or_else(String::new, |c| format!(" (continuing after the committed {c})")),
             sink.events_uri()
         );
         let stop = Arc::new(AtomicBool::new(false));
