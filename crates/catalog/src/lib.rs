@@ -60,6 +60,22 @@ pub enum CatalogError {
         /// Glue's answer.
         message: String,
     },
+    /// Another table holds the name: two locations whose names map to one catalog name
+    /// (`access_logs/a.b` and `access_logs/a-b`). The entry is left as it is.
+    #[error(
+        "{table}: the catalog name in database {database} is taken by {registered}, so {location} is not \
+         registered (both map to this name; register one of them under another name)"
+    )]
+    NameTaken {
+        /// The catalog name.
+        table: String,
+        /// The database.
+        database: String,
+        /// The location of the table to register.
+        location: String,
+        /// The location the entry has.
+        registered: String,
+    },
     /// The Delta table to register could not be opened or its schema read.
     #[error("{location}: the table to register cannot be read: {source}")]
     TableUnreadable {
@@ -147,6 +163,9 @@ pub enum Registered {
     Created,
     /// The table was there; its entry now matches the table.
     Updated,
+    /// The table was there with this very entry: nothing was written, and Glue keeps no new
+    /// version of it.
+    Unchanged,
 }
 
 impl Catalog {
@@ -181,8 +200,11 @@ impl Catalog {
         self.put_table(name, table.uri(), &schema, &partition_columns).await
     }
 
-    /// Creates or replaces the entry `name` of the Delta table at `location`, with `schema` and
-    /// its `partition_columns`.
+    /// Creates the entry `name` of the Delta table at `location`, with `schema` and its
+    /// `partition_columns`, or brings the entry of that location up to date. An entry of another
+    /// location is left alone ([`CatalogError::NameTaken`]); an entry already up to date is not
+    /// written again, and an update keeps no archived version (`SkipArchive`), so registering at
+    /// every cold start does not fill Glue's versions of the table.
     async fn put_table(
         &self,
         name: &str,
@@ -197,28 +219,88 @@ impl Catalog {
             operation,
             message,
         };
-        let created = self
-            .client
-            .create_table()
-            .database_name(&self.database)
-            .table_input(input.clone())
-            .send()
-            .await;
-        match created {
-            Ok(_) => Ok(Registered::Created),
-            Err(SdkError::ServiceError(e)) if e.err().is_already_exists_exception() => {
-                self.client
-                    .update_table()
+        let existing = match self.existing(name).await.map_err(|m| glue_error("GetTable", m))? {
+            Some(existing) => existing,
+            None => {
+                let created = self
+                    .client
+                    .create_table()
                     .database_name(&self.database)
-                    .table_input(input)
+                    .table_input(input.clone())
                     .send()
-                    .await
-                    .map_err(|e| glue_error("UpdateTable", DisplayErrorContext(e).to_string()))?;
-                Ok(Registered::Updated)
+                    .await;
+                match created {
+                    Ok(_) => return Ok(Registered::Created),
+                    // Another writer created it in between: compare with theirs.
+                    Err(SdkError::ServiceError(e)) if e.err().is_already_exists_exception() => self
+                        .existing(name)
+                        .await
+                        .map_err(|m| glue_error("GetTable", m))?
+                        .ok_or_else(|| glue_error("CreateTable", "the table exists and does not".into()))?,
+                    Err(e) => return Err(glue_error("CreateTable", DisplayErrorContext(e).to_string())),
+                }
             }
-            Err(e) => Err(glue_error("CreateTable", DisplayErrorContext(e).to_string())),
+        };
+        let registered = existing
+            .storage_descriptor()
+            .and_then(|s| s.location())
+            .unwrap_or_default();
+        if registered.trim_end_matches('/') != location.trim_end_matches('/') {
+            return Err(CatalogError::NameTaken {
+                table: name.to_owned(),
+                database: self.database.clone(),
+                location: location.to_owned(),
+                registered: registered.to_owned(),
+            });
+        }
+        if same_entry(&existing, &input) {
+            return Ok(Registered::Unchanged);
+        }
+        self.client
+            .update_table()
+            .database_name(&self.database)
+            .table_input(input)
+            .skip_archive(true)
+            .send()
+            .await
+            .map_err(|e| glue_error("UpdateTable", DisplayErrorContext(e).to_string()))?;
+        Ok(Registered::Updated)
+    }
+
+    /// The entry `name` of the database, `None` when there is none; Err: Glue's answer.
+    async fn existing(&self, name: &str) -> Result<Option<aws_sdk_glue::types::Table>, String> {
+        match self
+            .client
+            .get_table()
+            .database_name(&self.database)
+            .name(name)
+            .send()
+            .await
+        {
+            Ok(found) => Ok(found.table),
+            Err(SdkError::ServiceError(e)) if e.err().is_entity_not_found_exception() => Ok(None),
+            Err(e) => Err(DisplayErrorContext(e).to_string()),
         }
     }
+}
+
+/// Whether the entry `existing` already says what `input` would write: type, parameters,
+/// location, columns and partition keys.
+fn same_entry(existing: &aws_sdk_glue::types::Table, input: &TableInput) -> bool {
+    let columns = |c: &[Column]| -> Vec<(String, Option<String>)> {
+        c.iter()
+            .map(|c| (c.name().to_owned(), c.r#type().map(str::to_owned)))
+            .collect()
+    };
+    let descriptor = |s: Option<&StorageDescriptor>| s.map(|s| (s.location().map(str::to_owned), columns(s.columns())));
+    let parameters_included = input.parameters().is_none_or(|want| {
+        let have = existing.parameters();
+        want.iter().all(|(k, v)| have.and_then(|h| h.get(k)) == Some(v))
+    });
+    existing.table_type() == input.table_type()
+        && parameters_included
+        && descriptor(existing.storage_descriptor()) == descriptor(input.storage_descriptor())
+        && columns(existing.partition_keys()) == columns(input.partition_keys())
 }
 
 fn column(table: &str, field: &Field) -> Result<Column, CatalogError> {

@@ -161,10 +161,93 @@ async fn the_writers_register_their_tables_and_sync_registers_older_ones() {
     assert_eq!(tables(&glue, &other).await, want);
     let again = sync();
     assert!(again.status.success());
-    assert_eq!(String::from_utf8_lossy(&again.stdout).matches("(updated)").count(), 5);
+    // Registering again what is registered writes nothing: Glue keeps one version of each table,
+    // however many cold starts register it.
+    assert_eq!(String::from_utf8_lossy(&again.stdout).matches("(unchanged)").count(), 5);
+    for name in want.keys() {
+        let versions = glue
+            .get_table_versions()
+            .database_name(&other)
+            .table_name(name)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(versions.table_versions().len(), 1, "{name}");
+    }
 
     // A table that is not there fails the command, naming it.
     let missing = lakelog(&[StandIn::s3_uri(&lake, "no_such_table")]);
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no_such_table"));
+}
+
+/// Two buckets whose tables map to one catalog name (`a.b` and `a-b`): the second is refused,
+/// naming both locations, and the first keeps its entry; a table whose schema grew is updated in
+/// place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tables_never_share_a_catalog_name() {
+    let standin = StandIn::connect().await.unwrap();
+    let glue = aws_sdk_glue::Client::new(&standin.sdk_config());
+    let lake = standin.create_bucket("catalog-names").await.unwrap();
+    let storage = StorageConfig {
+        endpoint: Some(standin.endpoint().to_owned()),
+        extra: standin.storage_options(),
+    };
+    let db = database(&glue).await;
+    let catalog = Catalog::new(glue.clone(), &db);
+    let spec = game_sink::events_table_spec();
+    let dotted = StandIn::s3_uri(&lake, "access_logs/a.b");
+    let dashed = StandIn::s3_uri(&lake, "access_logs/a-b");
+    let first = lake::Table::open_or_create(&dotted, &spec, &storage).await.unwrap();
+    let second = lake::Table::open_or_create(&dashed, &spec, &storage).await.unwrap();
+    let name = catalog::table_name(&dotted, true);
+    assert_eq!(name, catalog::table_name(&dashed, true));
+
+    assert_eq!(
+        catalog.register(&name, &first).await.unwrap(),
+        catalog::Registered::Created
+    );
+    let err = catalog.register(&name, &second).await.unwrap_err().to_string();
+    assert!(err.contains(&dotted) && err.contains(&dashed), "{err}");
+    assert_eq!(
+        tables(&glue, &db).await[&name].1,
+        format!("{dotted}/"),
+        "the first table keeps its entry"
+    );
+    assert_eq!(
+        catalog.register(&name, &first).await.unwrap(),
+        catalog::Registered::Unchanged
+    );
+
+    // An entry that no longer matches its table (a column dropped by hand) is brought up to date.
+    let entry = glue.get_table().database_name(&db).name(&name).send().await.unwrap();
+    let entry = entry.table().unwrap();
+    let descriptor = entry.storage_descriptor().unwrap();
+    let fewer = aws_sdk_glue::types::StorageDescriptor::builder()
+        .location(descriptor.location().unwrap())
+        .set_columns(Some(descriptor.columns()[..1].to_vec()))
+        .build();
+    let input = aws_sdk_glue::types::TableInput::builder()
+        .name(&name)
+        .table_type("EXTERNAL_TABLE")
+        .storage_descriptor(fewer)
+        .build()
+        .unwrap();
+    glue.update_table()
+        .database_name(&db)
+        .table_input(input)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        catalog.register(&name, &first).await.unwrap(),
+        catalog::Registered::Updated
+    );
+    let columns = |t: &aws_sdk_glue::types::Table| t.storage_descriptor().unwrap().columns().len();
+    let after = glue.get_table().database_name(&db).name(&name).send().await.unwrap();
+    assert_eq!(columns(after.table().unwrap()), columns(entry));
+    assert_eq!(
+        catalog.register(&name, &first).await.unwrap(),
+        catalog::Registered::Unchanged
+    );
 }

@@ -65,6 +65,7 @@ pub fn run(args: &CatalogArgs) -> anyhow::Result<ExitCode> {
                         match done {
                             catalog::Registered::Created => "created",
                             catalog::Registered::Updated => "updated",
+                            catalog::Registered::Unchanged => "unchanged",
                         }
                     ),
                     Err(e) => {
