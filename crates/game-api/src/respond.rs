@@ -52,6 +52,16 @@ pub enum ApiError {
         /// Index and record size (data and partition key) of each event over the limit.
         events: Vec<(usize, usize)>,
     },
+    /// Events whose JSON in their record is over what the game's limits allow an event
+    /// ([`game_events::Limits::max_event_json_bytes`]): a number written with thousands of digits,
+    /// say, which no other bound catches.
+    #[error("{}", event_too_large_message(.events, *.limit))]
+    EventTooLarge {
+        /// Index and bytes of JSON of each event over the limit.
+        events: Vec<(usize, usize)>,
+        /// The most bytes of JSON an event may take.
+        limit: usize,
+    },
     /// An event could not be serialised (never expected).
     #[error("an event could not be serialised: {0}")]
     Internal(String),
@@ -68,6 +78,18 @@ fn too_large_message(events: &[(usize, usize)]) -> String {
     )
 }
 
+fn event_too_large_message(events: &[(usize, usize)], limit: usize) -> String {
+    let list: Vec<String> = events
+        .iter()
+        .map(|(index, bytes)| format!("event {index} ({bytes} bytes of JSON)"))
+        .collect();
+    format!(
+        "{} too large: with this game's limits on texts, parameters and values, an event takes at most {limit} \
+         bytes of JSON",
+        list.join(", ")
+    )
+}
+
 impl ApiError {
     /// The HTTP status of the refusal.
     pub fn status(&self) -> u16 {
@@ -78,7 +100,8 @@ impl ApiError {
             }
             ApiError::Request(RequestError::TooLarge { .. })
             | ApiError::Body(BodyError::TooManyEvents { .. })
-            | ApiError::RecordTooLarge { .. } => 413,
+            | ApiError::RecordTooLarge { .. }
+            | ApiError::EventTooLarge { .. } => 413,
             ApiError::Request(RequestError::BadBase64 { .. } | RequestError::BadGzip { .. }) | ApiError::Body(_) => 400,
             ApiError::Game(e) => e.status(),
             ApiError::Internal(_) => 500,
@@ -94,7 +117,8 @@ impl ApiError {
             }
             ApiError::Request(RequestError::TooLarge { .. })
             | ApiError::Body(BodyError::TooManyEvents { .. })
-            | ApiError::RecordTooLarge { .. } => "TooLarge",
+            | ApiError::RecordTooLarge { .. }
+            | ApiError::EventTooLarge { .. } => "TooLarge",
             ApiError::Request(RequestError::BadBase64 { .. } | RequestError::BadGzip { .. }) => "BadEncoding",
             ApiError::Body(BodyError::Empty | BodyError::NotJson { .. }) => "NotJson",
             ApiError::Body(BodyError::Invalid(_)) => "InvalidEvents",
@@ -160,6 +184,8 @@ pub fn prepare(
     let mut records = Vec::with_capacity(events.len());
     let mut event_ids = Vec::with_capacity(events.len());
     let mut too_large = Vec::new();
+    let event_budget = game.limits.max_event_json_bytes();
+    let mut over_budget = Vec::new();
     for (index, event) in events.iter().enumerate() {
         let event_id = event.event_id().unwrap_or_else(Uuid::new_v4);
         let start = buffer.len();
@@ -183,11 +209,21 @@ pub fn prepare(
         if size > MAX_RECORD_BYTES {
             too_large.push((index, size));
         }
+        let event_bytes = (buffer.len() - start).saturating_sub(envelope.overhead());
+        if event_bytes > event_budget {
+            over_budget.push((index, event_bytes));
+        }
         event_ids.push(event_id);
         records.push((start..buffer.len(), partition_key));
     }
     if !too_large.is_empty() {
         return Err(ApiError::RecordTooLarge { events: too_large });
+    }
+    if !over_budget.is_empty() {
+        return Err(ApiError::EventTooLarge {
+            events: over_budget,
+            limit: event_budget,
+        });
     }
     let buffer = Bytes::from(buffer);
     let entries = records
@@ -328,6 +364,13 @@ pub fn error_response(error: &ApiError) -> ApiGatewayProxyResponse {
             "errors": events
                 .iter()
                 .map(|(index, bytes)| json!({"index": index, "bytes": bytes, "limit": MAX_RECORD_BYTES}))
+                .collect::<Vec<_>>(),
+        }),
+        ApiError::EventTooLarge { events, limit } => json!({
+            "message": error.to_string(),
+            "errors": events
+                .iter()
+                .map(|(index, bytes)| json!({"index": index, "bytes": bytes, "limit": limit}))
                 .collect::<Vec<_>>(),
         }),
         _ => json!({"message": error.to_string()}),

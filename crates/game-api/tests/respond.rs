@@ -485,3 +485,96 @@ async fn a_lost_reply_is_not_an_acknowledgement() {
     let stored: HashSet<String> = ids_in(&stream.drain()).into_iter().collect();
     assert_eq!(stored, failed);
 }
+
+/// Every event the API answers 200 for is a record the sink decodes, at every nesting depth the
+/// body may have, for a field and a parameter of a single event and of a batch; what the sink
+/// could not decode is refused with 400 naming the event and the field.
+#[tokio::test]
+async fn every_record_written_decodes_in_the_sink_at_every_nesting_depth() {
+    let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    type Shape = fn(&str) -> String;
+    let shapes: [(&str, Shape, &str); 4] = [
+        ("field", |v| format!(r#"{{"eventName": "e", "deep": {v}}}"#), "deep"),
+        (
+            "parameter",
+            |v| format!(r#"{{"eventName": "e", "eventParams": {{"deep": {v}}}}}"#),
+            "eventParams.deep",
+        ),
+        (
+            "field in a batch",
+            |v| format!(r#"{{"events": [{{"eventName": "a"}}, {{"eventName": "e", "deep": {v}}}]}}"#),
+            "deep",
+        ),
+        (
+            "parameter in a batch",
+            |v| {
+                format!(r#"{{"events": [{{"eventName": "a"}}, {{"eventName": "e", "eventParams": {{"deep": {v}}}}}]}}"#)
+            },
+            "eventParams.deep",
+        ),
+    ];
+    for (what, shape, field) in shapes {
+        let mut deepest_written = 0;
+        for depth in 1..=130 {
+            let stream = LocalStream::new("game-events");
+            let response = call(with_body(&shape(&nested(depth))), &stream, &quick()).await;
+            match response.status_code {
+                200 => {
+                    deepest_written = depth;
+                    for record in stream.drain() {
+                        decode_record(&record.kinesis.data.0)
+                            .unwrap_or_else(|e| panic!("{what} nested {depth} deep: the sink cannot decode: {e}"));
+                    }
+                }
+                400 => {
+                    assert!(stream.is_empty());
+                    let answer = body(&response);
+                    let named = answer["errors"]
+                        .as_array()
+                        .is_some_and(|errors| errors.iter().any(|e| e["field"] == field));
+                    // Past serde_json's own limit the body itself is not JSON it reads.
+                    assert!(
+                        named || answer["message"].as_str().unwrap_or_default().contains("recursion"),
+                        "{what} nested {depth} deep: {answer}"
+                    );
+                }
+                other => panic!("{what} nested {depth} deep: {other} {:?}", response.body),
+            }
+        }
+        assert!(deepest_written >= 120, "{what}: only {deepest_written} deep written");
+    }
+}
+
+/// A record stays in proportion to what its event says: white space between tokens is not copied
+/// past a small allowance, and a client time is a bounded text.
+#[tokio::test]
+async fn padded_events_are_stored_compactly_or_refused() {
+    let stream = LocalStream::new("game-events");
+    let pad = " ".repeat(900_000);
+    let padded = format!(r#"{{"eventName"{pad}: "levelUp", "eventParams": {{"level": 3}} }}"#);
+    let response = call(with_body(&padded), &stream, &quick()).await;
+    assert_eq!(response.status_code, 200, "{:?}", response.body);
+    let records = stream.drain();
+    assert_eq!(records.len(), 1);
+    let data = &records[0].kinesis.data.0;
+    assert!(data.len() < 4096, "a record of {} bytes", data.len());
+    let event = decode_record(data).unwrap();
+    assert_eq!(event.event_name, "levelUp");
+
+    // Pretty-printed events are still copied as written.
+    let pretty = "{\n  \"eventName\": \"levelUp\",\n  \"eventParams\": {\n    \"level\": 3\n  }\n}";
+    let response = call(with_body(pretty), &stream, &quick()).await;
+    assert_eq!(response.status_code, 200, "{:?}", response.body);
+    let record = String::from_utf8(stream.drain().remove(0).kinesis.data.0).unwrap();
+    assert!(record.contains("\"eventParams\": {\n    \"level\": 3\n  }"), "{record}");
+
+    let late = format!(r#"{{"eventName": "e", "eventParams": {{"client_event_time": "{pad}2024-06-01T12:00:00Z"}}}}"#);
+    let response = call(with_body(&late), &stream, &quick()).await;
+    assert_eq!(response.status_code, 400, "{:?}", response.body);
+    let answer = body(&response);
+    assert_eq!(
+        answer["errors"][0]["field"], "eventParams.client_event_time",
+        "{answer}"
+    );
+    assert!(stream.is_empty());
+}

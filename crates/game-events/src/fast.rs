@@ -20,9 +20,7 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-/// The deepest nesting of arrays and objects a `serde_json::Value` of a body may have: serde_json
-/// refuses a document whose 128th container opens.
-const MAX_DEPTH: usize = 127;
+use crate::json::{MAX_COPIED_WHITESPACE, MAX_DEPTH, measure};
 
 /// The events of a valid body, or `None` if anything at all is wrong with it.
 pub(crate) fn parse(body: &[u8]) -> Option<Vec<BorrowedEvent<'_>>> {
@@ -261,7 +259,11 @@ impl<'a, 'de> EventFields<'a, 'de> {
             return Err(E::custom("amount"));
         }
         self.event.name = name;
-        self.event.raw = self.span.finish().map(|(start, end)| &self.span.body[start..end]);
+        self.event.raw = self
+            .span
+            .finish()
+            .map(|(start, end)| &self.span.body[start..end])
+            .filter(|raw| measure(raw).spare_whitespace <= MAX_COPIED_WHITESPACE);
         Ok(())
     }
 }

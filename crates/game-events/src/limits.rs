@@ -8,6 +8,11 @@ use serde_json::{Map, Value};
 use crate::body::BodyEvent;
 use crate::borrowed::RawFields;
 use crate::error::{EventProblem, FieldProblem, InvalidEvents};
+use crate::json::{MAX_COPIED_WHITESPACE, MAX_DEPTH, measure};
+
+/// How deep an event object sits in its record: the record (the request envelope) holds it as
+/// `body`. A field of the event is one level inside it, a parameter two.
+const EVENT_DEPTH_IN_RECORD: usize = 2;
 
 /// The bounds of one event. The defaults suit a mobile game; a game's own `amount` range comes
 /// from its key's settings.
@@ -43,26 +48,54 @@ impl Default for Limits {
 
 /// What [`Limits::check`] reads of an event, whichever path parsed it.
 struct Shape<'e> {
-    texts: [(&'static str, Option<&'e str>); 6],
+    texts: [(&'static str, Option<&'e str>); 7],
     amount: Option<f64>,
-    params: Vec<(&'e str, usize)>,
-    fields: Vec<(&'e str, usize)>,
+    params: Vec<(&'e str, usize, FieldValue<'e>)>,
+    fields: Vec<(&'e str, usize, FieldValue<'e>)>,
 }
 
-fn raw_sizes<'e>(fields: &'e RawFields<'_>) -> Vec<(&'e str, usize)> {
+/// A parameter's or field's value as the parse path holds it.
+#[derive(Clone, Copy)]
+enum FieldValue<'e> {
+    /// Its JSON text as written.
+    Raw(&'e str),
+    /// The value read.
+    Parsed(&'e Value),
+}
+
+impl FieldValue<'_> {
+    /// The deepest nesting of arrays and objects in the value: 0 for a scalar.
+    fn depth(self) -> usize {
+        fn depth(value: &Value) -> usize {
+            match value {
+                Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+                Value::Object(fields) => 1 + fields.values().map(depth).max().unwrap_or(0),
+                _ => 0,
+            }
+        }
+        match self {
+            FieldValue::Raw(text) => measure(text).depth,
+            // serde_json read it, so its depth is bounded and the recursion with it.
+            FieldValue::Parsed(value) => depth(value),
+        }
+    }
+}
+
+fn raw_sizes<'e>(fields: &'e RawFields<'_>) -> Vec<(&'e str, usize, FieldValue<'e>)> {
     fields
         .iter()
-        .map(|(name, value)| (name.as_ref(), value.get().len()))
+        .map(|(name, value)| (name.as_ref(), value.get().len(), FieldValue::Raw(value.get())))
         .collect()
 }
 
-fn value_sizes(fields: &Map<String, Value>) -> Vec<(&str, usize)> {
+fn value_sizes(fields: &Map<String, Value>) -> Vec<(&str, usize, FieldValue<'_>)> {
     fields
         .iter()
         .map(|(name, value)| {
             (
                 name.as_str(),
                 serde_json::to_string(value).map_or(usize::MAX, |t| t.len()),
+                FieldValue::Parsed(value),
             )
         })
         .collect()
@@ -84,6 +117,10 @@ fn shape<'e>(event: &'e BodyEvent<'_>) -> Shape<'e> {
                     ("eventParams.platform", text(p.and_then(|p| p.platform.as_ref()))),
                     ("eventParams.app_version", text(p.and_then(|p| p.app_version.as_ref()))),
                     ("eventParams.device_id", text(p.and_then(|p| p.device_id.as_ref()))),
+                    (
+                        "eventParams.client_event_time",
+                        text(p.and_then(|p| p.client_event_time.as_ref())),
+                    ),
                 ],
                 amount: p.and_then(|p| p.amount),
                 params: p.map(|p| raw_sizes(&p.extra)).unwrap_or_default(),
@@ -100,6 +137,10 @@ fn shape<'e>(event: &'e BodyEvent<'_>) -> Shape<'e> {
                     ("eventParams.platform", p.and_then(|p| p.platform.as_deref())),
                     ("eventParams.app_version", p.and_then(|p| p.app_version.as_deref())),
                     ("eventParams.device_id", p.and_then(|p| p.device_id.as_deref())),
+                    (
+                        "eventParams.client_event_time",
+                        p.and_then(|p| p.client_event_time.as_deref()),
+                    ),
                 ],
                 amount: p.and_then(|p| p.amount),
                 params: p.map(|p| value_sizes(&p.extra)).unwrap_or_default(),
@@ -110,6 +151,25 @@ fn shape<'e>(event: &'e BodyEvent<'_>) -> Shape<'e> {
 }
 
 impl Limits {
+    /// The most bytes of JSON an event may take in its record (without the request envelope),
+    /// from the bounds above: every text at its longest with every character escaped at its
+    /// longest (a character outside the basic plane as two `\u` escapes, 12 bytes), as many
+    /// parameters and fields besides the typed ones as accepted, each with the longest name and
+    /// value, the numbers, the stamp and the white space copied as written. With the defaults,
+    /// 203,392 bytes; an event over it is refused (413) whatever Kinesis would take.
+    pub fn max_event_json_bytes(&self) -> usize {
+        const PER_CHAR: usize = 12;
+        /// A field's key, its quotes, colon and comma.
+        const KEY: usize = 32;
+        /// A number as a client may write it (`amount`, `scoreAdjustment`), with its key.
+        const NUMBER: usize = 64;
+        /// `eventTime`, `eventId`, `gameId` and the braces.
+        const STAMP: usize = 512;
+        let texts = 7 * (self.max_text_chars * PER_CHAR + KEY);
+        let extras = 2 * self.max_extra * (self.max_name_chars * PER_CHAR + self.max_value_bytes + 8);
+        STAMP + texts + 2 * NUMBER + extras + MAX_COPIED_WHITESPACE
+    }
+
     /// Checks every event of a request against the limits: `Err` lists every problem of every
     /// event over them, by index and field, and then none of them may be written.
     pub fn check(&self, events: &[BodyEvent<'_>]) -> Result<(), InvalidEvents> {
@@ -138,13 +198,19 @@ impl Limits {
                     ),
                 ));
             }
-            for (prefix, fields, what) in [
+            for (prefix, fields, what, inside) in [
                 (
                     "eventParams.",
                     &shape.params,
                     "parameters in eventParams besides the typed ones",
+                    EVENT_DEPTH_IN_RECORD + 1,
                 ),
-                ("", &shape.fields, "fields besides eventName, eventId and eventParams"),
+                (
+                    "",
+                    &shape.fields,
+                    "fields besides eventName, eventId and eventParams",
+                    EVENT_DEPTH_IN_RECORD,
+                ),
             ] {
                 if fields.len() > self.max_extra {
                     let field = if prefix.is_empty() { "(event)" } else { "eventParams" };
@@ -153,7 +219,7 @@ impl Limits {
                         format!("{} {what}: at most {} are accepted", fields.len(), self.max_extra),
                     ));
                 }
-                for (name, bytes) in fields.iter().take(self.max_extra + 1) {
+                for (name, bytes, value) in fields.iter().take(self.max_extra + 1) {
                     let chars = name.chars().count();
                     let path: String =
                         format!("{prefix}{}", name.chars().take(self.max_name_chars).collect::<String>());
@@ -174,6 +240,19 @@ impl Limits {
                                 self.max_value_bytes
                             ),
                         ));
+                    } else {
+                        // The record holds the value deeper than the body did; the sink reads
+                        // records with serde_json, which refuses a document too deep.
+                        let depth = value.depth();
+                        if depth + inside > MAX_DEPTH {
+                            problem(FieldProblem::new(
+                                &path,
+                                format!(
+                                    "arrays and objects nested {depth} deep: at most {} are accepted here",
+                                    MAX_DEPTH - inside
+                                ),
+                            ));
+                        }
                     }
                 }
             }
@@ -204,6 +283,48 @@ mod tests {
             Ok(()) => Vec::new(),
             Err(e) => e.problems.iter().map(ToString::to_string).collect(),
         }
+    }
+
+    #[test]
+    fn values_nested_deeper_than_a_record_can_hold_are_named() {
+        let limits = Limits::default();
+        let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        // A field of the event: the record holds it two levels deeper than its own nesting.
+        let field = |depth: usize| format!(r#"{{"eventName": "e", "deep": {}}}"#, nested(depth));
+        assert!(problems(&limits, &field(125)).is_empty());
+        assert_eq!(
+            problems(&limits, &field(126)),
+            ["event 0: deep: arrays and objects nested 126 deep: at most 125 are accepted here"]
+        );
+        // A parameter: three levels.
+        let param = |depth: usize| format!(r#"{{"eventName": "e", "eventParams": {{"deep": {}}}}}"#, nested(depth));
+        assert!(problems(&limits, &param(124)).is_empty());
+        assert_eq!(
+            problems(&limits, &param(125)),
+            ["event 0: eventParams.deep: arrays and objects nested 125 deep: at most 124 are accepted here"]
+        );
+    }
+
+    #[test]
+    fn a_client_time_is_a_text_of_bounded_length_as_sent() {
+        let limits = Limits::default();
+        let body = |time: &str| format!(r#"{{"eventName": "e", "eventParams": {{"client_event_time": "{time}"}}}}"#);
+        assert!(problems(&limits, &body("2024-06-01T12:00:00Z")).is_empty());
+        let padded = format!("{}2024-06-01T12:00:00Z", " ".repeat(900));
+        assert_eq!(
+            problems(&limits, &body(&padded)),
+            ["event 0: eventParams.client_event_time: 920 characters: at most 256 are accepted"]
+        );
+    }
+
+    #[test]
+    fn the_record_budget_follows_from_the_limits() {
+        assert_eq!(Limits::default().max_event_json_bytes(), 203_392);
+        let small = Limits {
+            max_extra: 1,
+            ..Limits::default()
+        };
+        assert!(small.max_event_json_bytes() < Limits::default().max_event_json_bytes());
     }
 
     #[test]
