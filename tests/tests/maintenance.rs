@@ -142,3 +142,104 @@ async fn the_handler_compacts_and_deduplicates_tables_on_s3() {
         "{again:?}"
     );
 }
+
+/// Copies the folder `from` into `to`, recursively.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// Tables that earlier releases of lakelog wrote with their own code (`lakelog serve` fed by
+/// `lakelog send-events`; tests/fixtures/releases/README.md says which releases and how): one from
+/// before `gameId`, `extraParams` and `extraFields`, one from before the packing tags. Today's
+/// release opens each, writes events to it (each sent twice, as a client resends), compacts it
+/// with deduplication by today's key, checkpoints and vacuums it, and DuckDB counts every row once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_of_earlier_releases_are_written_and_maintained_by_this_one() {
+    use game_api::{ApiConfig, Game, Games, LocalStream, respond};
+    use lake::maintenance::{CompactOptions, MaintenanceOptions, NoProgress, maintain};
+
+    const KEY: &str = "upgrade-test-key-0123456789";
+    let releases = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/releases");
+    for release in ["8e3b438", "5a1f3db"] {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(&releases.join(release), dir.path());
+        let events = dir.path().join("game_events");
+        let uri = events.to_str().unwrap();
+        let count = |sql: &str| -> Vec<serde_json::Value> {
+            duckdb("http://127.0.0.1:9", &format!("{sql} FROM delta_scan('{uri}')"))
+                .unwrap()
+                .remove(0)
+        };
+        let before = count("SELECT count(*), count(DISTINCT eventId)");
+        assert_eq!(before[0], before[1], "{release}: the fixture holds each event once");
+        let old_rows = before[0].as_i64().unwrap();
+        assert!(old_rows > 0, "{release}: an empty fixture");
+
+        // Today's sink writes 20 events of a game, each sent twice with the client's eventId.
+        let storage = StorageConfig::default();
+        let sink = game_sink::Sink::open(&game_sink::Config::new(uri, None).unwrap(), &storage)
+            .await
+            .unwrap_or_else(|e| panic!("{release}: today's sink cannot open the table: {e}"));
+        let games = Games::keys([(KEY.to_owned(), Game::new("upgraded").unwrap())]);
+        let stream = LocalStream::new("upgrade");
+        let body: Vec<serde_json::Value> = (0..20)
+            .map(|i| {
+                serde_json::json!({
+                    "eventId": format!("00000000-0000-4000-8000-{i:012}"),
+                    "eventName": "levelUp",
+                    "eventParams": {"device_id": format!("d{i}"), "level": i},
+                })
+            })
+            .collect();
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/apigw-batch.json");
+        let mut request: aws_lambda_events::apigw::ApiGatewayProxyRequest =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        request.body = Some(serde_json::json!({ "events": body }).to_string());
+        request.headers.insert(
+            game_api::games::API_KEY_HEADER,
+            aws_lambda_events::http::HeaderValue::from_static(KEY),
+        );
+        // Two batches: the sink drops an eventId repeated within one batch itself.
+        for _ in 0..2 {
+            let response = respond(&request, &games, &stream, &ApiConfig::default()).await;
+            assert_eq!(response.status_code, 200, "{:?}", response.body);
+            let report = sink.process(&stream.drain(), &lake::Retry::default()).await;
+            assert_eq!((report.rows, report.retry_from), (20, None), "{release}");
+        }
+
+        // Every partition closed, deduplicated by today's key against files of the old release.
+        let report = maintain(
+            uri,
+            &storage,
+            &MaintenanceOptions::all(CompactOptions {
+                grace: chrono::TimeDelta::zero(),
+                dedup_key: Some(game_events::batch::DEDUP_KEY.to_owned()),
+                now: chrono::Utc::now() + chrono::TimeDelta::days(2),
+                ..CompactOptions::default()
+            }),
+            &NoProgress,
+        )
+        .await
+        .unwrap();
+        assert!(report.failed.is_empty(), "{release}: {:?}", report.failure());
+        assert_eq!(report.compaction.map(|c| c.duplicates()), Some(20), "{release}");
+        assert!(report.checkpoint.is_some() && report.vacuum.is_some(), "{release}");
+
+        let after = count(
+            "SELECT count(*), count(DISTINCT (coalesce(gameId, ''), eventId)), count(gameId), \
+             count(*) FILTER (WHERE gameId = 'upgraded' AND eventParams.device_id IS NOT NULL)",
+        );
+        assert_eq!(after[0].as_i64(), Some(old_rows + 20), "{release}: {after:?}");
+        assert_eq!(after[1], after[0], "{release}: each event once");
+        assert_eq!(after[3], 20, "{release}: {after:?}");
+    }
+}

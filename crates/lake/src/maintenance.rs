@@ -386,6 +386,20 @@ pub struct MaintenanceOptions {
     pub stop_at: Option<Instant>,
 }
 
+impl MaintenanceOptions {
+    /// Every step with `compact`: compaction, a checkpoint with expired log cleanup and VACUUM
+    /// with its default retention, without a deadline (what `lakelog` runs on one machine).
+    pub fn all(compact: CompactOptions) -> Self {
+        Self {
+            compact: Some(compact),
+            checkpoint: true,
+            cleanup_logs: true,
+            vacuum: Some(VacuumOptions::default()),
+            stop_at: None,
+        }
+    }
+}
+
 /// What one maintenance pass over a table did.
 #[derive(Debug, Clone, Default)]
 pub struct TableReport {

@@ -601,13 +601,7 @@ async fn unpartitioned_tables_go_by_file_age_and_checkpoints_discovery() {
     let report = maintain(
         &uri,
         &StorageConfig::default(),
-        &MaintenanceOptions {
-            compact: Some(options),
-            checkpoint: true,
-            cleanup_logs: true,
-            vacuum: Some(VacuumOptions::default()),
-            stop_at: None,
-        },
+        &MaintenanceOptions::all(options),
         &NoProgress,
     )
     .await
@@ -823,20 +817,9 @@ async fn compaction_reads_files_from_before_the_schema_grew() {
         dedup_key: Some("gameId+eventId".into()),
         ..CompactOptions::default()
     };
-    let report = maintain(
-        &uri,
-        &storage,
-        &MaintenanceOptions {
-            compact: Some(by_game_and_event),
-            checkpoint: true,
-            cleanup_logs: true,
-            vacuum: Some(VacuumOptions::default()),
-            stop_at: None,
-        },
-        &NoProgress,
-    )
-    .await
-    .unwrap();
+    let report = maintain(&uri, &storage, &MaintenanceOptions::all(by_game_and_event), &NoProgress)
+        .await
+        .unwrap();
     assert!(report.failed.is_empty(), "{:?}", report.failure());
     let compaction = report.compaction.unwrap();
     assert_eq!(compaction.duplicates(), 1, "the second e5 of game g");
@@ -893,17 +876,11 @@ async fn a_failing_compaction_leaves_checkpoint_and_vacuum_to_run() {
     let report = maintain(
         &uri,
         &StorageConfig::default(),
-        &MaintenanceOptions {
-            compact: Some(CompactOptions {
-                grace: TimeDelta::zero(),
-                dedup_key: Some("nope".into()),
-                ..CompactOptions::default()
-            }),
-            checkpoint: true,
-            cleanup_logs: true,
-            vacuum: Some(VacuumOptions::default()),
-            stop_at: None,
-        },
+        &MaintenanceOptions::all(CompactOptions {
+            grace: TimeDelta::zero(),
+            dedup_key: Some("nope".into()),
+            ..CompactOptions::default()
+        }),
         &NoProgress,
     )
     .await

@@ -29,9 +29,7 @@ use fixtures::game::season::{Season, SeasonConfig};
 use game_api::{ApiConfig, Game, Games, LocalStream, respond};
 use game_events::GameEvent;
 use lake::StorageConfig;
-use lake::maintenance::{
-    CompactOptions, MaintenanceOptions, NoProgress, TableReport, VacuumOptions, discover_tables, maintain,
-};
+use lake::maintenance::{CompactOptions, MaintenanceOptions, NoProgress, TableReport, discover_tables, maintain};
 use serde_json::{Value, json};
 
 use fixtures::workload::inventory::{self, InventoryFormat};
@@ -205,17 +203,11 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     tables.extend(discover_tables(&uri(&lake_dir)?, &storage).await?);
     for table in &tables {
         let is_events = table == &game_table;
-        let options = MaintenanceOptions {
-            compact: Some(CompactOptions {
-                dedup_key: is_events.then(|| game_events::batch::DEDUP_KEY.to_owned()),
-                now,
-                ..CompactOptions::default()
-            }),
-            checkpoint: true,
-            cleanup_logs: true,
-            vacuum: Some(VacuumOptions::default()),
-            stop_at: None,
-        };
+        let options = MaintenanceOptions::all(CompactOptions {
+            dedup_key: is_events.then(|| game_events::batch::DEDUP_KEY.to_owned()),
+            now,
+            ..CompactOptions::default()
+        });
         let report = maintain(table, &storage, &options, &NoProgress)
             .await
             .with_context(|| format!("maintenance of {table} failed"))?;
