@@ -626,3 +626,45 @@ fn every_function_logs_to_a_group_with_a_retention() {
         );
     }
 }
+
+/// A raw log object outlives every notification that names it, and someone is told to redrive a
+/// dead-lettered notification well before SQS drops it (14 days after it was first sent, in the
+/// dead-letter queue too).
+#[test]
+fn raw_logs_outlive_the_notifications_that_name_them() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
+    let template = parse(&std::fs::read_to_string(path).unwrap());
+    let resources = &template["Resources"];
+    let retention = |queue: &str| {
+        resources[queue]["Properties"]["MessageRetentionPeriod"]
+            .as_u64()
+            .unwrap_or(345_600)
+    };
+    // A message's clock starts when it is first sent, so the longer of the two retentions bounds
+    // how long a notification can wait.
+    let longest_wait_days = retention("RawLogsQueue")
+        .max(retention("RawLogsDeadLetterQueue"))
+        .div_ceil(86_400);
+    let kept_days = template["Parameters"]["RawLogsRetentionDays"]["MinValue"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        kept_days > longest_wait_days,
+        "RawLogsRetentionDays may be {kept_days} days; a notification can wait {longest_wait_days}"
+    );
+    let age_alarm = resources
+        .as_mapping()
+        .unwrap()
+        .values()
+        .find(|r| {
+            let p = &r["Properties"];
+            p["MetricName"] == "ApproximateAgeOfOldestMessage"
+                && referenced_id(&p["Dimensions"][0]["Value"]).as_deref() == Some("RawLogsDeadLetterQueue")
+        })
+        .expect("an alarm on the age of the raw-logs dead letters");
+    let threshold = age_alarm["Properties"]["Threshold"].as_u64().unwrap();
+    assert!(
+        threshold <= retention("RawLogsDeadLetterQueue") / 2,
+        "the alarm fires after {threshold} s, too late to redrive"
+    );
+}
