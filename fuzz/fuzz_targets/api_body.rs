@@ -20,7 +20,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use game_api::request::body_bytes;
 use game_api::{ApiConfig, Game, Games, LocalStream, respond};
-use game_events::decode_record;
+use game_events::{Limits, decode_record};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
@@ -30,6 +30,10 @@ static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
         .build()
         .expect("a runtime")
 });
+
+/// Room for the request envelope a record holds besides its event: the fuzzed request has no
+/// headers or context beyond a few fields.
+const ENVELOPE_ALLOWANCE: usize = 16 * 1024;
 
 const CONTENT_TYPES: [Option<&str>; 4] = [
     None,
@@ -107,6 +111,13 @@ fuzz_target!(|data: &[u8]| {
                 assert_eq!(result["status"], "written");
                 assert_eq!(result["sequenceNumber"], record.kinesis.sequence_number.as_str());
                 let event = decode_record(&record.kinesis.data.0).expect("every record decodes");
+                // A record stays in proportion to its event: within the budget the limits give
+                // an event, plus the request's envelope.
+                assert!(
+                    record.kinesis.data.0.len() <= ENVELOPE_ALLOWANCE + Limits::default().max_event_json_bytes(),
+                    "a record of {} bytes",
+                    record.kinesis.data.0.len()
+                );
                 assert_eq!(result["eventId"], event.event_id.to_string().as_str());
                 assert_eq!(event.event_time.timestamp(), 1_717_243_200);
                 // serde_json reads floats with best-effort precision (no `float_roundtrip`): a

@@ -154,6 +154,8 @@ pub struct Prepared {
     pub event_ids: Vec<Uuid>,
     /// The record of each event, in request order.
     pub entries: Vec<PutEntry>,
+    /// Events that came without an `eventId` and got one from the server.
+    pub assigned_ids: usize,
 }
 
 /// When API Gateway received the request (`requestContext.requestTimeEpoch`), if it says.
@@ -184,10 +186,14 @@ pub fn prepare(
     let mut records = Vec::with_capacity(events.len());
     let mut event_ids = Vec::with_capacity(events.len());
     let mut too_large = Vec::new();
+    let mut assigned_ids = 0;
     let event_budget = game.limits.max_event_json_bytes();
     let mut over_budget = Vec::new();
     for (index, event) in events.iter().enumerate() {
-        let event_id = event.event_id().unwrap_or_else(Uuid::new_v4);
+        let event_id = event.event_id().unwrap_or_else(|| {
+            assigned_ids += 1;
+            Uuid::new_v4()
+        });
         let start = buffer.len();
         envelope
             .write_body_event(event, time, event_id, Some(&game.id), &mut buffer)
@@ -233,7 +239,11 @@ pub fn prepare(
             partition_key,
         })
         .collect();
-    Ok(Prepared { event_ids, entries })
+    Ok(Prepared {
+        event_ids,
+        entries,
+        assigned_ids,
+    })
 }
 
 /// Checks the request, writes its events, as the game of its key in `games`, through `sink`,
@@ -382,7 +392,18 @@ pub fn error_response(error: &ApiError) -> ApiGatewayProxyResponse {
 pub fn delivery_response(prepared: &Prepared, delivery: &Delivery, config: &ApiConfig) -> ApiGatewayProxyResponse {
     let (written, failed) = (delivery.written(), delivery.failed());
     if failed == 0 {
-        let message = format!("{written} events written");
+        let message = if prepared.assigned_ids == 0 {
+            format!("{written} events written")
+        } else {
+            // A retry after a lost answer would get another id: a second event no one can tell
+            // from the first.
+            format!(
+                "{written} events written; {} came without an eventId and got one here: send your own (a UUID \
+                 made with the event) and reuse it on every retry, so that a retry after a lost answer is not \
+                 counted twice",
+                prepared.assigned_ids
+            )
+        };
         let body = delivery_body(&message, written, failed, &prepared.event_ids, &delivery.outcomes);
         text_response(200, body, &[])
     } else {

@@ -70,6 +70,12 @@ async fn a_single_event_is_stamped_and_written_in_the_seed_envelope() {
     assert_eq!(result["status"], "written");
     let id: Uuid = result["eventId"].as_str().unwrap().parse().unwrap();
     assert_eq!(id.get_version_num(), 4, "the server assigns a random UUID");
+    // ... and tells the client to send its own, reused on retries.
+    let message = answer["message"].as_str().unwrap();
+    assert!(
+        message.contains("1 came without an eventId") && message.contains("reuse it on every retry"),
+        "{message}"
+    );
 
     let records = stream.drain();
     assert_eq!(records.len(), 1);
