@@ -435,6 +435,16 @@ impl TableReport {
 /// them.
 const COMPACTION_SHARE: f64 = 0.75;
 
+/// When compaction of a pass that ends at `pass_stop_at` stops, starting `now`: at
+/// [`COMPACTION_SHARE`] of the time left, or at its own `stop_at` if that is earlier.
+fn compaction_stop_at(own: Option<Instant>, pass_stop_at: Option<Instant>, now: Instant) -> Option<Instant> {
+    let share = pass_stop_at.map(|at| now + at.saturating_duration_since(now).mul_f64(COMPACTION_SHARE));
+    match (own, share) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Runs compaction, checkpoint (with expired log cleanup) and VACUUM on the table at `uri`, as
 /// `options` says, stopping at the deadline. Compaction gets [`COMPACTION_SHARE`] of the time
 /// left. A step that fails is named in [`TableReport::failed`] and the next steps run all the
@@ -454,14 +464,7 @@ pub async fn maintain(
     let past_deadline = || options.stop_at.is_some_and(|at| Instant::now() >= at);
     if let Some(compact_options) = &options.compact {
         let mut compact_options = compact_options.clone();
-        let share = options.stop_at.map(|at| {
-            let now = Instant::now();
-            now + at.saturating_duration_since(now).mul_f64(COMPACTION_SHARE)
-        });
-        compact_options.stop_at = match (compact_options.stop_at, share) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        compact_options.stop_at = compaction_stop_at(compact_options.stop_at, options.stop_at, Instant::now());
         match compact(uri, &mut table, &compact_options, progress).await {
             Ok(compaction) => report.compaction = Some(compaction),
             Err(e) => report.failed.push(("compaction", e.to_string())),
@@ -553,4 +556,27 @@ pub(crate) fn partition_label(columns: &[String], values: &HashMap<String, Optio
 /// Now, for options that take the current time.
 pub(crate) fn now() -> DateTime<Utc> {
     Utc::now()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn compaction_leaves_a_quarter_of_the_pass_to_the_other_steps() {
+        let now = Instant::now();
+        let pass = now + Duration::from_secs(400);
+        assert_eq!(
+            compaction_stop_at(None, Some(pass), now),
+            Some(now + Duration::from_secs(300))
+        );
+        let own = now + Duration::from_secs(100);
+        assert_eq!(compaction_stop_at(Some(own), Some(pass), now), Some(own));
+        assert_eq!(compaction_stop_at(Some(own), None, now), Some(own));
+        assert_eq!(compaction_stop_at(None, None, now), None);
+        // A pass already over leaves compaction no time either.
+        assert_eq!(compaction_stop_at(None, Some(now), now), Some(now));
+    }
 }
