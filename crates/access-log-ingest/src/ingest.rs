@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Instant;
 
 use arrow::record_batch::RecordBatch;
 use lake::maintenance::Settle;
@@ -38,6 +39,10 @@ const KEPT_OF_LONG_LINE: usize = 4096;
 /// How many times, at most, objects are read after a concurrent writer committed some of them
 /// first (each time fewer: those now in the table are skipped), within the retry's deadline.
 const ATTEMPTS: usize = 8;
+
+/// With [`Ingestor::with_read_deadline`], the share of the time to the commit's deadline that
+/// reading the objects may take; the rest is the commit's.
+pub const READ_SHARE: f64 = 0.6;
 
 /// Why an object was not ingested. Its message names the object and, for commits, the table.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +88,18 @@ pub enum IngestError {
         /// Arrow's error.
         #[source]
         source: arrow::error::ArrowError,
+    },
+    /// The object could not be read by the time reading had to end for the others' rows to be
+    /// committed in time (an object far larger than the rest, or a read that stalls): it is
+    /// failed alone, and the others commit.
+    #[error(
+        "{object}: not read within {seconds} s, the time an invocation leaves reading; the others were committed without it"
+    )]
+    TooSlow {
+        /// The object.
+        object: String,
+        /// The time reading had.
+        seconds: u64,
     },
     /// Concurrent writers kept committing the same objects; the object is left for a retry.
     #[error("{object}: still conflicting with concurrent writers after {attempts} attempts")]
@@ -161,6 +178,9 @@ pub struct Ingestor {
     /// Whether tables that lack columns of this release get them (see
     /// [`Ingestor::with_schema_changes`]).
     evolve_schema: bool,
+    /// Whether reading stops at [`READ_SHARE`] of the time to the retry's deadline (see
+    /// [`Ingestor::with_read_deadline`]).
+    read_deadline: bool,
     tables: Arc<Mutex<HashMap<String, Table>>>,
     /// Per table, the log objects of its files added before its `txn` ids can be trusted
     /// (read once, the first time an object that old is ingested).
@@ -197,6 +217,7 @@ impl Ingestor {
             concurrency: concurrency.max(1),
             settle: Some(Settle::default()),
             evolve_schema: true,
+            read_deadline: false,
             tables: Arc::default(),
             old_sources: Arc::default(),
             catalog: None,
@@ -216,6 +237,15 @@ impl Ingestor {
     /// should be unless asked.
     pub fn with_schema_changes(mut self, evolve: bool) -> Self {
         self.evolve_schema = evolve;
+        self
+    }
+
+    /// The ingestor, failing alone each object not read by [`READ_SHARE`] of the time to the
+    /// commit's deadline ([`IngestError::TooSlow`]), so that one huge or stalled object does not
+    /// keep every other object of its batch from being committed in time. What a function with a
+    /// hard deadline wants; the command line reads as long as it takes.
+    pub fn with_read_deadline(mut self, read_deadline: bool) -> Self {
+        self.read_deadline = read_deadline;
         self
     }
 
@@ -286,14 +316,29 @@ impl Ingestor {
         session: &Arc<Session>,
         objects: &[ObjectRef],
         indices: &[usize],
+        read_until: Option<Instant>,
         progress: &dyn Progress,
     ) -> Vec<(usize, Result<ObjectFiles, IngestError>)> {
         let (bytes_read, mut reads) = tokio::sync::mpsc::unbounded_channel();
         let mut tasks = JoinSet::new();
         let mut queue = indices.iter().copied();
+        let started = Instant::now();
         let spawn = |tasks: &mut JoinSet<_>, i: usize| {
             let (session, object, bytes_read) = (session.clone(), objects[i].clone(), bytes_read.clone());
-            tasks.spawn(async move { (i, session.read_object(&object, &bytes_read).await) });
+            tasks.spawn(async move {
+                let read = session.read_object(&object, &bytes_read);
+                let Some(until) = read_until else {
+                    return (i, read.await);
+                };
+                // Dropping the read stops it; its files are in no commit, and VACUUM removes them.
+                let result = tokio::time::timeout_at(until.into(), read).await.unwrap_or_else(|_| {
+                    Err(IngestError::TooSlow {
+                        object: object.uri(),
+                        seconds: until.saturating_duration_since(started).as_secs(),
+                    })
+                });
+                (i, result)
+            });
         };
         for i in queue.by_ref().take(self.concurrency) {
             spawn(&mut tasks, i);
@@ -346,7 +391,13 @@ impl Ingestor {
                 ingestor: self.clone(),
                 targets: Mutex::new(HashMap::new()),
             });
-            let read = self.read_objects(&session, &objects, &pending, progress).await;
+            let read_until = self.read_deadline.then(|| {
+                let now = Instant::now();
+                now + retry.deadline().saturating_duration_since(now).mul_f64(READ_SHARE)
+            });
+            let read = self
+                .read_objects(&session, &objects, &pending, read_until, progress)
+                .await;
 
             let mut per_table: BTreeMap<String, Vec<(usize, SourceFiles)>> = BTreeMap::new();
             let mut reports: BTreeMap<usize, ObjectReport> = BTreeMap::new();

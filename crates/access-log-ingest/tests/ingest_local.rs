@@ -305,3 +305,55 @@ async fn small_files_of_today_are_packed_and_every_row_stays_once() {
     }
     assert_eq!(table_rows(&uri).await, rows["today-bucket"]);
 }
+
+/// With a read deadline (the function's), an object that cannot be read in time fails alone and
+/// the others of its batch commit: here a pipe that trickles a log line a second, as a stalled or
+/// huge object would.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_not_read_in_time_fails_alone() {
+    let raw = tempfile::tempdir().unwrap();
+    let lake = tempfile::tempdir().unwrap();
+    let (mut objects, data) = write_logs(raw.path(), 3, 0.0);
+    let pipe = raw.path().join("2024-06-01-00-00-59-SLOW");
+    let made = std::process::Command::new("mkfifo").arg(&pipe).status().unwrap();
+    assert!(made.success());
+    let line = data[0].split_inclusive(|b| *b == b'\n').next().unwrap().to_vec();
+    let writer = {
+        let pipe = pipe.clone();
+        std::thread::spawn(move || {
+            let mut file = std::fs::OpenOptions::new().write(true).open(&pipe).unwrap();
+            for _ in 0..20 {
+                // The reader gave up: the pipe is closed.
+                if file.write_all(&line).and_then(|()| file.flush()).is_err() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+        })
+    };
+    objects.insert(1, ObjectRef::Local(pipe));
+
+    let outcomes = ingestor(lake.path())
+        .with_read_deadline(true)
+        .ingest(
+            &objects,
+            &lake::Retry::within(std::time::Duration::from_secs(6)),
+            &NoProgress,
+        )
+        .await;
+    let failed: Vec<&ObjectRef> = outcomes.iter().filter(|(_, r)| r.is_err()).map(|(o, _)| o).collect();
+    assert_eq!(failed, vec![&objects[1]]);
+    let message = outcomes[1].1.as_ref().unwrap_err().to_string();
+    assert!(
+        matches!(outcomes[1].1, Err(IngestError::TooSlow { .. })) && message.contains("SLOW"),
+        "{message}"
+    );
+    let (rows, _) = expected(&data);
+    let mut landed = 0;
+    for bucket in rows.keys() {
+        landed += table_rows(&format!("{}/access_logs/{bucket}", lake.path().display())).await;
+    }
+    assert_eq!(landed, rows.values().sum::<u64>(), "every other object's rows");
+    writer.join().unwrap();
+}

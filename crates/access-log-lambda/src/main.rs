@@ -11,7 +11,10 @@ async fn main() -> Result<(), Error> {
     let (config, namespace, database) =
         env_config::init::settings(|vars| Ok((Config::from_env()?, emf::namespace(vars)?, catalog::database(vars)?)))
             .await;
-    let mut ingestor = access_log_ingest::ingestor(&config, StorageConfig::from_env()).await;
+    // An object that cannot be read in time fails alone; the others of its batch commit.
+    let mut ingestor = access_log_ingest::ingestor(&config, StorageConfig::from_env())
+        .await
+        .with_read_deadline(true);
     // Each table is registered for Athena the first time this instance opens it.
     if let Some(database) = database {
         ingestor = ingestor.with_catalog(catalog::Catalog::from_env(&database).await);
