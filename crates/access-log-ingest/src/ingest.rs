@@ -101,6 +101,19 @@ pub enum IngestError {
         /// The time reading had.
         seconds: u64,
     },
+    /// The object may have been committed before the table's `txn` ids can be trusted (its name
+    /// has no date, or a date before that), and this ingestor does not look such objects up in
+    /// the table's history ([`Ingestor::with_old_object_lookup`]): the backfill does.
+    #[error(
+        "{object}: {reason}, so it may have been ingested before the table's txn ids reach back; the function does \
+         not search the table's history for it: ingest it with `lakelog ingest`, which does"
+    )]
+    NeedsBackfill {
+        /// The object.
+        object: String,
+        /// Why its name does not tell.
+        reason: &'static str,
+    },
     /// Concurrent writers kept committing the same objects; the object is left for a retry.
     #[error("{object}: still conflicting with concurrent writers after {attempts} attempts")]
     Conflicts {
@@ -178,6 +191,9 @@ pub struct Ingestor {
     /// Whether tables that lack columns of this release get them (see
     /// [`Ingestor::with_schema_changes`]).
     evolve_schema: bool,
+    /// Whether objects that may be older than the table's `txn` window are looked up in its
+    /// history (see [`Ingestor::with_old_object_lookup`]).
+    old_object_lookup: bool,
     /// Whether reading stops at [`READ_SHARE`] of the time to the retry's deadline (see
     /// [`Ingestor::with_read_deadline`]).
     read_deadline: bool,
@@ -218,6 +234,7 @@ impl Ingestor {
             settle: Some(Settle::default()),
             evolve_schema: true,
             read_deadline: false,
+            old_object_lookup: true,
             tables: Arc::default(),
             old_sources: Arc::default(),
             catalog: None,
@@ -246,6 +263,16 @@ impl Ingestor {
     /// hard deadline wants; the command line reads as long as it takes.
     pub fn with_read_deadline(mut self, read_deadline: bool) -> Self {
         self.read_deadline = read_deadline;
+        self
+    }
+
+    /// The ingestor, looking up (the default) or refusing ([`IngestError::NeedsBackfill`]) an
+    /// object that may have been committed before the table's `txn` window: one whose name has no
+    /// date, or a date before the window, in a table that has files from before it. The lookup
+    /// reads the `log_object` column of every such file, once per instance: the backfill's work,
+    /// not a function's, whose instances would each scan the table's history.
+    pub fn with_old_object_lookup(mut self, look_up: bool) -> Self {
+        self.old_object_lookup = look_up;
         self
     }
 
@@ -281,20 +308,38 @@ impl Ingestor {
     /// commit so old that its `txn` may have expired: an object whose name dates it after the
     /// table's trusted window began is new; an older one (or one without a date in its name) is
     /// looked up in the `log_object` column of the files added before that window.
-    async fn written_before_retention(&self, table: &Table, source: &str) -> Result<bool, LakeError> {
+    async fn written_before_retention(&self, table: &Table, source: &str) -> Result<bool, IngestError> {
         let uri = table.uri();
+        let table_error = |source_error| IngestError::Table {
+            object: source.to_owned(),
+            source: source_error,
+        };
         let now_ms = now_micros() / 1000;
-        let Some(since) = table.trusted_since_ms(now_ms)? else {
+        let Some(since) = table.trusted_since_ms(now_ms).map_err(table_error)? else {
             return Ok(false);
         };
-        if log_object_time_ms(source).is_some_and(|t| t >= since) {
+        let named = log_object_time_ms(source);
+        if named.is_some_and(|t| t >= since) || !table.has_files_written_before(since).map_err(table_error)? {
             return Ok(false);
+        }
+        if !self.old_object_lookup {
+            return Err(IngestError::NeedsBackfill {
+                object: source.to_owned(),
+                reason: if named.is_some() {
+                    "its name dates it before the table's txn window"
+                } else {
+                    "its name has no date"
+                },
+            });
         }
         let known = self.old_sources.lock().await.get(uri).cloned();
         let sources = match known {
             Some(sources) => sources,
             None => {
-                let read = table.column_values_in_files_before(LOG_OBJECT, since).await?;
+                let read = table
+                    .column_values_in_files_before(LOG_OBJECT, since)
+                    .await
+                    .map_err(table_error)?;
                 info!(
                     table = uri,
                     sources = read.len(),
@@ -663,14 +708,24 @@ impl Session {
         spec: fn() -> TableSpec,
         unique_columns: &[&str],
         builder: B,
-    ) -> Result<Output<B>, LakeError> {
-        let target = self.target(uri, spec).await?;
-        let written = target.table.is_committed(source).await?
+    ) -> Result<Output<B>, IngestError> {
+        let table_error = |e| IngestError::Table {
+            object: source.to_owned(),
+            source: e,
+        };
+        let target = self.target(uri, spec).await.map_err(table_error)?;
+        let written = target.table.is_committed(source).await.map_err(table_error)?
             || self.ingestor.written_before_retention(&target.table, source).await?;
         let writer = if written {
             None
         } else {
-            Some(target.table.writer(source)?.without_dictionary(unique_columns))
+            Some(
+                target
+                    .table
+                    .writer(source)
+                    .map_err(table_error)?
+                    .without_dictionary(unique_columns),
+            )
         };
         Ok(Output {
             target,
@@ -713,13 +768,6 @@ struct ObjectState<'s> {
 }
 
 impl ObjectState<'_> {
-    fn table_error(&self, source: LakeError) -> IngestError {
-        IngestError::Table {
-            object: self.source.clone(),
-            source,
-        }
-    }
-
     async fn read(&mut self, object: &ObjectRef, bytes_read: &BytesRead) -> Result<(), IngestError> {
         let mut stream = self.session.ingestor.reader.open(object).await?;
         let mut buf: Vec<u8> = Vec::with_capacity(CHUNK);
@@ -826,8 +874,7 @@ impl ObjectState<'_> {
                                 &ACCESS_LOGS_UNIQUE_COLUMNS,
                                 builder,
                             )
-                            .await
-                            .map_err(|e| self.table_error(e))?;
+                            .await?;
                         self.rows.push(output);
                         self.rows.len() - 1
                     }
@@ -859,8 +906,7 @@ impl ObjectState<'_> {
                     &REJECTS_UNIQUE_COLUMNS,
                     RejectsBatchBuilder::new(self.now),
                 )
-                .await
-                .map_err(|e| self.table_error(e))?;
+                .await?;
             self.rejects = Some(output);
         }
         let Some(output) = &mut self.rejects else { return Ok(()) };

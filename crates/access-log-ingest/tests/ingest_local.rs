@@ -242,6 +242,18 @@ async fn objects_whose_txn_expired_are_not_written_again() {
         !opened.is_committed(&objects[0].uri()).await.unwrap(),
         "the txn id has expired"
     );
+    // The function does not search the table's history (each instance would scan it): it refuses
+    // an object that may be in it, naming the backfill, and writes nothing.
+    let refused = ingestor(lake.path())
+        .with_old_object_lookup(false)
+        .ingest(&objects[..1], &lake::Retry::default(), &NoProgress)
+        .await;
+    let message = refused[0].1.as_ref().unwrap_err().to_string();
+    assert!(
+        matches!(refused[0].1, Err(IngestError::NeedsBackfill { .. })) && message.contains("lakelog ingest"),
+        "{message}"
+    );
+    assert_eq!(table_rows(&table).await, rows);
     // Both objects again, by a new ingestor: the first is found in the rows, the second is new.
     let again = ingestor(lake.path())
         .ingest(&objects, &lake::Retry::default(), &NoProgress)

@@ -14,7 +14,9 @@ async fn main() -> Result<(), Error> {
     // An object that cannot be read in time fails alone; the others of its batch commit.
     let mut ingestor = access_log_ingest::ingestor(&config, StorageConfig::from_env())
         .await
-        .with_read_deadline(true);
+        .with_read_deadline(true)
+        // Objects that may be older than a table's txn window are the backfill's.
+        .with_old_object_lookup(false);
     // Each table is registered for Athena the first time this instance opens it.
     if let Some(database) = database {
         ingestor = ingestor.with_catalog(catalog::Catalog::from_env(&database).await);

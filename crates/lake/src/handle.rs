@@ -139,6 +139,12 @@ impl Table {
         sources::trusted_since_ms(&self.uri, &self.delta, now_ms)
     }
 
+    /// Whether any active file holds rows first written before `before_ms` (see [`sources`]); no
+    /// data file is read.
+    pub fn has_files_written_before(&self, before_ms: i64) -> Result<bool, LakeError> {
+        sources::has_files_written_before(&self.uri, &self.delta, before_ms)
+    }
+
     /// The distinct values of the string column `column` in the active files whose rows were
     /// first written before `before_ms` (see [`sources`]).
     pub async fn column_values_in_files_before(

@@ -41,6 +41,13 @@ pub(crate) fn trusted_since_ms(uri: &str, table: &DeltaTable, now_ms: i64) -> Re
     }))
 }
 
+/// Whether any active file of `table` holds rows first written before `before_ms` (milliseconds
+/// since the epoch; see [`column_values_in_files_before`]), from the log alone.
+pub(crate) fn has_files_written_before(uri: &str, table: &DeltaTable, before_ms: i64) -> Result<bool, LakeError> {
+    let snapshot = table.snapshot().map_err(|e| LakeError::delta(uri, e))?;
+    Ok(snapshot.log_data().iter().any(|view| written_at(&view) < before_ms))
+}
+
 /// The distinct values of the string column `column` in the active files of `table` whose rows
 /// were first written before `added_before_ms` (milliseconds since the epoch): files added
 /// before it, and files compaction wrote later from such files (by their
