@@ -101,6 +101,13 @@ pub enum IngestError {
         /// The time reading had.
         seconds: u64,
     },
+    /// The invocation's hard deadline came while the object was being ingested: it may or may not
+    /// be in the table (its `txn` tells the retry).
+    #[error("{object}: not finished by the invocation's deadline; it is retried")]
+    Unfinished {
+        /// The object.
+        object: String,
+    },
     /// The object may have been committed before the table's `txn` ids can be trusted (its name
     /// has no date, or a date before that), and this ingestor does not look such objects up in
     /// the table's history ([`Ingestor::with_old_object_lookup`]): the backfill does.

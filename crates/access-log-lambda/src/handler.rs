@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use access_log_ingest::notification::{Notification, parse_body};
-use access_log_ingest::{Ingestor, ObjectRef};
+use access_log_ingest::{IngestError, Ingestor, ObjectRef};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lake::Retry;
 use lambda_runtime::LambdaEvent;
@@ -14,6 +14,12 @@ use crate::metrics;
 
 /// Time kept back from the invocation's deadline to answer with the messages to retry.
 const ANSWER_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Time before the invocation's deadline at which whatever still runs (a read, a commit try
+/// past the commits' deadline, a post-commit step, an S3 call that its client retries) is
+/// stopped, so that the handler always answers: every message is then retried, and the `txn`
+/// of each object keeps a commit that landed all the same from being written twice.
+const HARD_MARGIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The handler failed as a whole: Lambda retries the entire batch.
 #[derive(Debug, thiserror::Error)]
@@ -58,7 +64,23 @@ pub async fn handle(
     // by then is reported as failed, and SQS delivers it again.
     let retry = Retry::for_invocation(event.context.deadline, ANSWER_MARGIN);
     let commits = metrics::Commits::default();
-    let outcomes = ingestor.ingest(&wanted, &retry, &commits).await;
+    let stop = Retry::for_invocation(event.context.deadline, HARD_MARGIN).deadline();
+    let outcomes = match tokio::time::timeout_at(stop.into(), ingestor.ingest(&wanted, &retry, &commits)).await {
+        Ok(outcomes) => outcomes,
+        Err(_) => {
+            warn!(
+                objects = wanted.len(),
+                "the objects were still being ingested at the invocation's hard deadline; every message is retried"
+            );
+            wanted
+                .iter()
+                .map(|object| {
+                    let error = IngestError::Unfinished { object: object.uri() };
+                    (object.clone(), Err(error))
+                })
+                .collect()
+        }
+    };
     let failed: HashMap<&ObjectRef, String> = outcomes
         .iter()
         .filter_map(|(object, result)| result.as_ref().err().map(|e| (object, e.to_string())))
