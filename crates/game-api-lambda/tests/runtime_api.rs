@@ -79,6 +79,10 @@ async fn three_games(apigateway: &aws_sdk_apigateway::Client) -> [String; 3] {
         .await
         .unwrap();
     let throttle = game_api::games::Throttle { rate: 50.0, burst: 100 };
+    let api = game_api::games::ApiStageRef {
+        api_id: api_id.clone(),
+        stage: "prod".into(),
+    };
     let mut ids = Vec::new();
     let revoked = unique_name("revoked");
     for (name, max) in [
@@ -87,13 +91,13 @@ async fn three_games(apigateway: &aws_sdk_apigateway::Client) -> [String; 3] {
         (revoked.clone(), 10.0),
     ] {
         let game = game_api::Game::new(&name).unwrap().with_amounts(0.0, max).unwrap();
-        let key = game_api::games::add_game(apigateway, &api_id, "prod", &game, throttle)
+        let key = game_api::games::add_game(apigateway, &api, &game, throttle)
             .await
             .unwrap();
         assert!(key.key.as_deref().is_some_and(|k| k.len() >= 20), "{key:?}");
         ids.push(key.key_id);
     }
-    game_api::games::revoke_game(apigateway, &revoked).await.unwrap();
+    game_api::games::revoke_game(apigateway, &api, &revoked).await.unwrap();
     [ids[0].clone(), ids[1].clone(), ids[2].clone()]
 }
 

@@ -15,7 +15,7 @@
 //! {"games": [{"game": "space-miners", "key": "a-long-random-secret", "maxAmount": 500}]}
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -140,16 +140,16 @@ pub enum GameError {
         /// What went wrong.
         reason: String,
     },
-    /// `lakelog games add` of a game that has a key already.
-    #[error("game {game} already has a key ({key_id}): revoke it first, or keep it")]
+    /// `lakelog games add` of a game that has a key already on the same API stage.
+    #[error("game {game} already has a key ({key_id}) on this API and stage: revoke it first, or keep it")]
     Exists {
         /// The game.
         game: String,
         /// Its key's id.
         key_id: String,
     },
-    /// `lakelog games revoke` of a game without an enabled key.
-    #[error("game {game} has no enabled key")]
+    /// `lakelog games revoke` of a game without an enabled key on the API stage.
+    #[error("game {game} has no enabled key on this API and stage")]
     NoSuchGame {
         /// The game.
         game: String,
@@ -391,9 +391,69 @@ fn api_error<E: std::error::Error + Send + Sync + 'static>(operation: &'static s
     }
 }
 
-/// Every game key of the account and region (the keys tagged [`GAME_TAG`]), revoked ones
+/// The REST API and stage whose games a command works on: one stack's game events API. Keys
+/// belong to it through their usage plans, so two stacks of one account (staging, production)
+/// may have games of the same names, each acting on its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiStageRef {
+    /// The REST API's id (a stack's output `GameEventsApiId`).
+    pub api_id: String,
+    /// Its stage.
+    pub stage: String,
+}
+
+/// The ids of the API keys in usage plans of `api`'s stage.
+async fn keys_of_stage(client: &aws_sdk_apigateway::Client, api: &ApiStageRef) -> Result<HashSet<String>, GameError> {
+    let mut plans = Vec::new();
+    let mut position: Option<String> = None;
+    loop {
+        let page = client
+            .get_usage_plans()
+            .limit(500)
+            .set_position(position.take())
+            .send()
+            .await
+            .map_err(api_error("GetUsagePlans"))?;
+        for plan in page.items() {
+            let serves = plan
+                .api_stages()
+                .iter()
+                .any(|s| s.api_id() == Some(api.api_id.as_str()) && s.stage() == Some(api.stage.as_str()));
+            if let (true, Some(id)) = (serves, plan.id()) {
+                plans.push(id.to_owned());
+            }
+        }
+        match page.position() {
+            Some(next) if !page.items().is_empty() => position = Some(next.to_owned()),
+            _ => break,
+        }
+    }
+    let mut keys = HashSet::new();
+    for plan in plans {
+        let mut position: Option<String> = None;
+        loop {
+            let page = client
+                .get_usage_plan_keys()
+                .usage_plan_id(&plan)
+                .limit(500)
+                .set_position(position.take())
+                .send()
+                .await
+                .map_err(api_error("GetUsagePlanKeys"))?;
+            keys.extend(page.items().iter().filter_map(|k| k.id()).map(str::to_owned));
+            match page.position() {
+                Some(next) if !page.items().is_empty() => position = Some(next.to_owned()),
+                _ => break,
+            }
+        }
+    }
+    Ok(keys)
+}
+
+/// Every game key of `api`'s stage (keys tagged [`GAME_TAG`] in its usage plans), revoked ones
 /// included, by game.
-pub async fn list_games(client: &aws_sdk_apigateway::Client) -> Result<Vec<GameKey>, GameError> {
+pub async fn list_games(client: &aws_sdk_apigateway::Client, api: &ApiStageRef) -> Result<Vec<GameKey>, GameError> {
+    let of_stage = keys_of_stage(client, api).await?;
     let mut keys = Vec::new();
     let mut position: Option<String> = None;
     loop {
@@ -406,6 +466,9 @@ pub async fn list_games(client: &aws_sdk_apigateway::Client) -> Result<Vec<GameK
             .await
             .map_err(api_error("GetApiKeys"))?;
         for item in page.items() {
+            if !item.id().is_some_and(|id| of_stage.contains(id)) {
+                continue;
+            }
             let Some(Ok(game)) = game_of_tags(item.tags()) else {
                 continue;
             };
@@ -428,17 +491,17 @@ pub async fn list_games(client: &aws_sdk_apigateway::Client) -> Result<Vec<GameK
     Ok(keys)
 }
 
-/// Creates `game`'s API key and its usage plan (`throttle`) on stage `stage` of the REST API
-/// `api_id`; the key's value is in the answer, once. A game that has an enabled key already is
-/// refused ([`GameError::Exists`]).
+/// Creates `game`'s API key and its usage plan (`throttle`) on `api`'s stage; the key's value is
+/// in the answer, once. A game that has an enabled key on that stage already is refused
+/// ([`GameError::Exists`]); another stack's game of the same name is not this one. When a step
+/// fails, what the earlier steps created is deleted again, so that no enabled key is left behind.
 pub async fn add_game(
     client: &aws_sdk_apigateway::Client,
-    api_id: &str,
-    stage: &str,
+    api: &ApiStageRef,
     game: &Game,
     throttle: Throttle,
 ) -> Result<GameKey, GameError> {
-    if let Some(existing) = list_games(client)
+    if let Some(existing) = list_games(client, api)
         .await?
         .into_iter()
         .find(|k| k.game == game.id && k.enabled)
@@ -460,30 +523,30 @@ pub async fn add_game(
         .await
         .map_err(api_error("CreateApiKey"))?;
     let key_id = key.id().unwrap_or_default().to_owned();
-    let plan = client
-        .create_usage_plan()
-        .name(format!("lakelog-{}", game.id))
-        .description(format!("The throttle of {}", game.id))
-        .throttle(
-            ThrottleSettings::builder()
-                .rate_limit(throttle.rate)
-                .burst_limit(throttle.burst)
-                .build(),
-        )
-        .api_stages(ApiStage::builder().api_id(api_id).stage(stage).build())
-        .tags(GAME_TAG, &game.id)
-        .send()
-        .await
-        .map_err(api_error("CreateUsagePlan"))?;
-    let plan_id = plan.id().unwrap_or_default().to_owned();
-    client
-        .create_usage_plan_key()
-        .usage_plan_id(&plan_id)
-        .key_id(&key_id)
-        .key_type("API_KEY")
-        .send()
-        .await
-        .map_err(api_error("CreateUsagePlanKey"))?;
+    let planned = plan_key(client, api, game, throttle, &key_id).await;
+    let plan_id = match planned {
+        Ok(plan_id) => plan_id,
+        Err((error, plan_id)) => {
+            // Undone in reverse; a failure to undo is named beside the error that caused it.
+            let mut undo = Vec::new();
+            if let Some(plan_id) = plan_id
+                && let Err(e) = client.delete_usage_plan().usage_plan_id(&plan_id).send().await
+            {
+                undo.push(format!("usage plan {plan_id}: {}", api_error("DeleteUsagePlan")(e)));
+            }
+            if let Err(e) = client.delete_api_key().api_key(&key_id).send().await {
+                undo.push(format!("key {key_id}: {}", api_error("DeleteApiKey")(e)));
+            }
+            return Err(match (error, undo.is_empty()) {
+                (error, true) => error,
+                (GameError::ApiGateway { operation, reason }, false) => GameError::ApiGateway {
+                    operation,
+                    reason: format!("{reason}; and could not delete what was created: {}", undo.join("; ")),
+                },
+                (error, false) => error,
+            });
+        }
+    };
     Ok(GameKey {
         game: game.id.clone(),
         key_id,
@@ -495,11 +558,52 @@ pub async fn add_game(
     })
 }
 
-/// Disables every enabled key of `game`: API Gateway refuses them from then on (within the
-/// minute its caches take); the other games' keys are untouched. Returns the keys revoked.
-pub async fn revoke_game(client: &aws_sdk_apigateway::Client, game: &str) -> Result<Vec<GameKey>, GameError> {
+/// Creates `game`'s usage plan on `api`'s stage and puts the key `key_id` in it; returns the
+/// plan's id, or the error with the plan's id if the plan was created.
+async fn plan_key(
+    client: &aws_sdk_apigateway::Client,
+    api: &ApiStageRef,
+    game: &Game,
+    throttle: Throttle,
+    key_id: &str,
+) -> Result<String, (GameError, Option<String>)> {
+    let plan = client
+        .create_usage_plan()
+        .name(format!("lakelog-{}", game.id))
+        .description(format!("The throttle of {}", game.id))
+        .throttle(
+            ThrottleSettings::builder()
+                .rate_limit(throttle.rate)
+                .burst_limit(throttle.burst)
+                .build(),
+        )
+        .api_stages(ApiStage::builder().api_id(&api.api_id).stage(&api.stage).build())
+        .tags(GAME_TAG, &game.id)
+        .send()
+        .await
+        .map_err(|e| (api_error("CreateUsagePlan")(e), None))?;
+    let plan_id = plan.id().unwrap_or_default().to_owned();
+    client
+        .create_usage_plan_key()
+        .usage_plan_id(&plan_id)
+        .key_id(key_id)
+        .key_type("API_KEY")
+        .send()
+        .await
+        .map_err(|e| (api_error("CreateUsagePlanKey")(e), Some(plan_id.clone())))?;
+    Ok(plan_id)
+}
+
+/// Disables every enabled key of `game` on `api`'s stage: API Gateway refuses them from then on
+/// (within the minute its caches take); the other games' keys, and another stack's game of the
+/// same name, are untouched. Returns the keys revoked.
+pub async fn revoke_game(
+    client: &aws_sdk_apigateway::Client,
+    api: &ApiStageRef,
+    game: &str,
+) -> Result<Vec<GameKey>, GameError> {
     let mut revoked = Vec::new();
-    for mut key in list_games(client)
+    for mut key in list_games(client, api)
         .await?
         .into_iter()
         .filter(|k| k.game == game && k.enabled)

@@ -1,5 +1,6 @@
 //! `lakelog games add|list|revoke` against API Gateway (moto's): each game gets a key and a usage
-//! plan of its own, tagged with the game; revoking one game leaves the others' keys enabled.
+//! plan of its own, tagged with the game; revoking one game leaves the others' keys enabled, and
+//! each command acts on one API's games only, whatever another stack's games are called.
 
 use std::process::Command;
 
@@ -88,9 +89,27 @@ async fn games_are_added_listed_and_revoked_one_by_one() {
         String::from_utf8_lossy(&again.stderr)
     );
 
-    let revoked = games(&standin, &["revoke", &miners]);
+    // A second stack's API in the same account: the same game names, each acting on its own.
+    let staging = apigateway
+        .create_rest_api()
+        .name(unique_name("games-cli-staging"))
+        .send()
+        .await
+        .unwrap();
+    let staging_id = staging.id().unwrap().to_owned();
+    let staging_miners = games(&standin, &["add", &miners, "--api-id", &staging_id]);
+    assert_ne!(staging_miners[0]["keyId"], added[0]["keyId"]);
+    let revoked = games(&standin, &["revoke", &miners, "--api-id", &staging_id]);
+    assert_eq!(revoked.len(), 1);
+    assert_eq!(revoked[0]["keyId"], staging_miners[0]["keyId"], "only the staging key");
+    let staging_listed = games(&standin, &["list", "--api-id", &staging_id]);
+    assert_eq!(staging_listed.len(), 1, "{staging_listed:?}");
+    assert_eq!(staging_listed[0]["enabled"], false);
+
+    let revoked = games(&standin, &["revoke", &miners, "--api-id", &api_id]);
     assert_eq!((revoked.len(), &revoked[0]["enabled"]), (1, &Value::Bool(false)));
-    let listed = games(&standin, &["list"]);
+    let listed = games(&standin, &["list", "--api-id", &api_id]);
+    assert_eq!(listed.len(), 2, "this API's keys only: {listed:?}");
     let state = |game: &str| -> Vec<bool> {
         listed
             .iter()
@@ -108,4 +127,51 @@ async fn games_are_added_listed_and_revoked_one_by_one() {
         .await
         .unwrap();
     assert!(!key.enabled());
+}
+
+/// A failed `add` leaves nothing behind: API Gateway refuses the usage plan, and the key created
+/// before it is deleted again, so that no enabled key of the game blocks a later `add`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_add_leaves_no_key_behind() {
+    use lakelog_tests::faults::{FaultProxy, FaultRates};
+
+    let standin = StandIn::connect().await.unwrap();
+    let apigateway = aws_sdk_apigateway::Client::new(&standin.sdk_config());
+    let api = apigateway
+        .create_rest_api()
+        .name(unique_name("games-cli-failing"))
+        .send()
+        .await
+        .unwrap();
+    let api_id = api.id().unwrap().to_owned();
+    let proxy = FaultProxy::start(standin.endpoint(), 31, FaultRates::none())
+        .await
+        .unwrap();
+    proxy.set_rates(FaultRates {
+        slow_down: 1.0,
+        only_paths: Some("/usageplans".into()),
+        only_writes: true,
+        ..FaultRates::none()
+    });
+    let game = unique_name("flaky");
+    let output = Command::new(env!("CARGO_BIN_EXE_lakelog"))
+        .args(["games", "add", &game, "--api-id", &api_id])
+        .envs(lakelog_tests::runtime_api::Function::standin_vars(proxy.endpoint()))
+        .env("AWS_REGION", lakelog_tests::REGION)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("CreateUsagePlan"), "{stderr}");
+
+    let keys = apigateway.get_api_keys().limit(500).send().await.unwrap();
+    let left: Vec<_> = keys
+        .items()
+        .iter()
+        .filter(|k| k.name() == Some(format!("lakelog-{game}").as_str()))
+        .collect();
+    assert!(left.is_empty(), "a key was left behind: {left:?}");
+    // The store answers again: the game is added.
+    proxy.set_rates(FaultRates::none());
+    games(&standin, &["add", &game, "--api-id", &api_id]);
 }

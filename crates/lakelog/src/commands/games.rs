@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use game_api::Game;
-use game_api::games::{GameKey, Throttle, add_game, list_games, revoke_game};
+use game_api::games::{ApiStageRef, GameKey, Throttle, add_game, list_games, revoke_game};
 
 /// Arguments of `lakelog games`.
 #[derive(Debug, Args)]
@@ -23,9 +23,38 @@ pub enum GamesCommand {
     /// Create a game's API key and its usage plan; prints the key (shown once) as JSON.
     Add(AddArgs),
     /// List the games' keys (revoked ones too) as JSON lines.
-    List,
+    List(ListArgs),
     /// Disable every key of a game: its clients get 403 from then on, other games are untouched.
     Revoke(RevokeArgs),
+}
+
+/// The API whose games a command acts on: one stack's. Another stack's games, of the same names
+/// or not, are never touched.
+#[derive(Debug, Args)]
+pub struct ApiArgs {
+    /// The game events REST API (the stack's output GameEventsApiId).
+    #[arg(long, value_name = "ID")]
+    pub api_id: String,
+    /// The API's stage.
+    #[arg(long, default_value = "prod")]
+    pub stage: String,
+}
+
+impl ApiArgs {
+    fn stage_ref(&self) -> ApiStageRef {
+        ApiStageRef {
+            api_id: self.api_id.clone(),
+            stage: self.stage.clone(),
+        }
+    }
+}
+
+/// Arguments of `lakelog games list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// The API.
+    #[command(flatten)]
+    pub api: ApiArgs,
 }
 
 /// Arguments of `lakelog games add`.
@@ -33,12 +62,9 @@ pub enum GamesCommand {
 pub struct AddArgs {
     /// The game's name, stamped into its events as gameId: 1 to 64 of a-z, 0-9, - and _.
     pub game: String,
-    /// The game events REST API (the stack's output GameEventsApiId).
-    #[arg(long, value_name = "ID")]
-    pub api_id: String,
-    /// The API's stage.
-    #[arg(long, default_value = "prod")]
-    pub stage: String,
+    /// The API.
+    #[command(flatten)]
+    pub api: ApiArgs,
     /// Requests per second the game's clients may send together, on average.
     #[arg(long, default_value_t = 100.0)]
     pub rate: f64,
@@ -58,6 +84,9 @@ pub struct AddArgs {
 pub struct RevokeArgs {
     /// The game whose keys are disabled.
     pub game: String,
+    /// The API.
+    #[command(flatten)]
+    pub api: ApiArgs,
 }
 
 fn print(key: &GameKey) -> anyhow::Result<()> {
@@ -79,7 +108,7 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                     rate: add.rate,
                     burst: add.burst,
                 };
-                let key = add_game(&client, &add.api_id, &add.stage, &game, throttle)
+                let key = add_game(&client, &add.api.stage_ref(), &game, throttle)
                     .await
                     .with_context(|| format!("cannot add the game {}", add.game))?;
                 print(&key)?;
@@ -88,13 +117,13 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                     key.game
                 );
             }
-            GamesCommand::List => {
-                for key in list_games(&client).await? {
+            GamesCommand::List(list) => {
+                for key in list_games(&client, &list.api.stage_ref()).await? {
                     print(&key)?;
                 }
             }
             GamesCommand::Revoke(revoke) => {
-                for key in revoke_game(&client, &revoke.game).await? {
+                for key in revoke_game(&client, &revoke.api.stage_ref(), &revoke.game).await? {
                     print(&key)?;
                 }
                 eprintln!(
