@@ -16,8 +16,8 @@ pub struct OptimizeArgs {
     /// The table: a local path or s3://bucket/prefix.
     #[arg(long, value_name = "URI")]
     pub table: String,
-    /// Drop rows whose key was already seen in their partition, keeping the first: a column, or
-    /// columns joined by + (game_events: gameId+eventId).
+    /// Drop rows whose key was already seen in their partition or the day before, keeping the
+    /// first: a column, or columns joined by + (game_events: gameId+eventId).
     #[arg(long, value_name = "COLUMN[+COLUMN]")]
     pub dedup_key: Option<String>,
     /// MiB the keys of new rows may take while duplicates are looked for; more are taken in
