@@ -668,3 +668,28 @@ fn raw_logs_outlive_the_notifications_that_name_them() {
         "the alarm fires after {threshold} s, too late to redrive"
     );
 }
+
+/// The stack touches only what it owns: only the raw-logs bucket of the expected account may
+/// notify the ingest queue (a bucket name can be taken again by anyone once deleted), and the
+/// account-wide API Gateway logging role the stack may set stays when the stack is deleted.
+#[test]
+fn the_stack_reaches_no_further_than_it_owns() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
+    let template = parse(&std::fs::read_to_string(path).unwrap());
+    let resources = &template["Resources"];
+    let statements = resources["RawLogsQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+        .as_sequence()
+        .unwrap();
+    let allow = statements.iter().find(|s| s["Effect"] == "Allow").unwrap();
+    let source_account = &allow["Condition"]["StringEquals"]["aws:SourceAccount"];
+    assert!(
+        strings(source_account).iter().any(|s| s == "RawLogsBucketOwner"),
+        "the notifications' source account is not checked: {source_account:?}"
+    );
+    for retained in ["ApiGatewayLoggingRoleResource", "ApiGatewayAccount"] {
+        assert_eq!(
+            resources[retained]["DeletionPolicy"], "Retain",
+            "{retained} goes with the stack, and with it every API's logs"
+        );
+    }
+}
