@@ -15,7 +15,7 @@
 //! {"games": [{"game": "space-miners", "key": "a-long-random-secret", "maxAmount": 500}]}
 //! ```
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -146,6 +146,22 @@ pub enum GameError {
         /// The game.
         game: String,
         /// Its key's id.
+        key_id: String,
+    },
+    /// `lakelog games retire` of a key that is not an enabled key of the game on the API stage.
+    #[error("game {game} has no enabled key {key_id} on this API and stage")]
+    NoSuchKey {
+        /// The game.
+        game: String,
+        /// The key's id.
+        key_id: String,
+    },
+    /// `lakelog games retire` of a game's last enabled key.
+    #[error("key {key_id} is the last enabled key of {game}: rotate first, or revoke the game")]
+    LastKey {
+        /// The game.
+        game: String,
+        /// The key's id.
         key_id: String,
     },
     /// `lakelog games revoke` of a game without an enabled key on the API stage.
@@ -370,7 +386,7 @@ pub struct GameKey {
     pub min_amount: f64,
     /// The range of a purchase's `amount`.
     pub max_amount: f64,
-    /// The usage plan (throttle) of the game, when it was just created.
+    /// The usage plan (throttle) of the game.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage_plan_id: Option<String>,
 }
@@ -402,8 +418,11 @@ pub struct ApiStageRef {
     pub stage: String,
 }
 
-/// The ids of the API keys in usage plans of `api`'s stage.
-async fn keys_of_stage(client: &aws_sdk_apigateway::Client, api: &ApiStageRef) -> Result<HashSet<String>, GameError> {
+/// The API keys in usage plans of `api`'s stage: key id -> usage plan id.
+async fn keys_of_stage(
+    client: &aws_sdk_apigateway::Client,
+    api: &ApiStageRef,
+) -> Result<HashMap<String, String>, GameError> {
     let mut plans = Vec::new();
     let mut position: Option<String> = None;
     loop {
@@ -428,7 +447,7 @@ async fn keys_of_stage(client: &aws_sdk_apigateway::Client, api: &ApiStageRef) -
             _ => break,
         }
     }
-    let mut keys = HashSet::new();
+    let mut keys = HashMap::new();
     for plan in plans {
         let mut position: Option<String> = None;
         loop {
@@ -440,7 +459,12 @@ async fn keys_of_stage(client: &aws_sdk_apigateway::Client, api: &ApiStageRef) -
                 .send()
                 .await
                 .map_err(api_error("GetUsagePlanKeys"))?;
-            keys.extend(page.items().iter().filter_map(|k| k.id()).map(str::to_owned));
+            keys.extend(
+                page.items()
+                    .iter()
+                    .filter_map(|k| k.id())
+                    .map(|id| (id.to_owned(), plan.clone())),
+            );
             match page.position() {
                 Some(next) if !page.items().is_empty() => position = Some(next.to_owned()),
                 _ => break,
@@ -466,9 +490,9 @@ pub async fn list_games(client: &aws_sdk_apigateway::Client, api: &ApiStageRef) 
             .await
             .map_err(api_error("GetApiKeys"))?;
         for item in page.items() {
-            if !item.id().is_some_and(|id| of_stage.contains(id)) {
+            let Some(plan) = item.id().and_then(|id| of_stage.get(id)) else {
                 continue;
-            }
+            };
             let Some(Ok(game)) = game_of_tags(item.tags()) else {
                 continue;
             };
@@ -479,7 +503,7 @@ pub async fn list_games(client: &aws_sdk_apigateway::Client, api: &ApiStageRef) 
                 enabled: item.enabled(),
                 min_amount: game.limits.min_amount,
                 max_amount: game.limits.max_amount,
-                usage_plan_id: None,
+                usage_plan_id: Some(plan.clone()),
             });
         }
         match page.position() {
@@ -594,6 +618,111 @@ async fn plan_key(
     Ok(plan_id)
 }
 
+/// Gives `game` a second enabled key on `api`'s stage, beside the one its clients use, in the same
+/// usage plan (the same throttle) and with the same tags: clients move to it while the old key
+/// still works, and [`retire_key`] disables the old one once they have. The new key's value is in
+/// the answer, once; if putting it in the plan fails, it is deleted again.
+pub async fn rotate_game(
+    client: &aws_sdk_apigateway::Client,
+    api: &ApiStageRef,
+    game: &str,
+) -> Result<GameKey, GameError> {
+    let current = list_games(client, api)
+        .await?
+        .into_iter()
+        .find(|k| k.game == game && k.enabled)
+        .ok_or_else(|| GameError::NoSuchGame { game: game.to_owned() })?;
+    let plan_id = current.usage_plan_id.clone().unwrap_or_default();
+    let key = client
+        .create_api_key()
+        .name(format!("lakelog-{game}"))
+        .description(format!("Game clients of {game} (rotated from {})", current.key_id))
+        .enabled(true)
+        .tags(GAME_TAG, game)
+        .tags(MIN_AMOUNT_TAG, current.min_amount.to_string())
+        .tags(MAX_AMOUNT_TAG, current.max_amount.to_string())
+        .send()
+        .await
+        .map_err(api_error("CreateApiKey"))?;
+    let key_id = key.id().unwrap_or_default().to_owned();
+    let planned = client
+        .create_usage_plan_key()
+        .usage_plan_id(&plan_id)
+        .key_id(&key_id)
+        .key_type("API_KEY")
+        .send()
+        .await;
+    if let Err(e) = planned {
+        let error = api_error("CreateUsagePlanKey")(e);
+        return Err(match client.delete_api_key().api_key(&key_id).send().await {
+            Ok(_) => error,
+            Err(undo) => GameError::ApiGateway {
+                operation: "CreateUsagePlanKey",
+                reason: format!(
+                    "{error}; and could not delete the new key {key_id}: {}",
+                    api_error("DeleteApiKey")(undo)
+                ),
+            },
+        });
+    }
+    Ok(GameKey {
+        key_id,
+        key: key.value().map(str::to_owned),
+        ..current
+    })
+}
+
+/// Disables one key of `game` on `api`'s stage, `key_id`, once its clients moved to the key
+/// [`rotate_game`] gave: the game's other keys go on working. The game's last enabled key is not
+/// retired ([`GameError::LastKey`]): [`revoke_game`] does that, on purpose.
+pub async fn retire_key(
+    client: &aws_sdk_apigateway::Client,
+    api: &ApiStageRef,
+    game: &str,
+    key_id: &str,
+) -> Result<GameKey, GameError> {
+    let keys: Vec<GameKey> = list_games(client, api)
+        .await?
+        .into_iter()
+        .filter(|k| k.game == game && k.enabled)
+        .collect();
+    let mut key = keys
+        .iter()
+        .find(|k| k.key_id == key_id)
+        .cloned()
+        .ok_or_else(|| GameError::NoSuchKey {
+            game: game.to_owned(),
+            key_id: key_id.to_owned(),
+        })?;
+    if keys.len() < 2 {
+        return Err(GameError::LastKey {
+            game: game.to_owned(),
+            key_id: key_id.to_owned(),
+        });
+    }
+    disable_key(client, key_id).await?;
+    key.enabled = false;
+    Ok(key)
+}
+
+/// Disables the API key `key_id`.
+async fn disable_key(client: &aws_sdk_apigateway::Client, key_id: &str) -> Result<(), GameError> {
+    client
+        .update_api_key()
+        .api_key(key_id)
+        .patch_operations(
+            PatchOperation::builder()
+                .op(Op::Replace)
+                .path("/enabled")
+                .value("false")
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(api_error("UpdateApiKey"))?;
+    Ok(())
+}
+
 /// Disables every enabled key of `game` on `api`'s stage: API Gateway refuses them from then on
 /// (within the minute its caches take); the other games' keys, and another stack's game of the
 /// same name, are untouched. Returns the keys revoked.
@@ -608,19 +737,7 @@ pub async fn revoke_game(
         .into_iter()
         .filter(|k| k.game == game && k.enabled)
     {
-        client
-            .update_api_key()
-            .api_key(&key.key_id)
-            .patch_operations(
-                PatchOperation::builder()
-                    .op(Op::Replace)
-                    .path("/enabled")
-                    .value("false")
-                    .build(),
-            )
-            .send()
-            .await
-            .map_err(api_error("UpdateApiKey"))?;
+        disable_key(client, &key.key_id).await?;
         key.enabled = false;
         revoked.push(key);
     }

@@ -175,3 +175,99 @@ async fn a_failed_add_leaves_no_key_behind() {
     proxy.set_rates(FaultRates::none());
     games(&standin, &["add", &game, "--api-id", &api_id]);
 }
+
+/// A key rotates without an outage: `rotate` gives the game a second enabled key in its usage
+/// plan, both work while clients move, `retire` disables the old one, and the last key is never
+/// retired by mistake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_rotates_with_both_keys_working_in_between() {
+    let standin = StandIn::connect().await.unwrap();
+    let apigateway = aws_sdk_apigateway::Client::new(&standin.sdk_config());
+    let api = apigateway
+        .create_rest_api()
+        .name(unique_name("games-cli-rotate"))
+        .send()
+        .await
+        .unwrap();
+    let api_id = api.id().unwrap().to_owned();
+    let game = unique_name("rotating");
+    let old = games(&standin, &["add", &game, "--api-id", &api_id, "--max-amount", "50"]).remove(0);
+    let new = games(&standin, &["rotate", &game, "--api-id", &api_id]).remove(0);
+    assert_ne!(new["keyId"], old["keyId"]);
+    assert!(new["key"].as_str().is_some_and(|k| k.len() >= 20), "{new}");
+    assert_eq!(
+        (&new["usagePlanId"], &new["maxAmount"]),
+        (&old["usagePlanId"], &old["maxAmount"])
+    );
+    // Both enabled, in the game's one usage plan (its throttle).
+    let enabled = |listed: &[Value]| -> Vec<String> {
+        let mut ids: Vec<String> = listed
+            .iter()
+            .filter(|k| k["game"] == game.as_str() && k["enabled"] == true)
+            .map(|k| k["keyId"].as_str().unwrap().to_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let mut both = vec![
+        old["keyId"].as_str().unwrap().to_owned(),
+        new["keyId"].as_str().unwrap().to_owned(),
+    ];
+    both.sort();
+    assert_eq!(enabled(&games(&standin, &["list", "--api-id", &api_id])), both);
+    let in_plan = apigateway
+        .get_usage_plan_keys()
+        .usage_plan_id(old["usagePlanId"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let mut plan_keys: Vec<String> = in_plan
+        .items()
+        .iter()
+        .filter_map(|k| k.id())
+        .map(str::to_owned)
+        .collect();
+    plan_keys.sort();
+    assert_eq!(plan_keys, both);
+
+    // The API function takes either key for the game, as API Gateway hands it the key's id.
+    let lookup = game_api::Games::ApiGateway(game_api::games::ApiGatewayGames::new(apigateway.clone()));
+    for key in [&old, &new] {
+        let mut request = aws_lambda_events::apigw::ApiGatewayProxyRequest::default();
+        request.request_context.identity.api_key_id = key["keyId"].as_str().map(str::to_owned);
+        let resolved = lookup.resolve(&request).await.unwrap();
+        assert_eq!(
+            (resolved.id.as_str(), resolved.limits.max_amount),
+            (game.as_str(), 50.0)
+        );
+    }
+
+    // The clients moved: the old key is retired, the new one goes on.
+    let old_id = old["keyId"].as_str().unwrap();
+    let retired = games(&standin, &["retire", &game, old_id, "--api-id", &api_id]);
+    assert_eq!(retired[0]["enabled"], false);
+    assert_eq!(
+        enabled(&games(&standin, &["list", "--api-id", &api_id])),
+        [new["keyId"].as_str().unwrap().to_owned()]
+    );
+    // The last key is not retired: that is what revoke is for.
+    let last = Command::new(env!("CARGO_BIN_EXE_lakelog"))
+        .args([
+            "games",
+            "retire",
+            &game,
+            new["keyId"].as_str().unwrap(),
+            "--api-id",
+            &api_id,
+        ])
+        .envs(lakelog_tests::runtime_api::Function::standin_vars(standin.endpoint()))
+        .env("AWS_REGION", lakelog_tests::REGION)
+        .output()
+        .unwrap();
+    assert!(!last.status.success());
+    assert!(
+        String::from_utf8_lossy(&last.stderr).contains("last enabled key"),
+        "{}",
+        String::from_utf8_lossy(&last.stderr)
+    );
+}

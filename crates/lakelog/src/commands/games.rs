@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use game_api::Game;
-use game_api::games::{ApiStageRef, GameKey, Throttle, add_game, list_games, revoke_game};
+use game_api::games::{ApiStageRef, GameKey, Throttle, add_game, list_games, retire_key, revoke_game, rotate_game};
 
 /// Arguments of `lakelog games`.
 #[derive(Debug, Args)]
@@ -26,6 +26,12 @@ pub enum GamesCommand {
     List(ListArgs),
     /// Disable every key of a game: its clients get 403 from then on, other games are untouched.
     Revoke(RevokeArgs),
+    /// Give a game a second key beside its current one (same throttle and range); prints the new
+    /// key (shown once). Both work until `retire` disables the old one: a rotation without an
+    /// outage.
+    Rotate(RotateArgs),
+    /// Disable one key of a game once its clients moved to the key `rotate` gave.
+    Retire(RetireArgs),
 }
 
 /// The API whose games a command acts on: one stack's. Another stack's games, of the same names
@@ -89,6 +95,28 @@ pub struct RevokeArgs {
     pub api: ApiArgs,
 }
 
+/// Arguments of `lakelog games rotate`.
+#[derive(Debug, Args)]
+pub struct RotateArgs {
+    /// The game that gets a new key.
+    pub game: String,
+    /// The API.
+    #[command(flatten)]
+    pub api: ApiArgs,
+}
+
+/// Arguments of `lakelog games retire`.
+#[derive(Debug, Args)]
+pub struct RetireArgs {
+    /// The game.
+    pub game: String,
+    /// The key to disable (its id, as `list` shows it).
+    pub key_id: String,
+    /// The API.
+    #[command(flatten)]
+    pub api: ApiArgs,
+}
+
 fn print(key: &GameKey) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string(key)?);
     Ok(())
@@ -121,6 +149,23 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                 for key in list_games(&client, &list.api.stage_ref()).await? {
                     print(&key)?;
                 }
+            }
+            GamesCommand::Rotate(rotate) => {
+                let key = rotate_game(&client, &rotate.api.stage_ref(), &rotate.game)
+                    .await
+                    .with_context(|| format!("cannot rotate the key of {}", rotate.game))?;
+                print(&key)?;
+                eprintln!(
+                    "lakelog games: {} has a new key (above, not shown again) beside the old one; once its clients \
+                     use it, `lakelog games retire {} OLD_KEY_ID`",
+                    key.game, key.game
+                );
+            }
+            GamesCommand::Retire(retire) => {
+                let key = retire_key(&client, &retire.api.stage_ref(), &retire.game, &retire.key_id)
+                    .await
+                    .with_context(|| format!("cannot retire the key {} of {}", retire.key_id, retire.game))?;
+                print(&key)?;
             }
             GamesCommand::Revoke(revoke) => {
                 for key in revoke_game(&client, &revoke.api.stage_ref(), &revoke.game).await? {
