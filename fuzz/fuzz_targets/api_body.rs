@@ -123,7 +123,9 @@ fuzz_target!(|data: &[u8]| {
                 // serde_json reads floats with best-effort precision (no `float_roundtrip`): a
                 // number of many digits, read from the client's text or from what serde_json
                 // wrote for it, can differ in the last bit. Anything more is a wrong record.
-                let want = want.stamp_with_id(event.event_time, event.event_id);
+                // The API stamps the game of the request's key.
+                let mut want = want.stamp_with_id(event.event_time, event.event_id);
+                want.game_id = Some("fuzz".to_owned());
                 let (got, want) = (
                     serde_json::to_value(&event).expect("an event serialises"),
                     serde_json::to_value(&want).expect("an event serialises"),
