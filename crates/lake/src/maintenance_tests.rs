@@ -78,8 +78,9 @@ async fn append(uri: &str, table: &mut DeltaTable, source: &str, events: &[Event
     crate::append::commit_batch(uri, table, source, batch(events)).await;
 }
 
-/// Every row of the table's loaded version, read file by file (partition value from the log).
-fn rows(table: &DeltaTable) -> Vec<Event> {
+/// The batches of every file of the table's loaded version, each with its file's `eventDate` (the
+/// partition value, from the log) as days since the epoch.
+fn file_batches(table: &DeltaTable) -> Vec<(i32, RecordBatch)> {
     let root = table.table_url().to_file_path().unwrap();
     let mut out = Vec::new();
     for file in table.snapshot().unwrap().log_data().iter() {
@@ -95,34 +96,42 @@ fn rows(table: &DeltaTable) -> Vec<Event> {
             .build()
             .unwrap()
         {
-            let batch = batch.unwrap();
-            let col = |name: &str| batch.column_by_name(name).unwrap().clone();
-            let ids = col("eventId");
-            let names = col("eventName");
-            let times = col("eventTime");
-            let devices = col("device_id");
-            let amounts = col("amount");
-            let (ids, names, devices) = (
-                ids.as_string::<i32>(),
-                names.as_string::<i32>(),
-                devices.as_string::<i32>(),
-            );
-            let times = times.as_primitive::<TimestampMicrosecondType>();
-            let amounts = amounts.as_primitive::<arrow::datatypes::Float64Type>();
-            for i in 0..batch.num_rows() {
-                out.push(Event {
-                    id: ids.value(i).to_owned(),
-                    name: if names.value(i) == "purchaseEvent" {
-                        "purchaseEvent"
-                    } else {
-                        "levelUp"
-                    },
-                    micros: times.value(i),
-                    device: devices.value(i).to_owned(),
-                    amount: amounts.is_valid(i).then(|| amounts.value(i)),
-                    day,
-                });
-            }
+            out.push((day, batch.unwrap()));
+        }
+    }
+    out
+}
+
+/// Every row of the table's loaded version, read file by file (partition value from the log).
+fn rows(table: &DeltaTable) -> Vec<Event> {
+    let mut out = Vec::new();
+    for (day, batch) in file_batches(table) {
+        let col = |name: &str| batch.column_by_name(name).unwrap().clone();
+        let ids = col("eventId");
+        let names = col("eventName");
+        let times = col("eventTime");
+        let devices = col("device_id");
+        let amounts = col("amount");
+        let (ids, names, devices) = (
+            ids.as_string::<i32>(),
+            names.as_string::<i32>(),
+            devices.as_string::<i32>(),
+        );
+        let times = times.as_primitive::<TimestampMicrosecondType>();
+        let amounts = amounts.as_primitive::<arrow::datatypes::Float64Type>();
+        for i in 0..batch.num_rows() {
+            out.push(Event {
+                id: ids.value(i).to_owned(),
+                name: if names.value(i) == "purchaseEvent" {
+                    "purchaseEvent"
+                } else {
+                    "levelUp"
+                },
+                micros: times.value(i),
+                device: devices.value(i).to_owned(),
+                amount: amounts.is_valid(i).then(|| amounts.value(i)),
+                day,
+            });
         }
     }
     out
@@ -828,25 +837,16 @@ async fn compaction_reads_files_from_before_the_schema_grew() {
     // Every event once, in the grown schema, the new column and field null where they were not
     // written.
     delta.update_incremental(None).await.unwrap();
-    let root = delta.table_url().to_file_path().unwrap();
     let mut seen = BTreeMap::new();
-    for file in delta.snapshot().unwrap().log_data().iter() {
-        let reader = std::fs::File::open(root.join(file.path().as_ref())).unwrap();
-        for batch in ParquetRecordBatchReaderBuilder::try_new(reader)
-            .unwrap()
-            .build()
-            .unwrap()
-        {
-            let batch = batch.unwrap();
-            let ids = batch.column_by_name("eventId").unwrap().as_string::<i32>().clone();
-            let games = batch.column_by_name("gameId").unwrap().as_string::<i32>().clone();
-            let params = batch.column_by_name("eventParams").unwrap().as_struct().clone();
-            let levels = params.column_by_name("level").unwrap().clone();
-            for i in 0..batch.num_rows() {
-                let game = games.is_valid(i).then(|| games.value(i).to_owned());
-                let level = levels.is_valid(i);
-                *seen.entry((ids.value(i).to_owned(), game, level)).or_insert(0) += 1;
-            }
+    for (_, batch) in file_batches(&delta) {
+        let ids = batch.column_by_name("eventId").unwrap().as_string::<i32>().clone();
+        let games = batch.column_by_name("gameId").unwrap().as_string::<i32>().clone();
+        let params = batch.column_by_name("eventParams").unwrap().as_struct().clone();
+        let levels = params.column_by_name("level").unwrap().clone();
+        for i in 0..batch.num_rows() {
+            let game = games.is_valid(i).then(|| games.value(i).to_owned());
+            let level = levels.is_valid(i);
+            *seen.entry((ids.value(i).to_owned(), game, level)).or_insert(0) += 1;
         }
     }
     let want: BTreeMap<_, _> = [

@@ -7,15 +7,31 @@ use std::process::Command;
 use lakelog_tests::{StandIn, unique_name};
 use serde_json::Value;
 
-/// Runs `lakelog games ARGS` against the stand-in; its JSON lines.
-fn games(standin: &StandIn, args: &[&str]) -> Vec<Value> {
-    let output = Command::new(env!("CARGO_BIN_EXE_lakelog"))
+/// Runs `lakelog games ARGS` against AWS at `endpoint` (the stand-in, or a proxy in front of it).
+fn run_games(endpoint: &str, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_lakelog"))
         .arg("games")
         .args(args)
-        .envs(lakelog_tests::runtime_api::Function::standin_vars(standin.endpoint()))
+        .envs(lakelog_tests::runtime_api::Function::standin_vars(endpoint))
         .env("AWS_REGION", lakelog_tests::REGION)
         .output()
+        .unwrap()
+}
+
+/// A new REST API of the stand-in's API Gateway, as a stack creates one; its id.
+async fn rest_api(apigateway: &aws_sdk_apigateway::Client, name: &str) -> String {
+    let api = apigateway
+        .create_rest_api()
+        .name(unique_name(name))
+        .send()
+        .await
         .unwrap();
+    api.id().unwrap().to_owned()
+}
+
+/// Runs `lakelog games ARGS` against the stand-in; its JSON lines.
+fn games(standin: &StandIn, args: &[&str]) -> Vec<Value> {
+    let output = run_games(standin.endpoint(), args);
     assert!(
         output.status.success(),
         "lakelog games {args:?}: {}",
@@ -32,13 +48,7 @@ fn games(standin: &StandIn, args: &[&str]) -> Vec<Value> {
 async fn games_are_added_listed_and_revoked_one_by_one() {
     let standin = StandIn::connect().await.unwrap();
     let apigateway = aws_sdk_apigateway::Client::new(&standin.sdk_config());
-    let api = apigateway
-        .create_rest_api()
-        .name(unique_name("games-cli"))
-        .send()
-        .await
-        .unwrap();
-    let api_id = api.id().unwrap().to_owned();
+    let api_id = rest_api(&apigateway, "games-cli").await;
     let (miners, towns) = (unique_name("miners"), unique_name("towns"));
     let added = games(
         &standin,
@@ -76,12 +86,7 @@ async fn games_are_added_listed_and_revoked_one_by_one() {
     assert_eq!(in_plan, [added[0]["keyId"].as_str().unwrap()]);
 
     // A game has one enabled key: adding it again is refused, in words.
-    let again = Command::new(env!("CARGO_BIN_EXE_lakelog"))
-        .args(["games", "add", &miners, "--api-id", &api_id])
-        .envs(lakelog_tests::runtime_api::Function::standin_vars(standin.endpoint()))
-        .env("AWS_REGION", lakelog_tests::REGION)
-        .output()
-        .unwrap();
+    let again = run_games(standin.endpoint(), &["add", &miners, "--api-id", &api_id]);
     assert!(!again.status.success());
     assert!(
         String::from_utf8_lossy(&again.stderr).contains("already has a key"),
@@ -90,13 +95,7 @@ async fn games_are_added_listed_and_revoked_one_by_one() {
     );
 
     // A second stack's API in the same account: the same game names, each acting on its own.
-    let staging = apigateway
-        .create_rest_api()
-        .name(unique_name("games-cli-staging"))
-        .send()
-        .await
-        .unwrap();
-    let staging_id = staging.id().unwrap().to_owned();
+    let staging_id = rest_api(&apigateway, "games-cli-staging").await;
     let staging_miners = games(&standin, &["add", &miners, "--api-id", &staging_id]);
     assert_ne!(staging_miners[0]["keyId"], added[0]["keyId"]);
     let revoked = games(&standin, &["revoke", &miners, "--api-id", &staging_id]);
@@ -137,13 +136,7 @@ async fn a_failed_add_leaves_no_key_behind() {
 
     let standin = StandIn::connect().await.unwrap();
     let apigateway = aws_sdk_apigateway::Client::new(&standin.sdk_config());
-    let api = apigateway
-        .create_rest_api()
-        .name(unique_name("games-cli-failing"))
-        .send()
-        .await
-        .unwrap();
-    let api_id = api.id().unwrap().to_owned();
+    let api_id = rest_api(&apigateway, "games-cli-failing").await;
     let proxy = FaultProxy::start(standin.endpoint(), 31, FaultRates::none())
         .await
         .unwrap();
@@ -154,12 +147,7 @@ async fn a_failed_add_leaves_no_key_behind() {
         ..FaultRates::none()
     });
     let game = unique_name("flaky");
-    let output = Command::new(env!("CARGO_BIN_EXE_lakelog"))
-        .args(["games", "add", &game, "--api-id", &api_id])
-        .envs(lakelog_tests::runtime_api::Function::standin_vars(proxy.endpoint()))
-        .env("AWS_REGION", lakelog_tests::REGION)
-        .output()
-        .unwrap();
+    let output = run_games(proxy.endpoint(), &["add", &game, "--api-id", &api_id]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "{stderr}");
     assert!(stderr.contains("CreateUsagePlan"), "{stderr}");
@@ -183,13 +171,7 @@ async fn a_failed_add_leaves_no_key_behind() {
 async fn a_key_rotates_with_both_keys_working_in_between() {
     let standin = StandIn::connect().await.unwrap();
     let apigateway = aws_sdk_apigateway::Client::new(&standin.sdk_config());
-    let api = apigateway
-        .create_rest_api()
-        .name(unique_name("games-cli-rotate"))
-        .send()
-        .await
-        .unwrap();
-    let api_id = api.id().unwrap().to_owned();
+    let api_id = rest_api(&apigateway, "games-cli-rotate").await;
     let game = unique_name("rotating");
     let old = games(&standin, &["add", &game, "--api-id", &api_id, "--max-amount", "50"]).remove(0);
     let new = games(&standin, &["rotate", &game, "--api-id", &api_id]).remove(0);
@@ -251,19 +233,10 @@ async fn a_key_rotates_with_both_keys_working_in_between() {
         [new["keyId"].as_str().unwrap().to_owned()]
     );
     // The last key is not retired: that is what revoke is for.
-    let last = Command::new(env!("CARGO_BIN_EXE_lakelog"))
-        .args([
-            "games",
-            "retire",
-            &game,
-            new["keyId"].as_str().unwrap(),
-            "--api-id",
-            &api_id,
-        ])
-        .envs(lakelog_tests::runtime_api::Function::standin_vars(standin.endpoint()))
-        .env("AWS_REGION", lakelog_tests::REGION)
-        .output()
-        .unwrap();
+    let last = run_games(
+        standin.endpoint(),
+        &["retire", &game, new["keyId"].as_str().unwrap(), "--api-id", &api_id],
+    );
     assert!(!last.status.success());
     assert!(
         String::from_utf8_lossy(&last.stderr).contains("last enabled key"),
