@@ -672,6 +672,44 @@ pub async fn rotate_game(
     })
 }
 
+/// Sets the throttle of `game`'s usage plan on `api`'s stage in place: its keys, and the clients
+/// that hold them, keep working. Returns the game's enabled keys.
+pub async fn set_throttle(
+    client: &aws_sdk_apigateway::Client,
+    api: &ApiStageRef,
+    game: &str,
+    throttle: Throttle,
+) -> Result<Vec<GameKey>, GameError> {
+    let keys: Vec<GameKey> = list_games(client, api)
+        .await?
+        .into_iter()
+        .filter(|k| k.game == game && k.enabled)
+        .collect();
+    let mut plans: Vec<&str> = keys.iter().filter_map(|k| k.usage_plan_id.as_deref()).collect();
+    plans.dedup();
+    if plans.is_empty() {
+        return Err(GameError::NoSuchGame { game: game.to_owned() });
+    }
+    let replace = |path: &str, value: String| {
+        PatchOperation::builder()
+            .op(Op::Replace)
+            .path(path)
+            .value(value)
+            .build()
+    };
+    for plan in plans {
+        client
+            .update_usage_plan()
+            .usage_plan_id(plan)
+            .patch_operations(replace("/throttle/rateLimit", throttle.rate.to_string()))
+            .patch_operations(replace("/throttle/burstLimit", throttle.burst.to_string()))
+            .send()
+            .await
+            .map_err(api_error("UpdateUsagePlan"))?;
+    }
+    Ok(keys)
+}
+
 /// Disables one key of `game` on `api`'s stage, `key_id`, once its clients moved to the key
 /// [`rotate_game`] gave: the game's other keys go on working. The game's last enabled key is not
 /// retired ([`GameError::LastKey`]): [`revoke_game`] does that, on purpose.

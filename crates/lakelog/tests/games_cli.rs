@@ -73,9 +73,25 @@ async fn games_are_added_listed_and_revoked_one_by_one() {
 
     // Each key is in a usage plan of its own, with the game's throttle.
     let plan_id = added[0]["usagePlanId"].as_str().unwrap();
-    let plan = apigateway.get_usage_plan().usage_plan_id(plan_id).send().await.unwrap();
-    let throttle = plan.throttle().unwrap();
-    assert_eq!((throttle.rate_limit(), throttle.burst_limit()), (20.0, 40));
+    let throttle_of = |plan_id: &str| {
+        let apigateway = apigateway.clone();
+        let plan_id = plan_id.to_owned();
+        async move {
+            let plan = apigateway.get_usage_plan().usage_plan_id(plan_id).send().await.unwrap();
+            let throttle = plan.throttle().unwrap();
+            (throttle.rate_limit(), throttle.burst_limit())
+        }
+    };
+    assert_eq!(throttle_of(plan_id).await, (20.0, 40));
+    // ... which changes in place, the key untouched.
+    let set = games(
+        &standin,
+        &[
+            "throttle", &miners, "--rate", "35", "--burst", "70", "--api-id", &api_id,
+        ],
+    );
+    assert_eq!((set.len(), &set[0]["keyId"]), (1, &added[0]["keyId"]));
+    assert_eq!(throttle_of(plan_id).await, (35.0, 70));
     let keys = apigateway
         .get_usage_plan_keys()
         .usage_plan_id(plan_id)

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use game_api::Game;
-use game_api::games::{ApiStageRef, GameKey, Throttle, add_game, list_games, retire_key, revoke_game, rotate_game};
+use game_api::games::{
+    ApiStageRef, GameKey, Throttle, add_game, list_games, retire_key, revoke_game, rotate_game, set_throttle,
+};
 
 /// Arguments of `lakelog games`.
 #[derive(Debug, Args)]
@@ -32,6 +34,8 @@ pub enum GamesCommand {
     Rotate(RotateArgs),
     /// Disable one key of a game once its clients moved to the key `rotate` gave.
     Retire(RetireArgs),
+    /// Change a game's throttle in place: its keys and clients keep working.
+    Throttle(ThrottleArgs),
 }
 
 /// The API whose games a command acts on: one stack's. Another stack's games, of the same names
@@ -117,6 +121,22 @@ pub struct RetireArgs {
     pub api: ApiArgs,
 }
 
+/// Arguments of `lakelog games throttle`.
+#[derive(Debug, Args)]
+pub struct ThrottleArgs {
+    /// The game.
+    pub game: String,
+    /// Requests per second the game's clients may send together, on average.
+    #[arg(long)]
+    pub rate: f64,
+    /// Requests the game's clients may send at once.
+    #[arg(long)]
+    pub burst: i32,
+    /// The API.
+    #[command(flatten)]
+    pub api: ApiArgs,
+}
+
 fn print(key: &GameKey) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string(key)?);
     Ok(())
@@ -166,6 +186,23 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                     .await
                     .with_context(|| format!("cannot retire the key {} of {}", retire.key_id, retire.game))?;
                 print(&key)?;
+            }
+            GamesCommand::Throttle(set) => {
+                anyhow::ensure!(set.rate > 0.0 && set.burst > 0, "--rate and --burst must be positive");
+                let throttle = Throttle {
+                    rate: set.rate,
+                    burst: set.burst,
+                };
+                for key in set_throttle(&client, &set.api.stage_ref(), &set.game, throttle)
+                    .await
+                    .with_context(|| format!("cannot change the throttle of {}", set.game))?
+                {
+                    print(&key)?;
+                }
+                eprintln!(
+                    "lakelog games: {} may now send {} requests a second, {} at once",
+                    set.game, set.rate, set.burst
+                );
             }
             GamesCommand::Revoke(revoke) => {
                 for key in revoke_game(&client, &revoke.api.stage_ref(), &revoke.game).await? {
