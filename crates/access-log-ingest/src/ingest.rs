@@ -690,11 +690,7 @@ impl Session {
                 table
             }
             None => {
-                let spec = if self.ingestor.evolve_schema {
-                    spec()
-                } else {
-                    spec().without_schema_changes()
-                };
+                let spec = spec().with_schema_changes(self.ingestor.evolve_schema);
                 let table = Table::open_or_create(uri, &spec, &self.ingestor.storage).await?;
                 self.ingestor.register(uri, &table).await;
                 table

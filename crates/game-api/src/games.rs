@@ -515,6 +515,72 @@ pub async fn list_games(client: &aws_sdk_apigateway::Client, api: &ApiStageRef) 
     Ok(keys)
 }
 
+/// The enabled keys of `game` on `api`'s stage.
+async fn enabled_keys(
+    client: &aws_sdk_apigateway::Client,
+    api: &ApiStageRef,
+    game: &str,
+) -> Result<Vec<GameKey>, GameError> {
+    Ok(list_games(client, api)
+        .await?
+        .into_iter()
+        .filter(|k| k.game == game && k.enabled)
+        .collect())
+}
+
+/// Creates an enabled API key of `game`, tagged with it and its amount range.
+async fn create_key(
+    client: &aws_sdk_apigateway::Client,
+    game: &Game,
+    description: String,
+) -> Result<aws_sdk_apigateway::operation::create_api_key::CreateApiKeyOutput, GameError> {
+    client
+        .create_api_key()
+        .name(format!("lakelog-{}", game.id))
+        .description(description)
+        .enabled(true)
+        .tags(GAME_TAG, &game.id)
+        .tags(MIN_AMOUNT_TAG, game.limits.min_amount.to_string())
+        .tags(MAX_AMOUNT_TAG, game.limits.max_amount.to_string())
+        .send()
+        .await
+        .map_err(api_error("CreateApiKey"))
+}
+
+/// Puts the key `key_id` in the usage plan `plan_id`.
+async fn add_to_plan(client: &aws_sdk_apigateway::Client, plan_id: &str, key_id: &str) -> Result<(), GameError> {
+    client
+        .create_usage_plan_key()
+        .usage_plan_id(plan_id)
+        .key_id(key_id)
+        .key_type("API_KEY")
+        .send()
+        .await
+        .map_err(api_error("CreateUsagePlanKey"))?;
+    Ok(())
+}
+
+/// Deletes what a failed `add` or `rotate` created, the usage plan (if any) and then the key, and
+/// returns `error`, naming beside it anything that could not be deleted.
+async fn undo(client: &aws_sdk_apigateway::Client, error: GameError, plan_id: Option<&str>, key_id: &str) -> GameError {
+    let mut undone = Vec::new();
+    if let Some(plan_id) = plan_id
+        && let Err(e) = client.delete_usage_plan().usage_plan_id(plan_id).send().await
+    {
+        undone.push(format!("usage plan {plan_id}: {}", api_error("DeleteUsagePlan")(e)));
+    }
+    if let Err(e) = client.delete_api_key().api_key(key_id).send().await {
+        undone.push(format!("key {key_id}: {}", api_error("DeleteApiKey")(e)));
+    }
+    match error {
+        GameError::ApiGateway { operation, reason } if !undone.is_empty() => GameError::ApiGateway {
+            operation,
+            reason: format!("{reason}; and could not delete what was created: {}", undone.join("; ")),
+        },
+        error => error,
+    }
+}
+
 /// Creates `game`'s API key and its usage plan (`throttle`) on `api`'s stage; the key's value is
 /// in the answer, once. A game that has an enabled key on that stage already is refused
 /// ([`GameError::Exists`]); another stack's game of the same name is not this one. When a step
@@ -525,72 +591,14 @@ pub async fn add_game(
     game: &Game,
     throttle: Throttle,
 ) -> Result<GameKey, GameError> {
-    if let Some(existing) = list_games(client, api)
-        .await?
-        .into_iter()
-        .find(|k| k.game == game.id && k.enabled)
-    {
+    if let Some(existing) = enabled_keys(client, api, &game.id).await?.into_iter().next() {
         return Err(GameError::Exists {
             game: game.id.clone(),
             key_id: existing.key_id,
         });
     }
-    let key = client
-        .create_api_key()
-        .name(format!("lakelog-{}", game.id))
-        .description(format!("Game clients of {}", game.id))
-        .enabled(true)
-        .tags(GAME_TAG, &game.id)
-        .tags(MIN_AMOUNT_TAG, game.limits.min_amount.to_string())
-        .tags(MAX_AMOUNT_TAG, game.limits.max_amount.to_string())
-        .send()
-        .await
-        .map_err(api_error("CreateApiKey"))?;
+    let key = create_key(client, game, format!("Game clients of {}", game.id)).await?;
     let key_id = key.id().unwrap_or_default().to_owned();
-    let planned = plan_key(client, api, game, throttle, &key_id).await;
-    let plan_id = match planned {
-        Ok(plan_id) => plan_id,
-        Err((error, plan_id)) => {
-            // Undone in reverse; a failure to undo is named beside the error that caused it.
-            let mut undo = Vec::new();
-            if let Some(plan_id) = plan_id
-                && let Err(e) = client.delete_usage_plan().usage_plan_id(&plan_id).send().await
-            {
-                undo.push(format!("usage plan {plan_id}: {}", api_error("DeleteUsagePlan")(e)));
-            }
-            if let Err(e) = client.delete_api_key().api_key(&key_id).send().await {
-                undo.push(format!("key {key_id}: {}", api_error("DeleteApiKey")(e)));
-            }
-            return Err(match (error, undo.is_empty()) {
-                (error, true) => error,
-                (GameError::ApiGateway { operation, reason }, false) => GameError::ApiGateway {
-                    operation,
-                    reason: format!("{reason}; and could not delete what was created: {}", undo.join("; ")),
-                },
-                (error, false) => error,
-            });
-        }
-    };
-    Ok(GameKey {
-        game: game.id.clone(),
-        key_id,
-        key: key.value().map(str::to_owned),
-        enabled: true,
-        min_amount: game.limits.min_amount,
-        max_amount: game.limits.max_amount,
-        usage_plan_id: Some(plan_id),
-    })
-}
-
-/// Creates `game`'s usage plan on `api`'s stage and puts the key `key_id` in it; returns the
-/// plan's id, or the error with the plan's id if the plan was created.
-async fn plan_key(
-    client: &aws_sdk_apigateway::Client,
-    api: &ApiStageRef,
-    game: &Game,
-    throttle: Throttle,
-    key_id: &str,
-) -> Result<String, (GameError, Option<String>)> {
     let plan = client
         .create_usage_plan()
         .name(format!("lakelog-{}", game.id))
@@ -604,18 +612,23 @@ async fn plan_key(
         .api_stages(ApiStage::builder().api_id(&api.api_id).stage(&api.stage).build())
         .tags(GAME_TAG, &game.id)
         .send()
-        .await
-        .map_err(|e| (api_error("CreateUsagePlan")(e), None))?;
-    let plan_id = plan.id().unwrap_or_default().to_owned();
-    client
-        .create_usage_plan_key()
-        .usage_plan_id(&plan_id)
-        .key_id(key_id)
-        .key_type("API_KEY")
-        .send()
-        .await
-        .map_err(|e| (api_error("CreateUsagePlanKey")(e), Some(plan_id.clone())))?;
-    Ok(plan_id)
+        .await;
+    let plan_id = match plan {
+        Ok(plan) => plan.id().unwrap_or_default().to_owned(),
+        Err(e) => return Err(undo(client, api_error("CreateUsagePlan")(e), None, &key_id).await),
+    };
+    if let Err(error) = add_to_plan(client, &plan_id, &key_id).await {
+        return Err(undo(client, error, Some(&plan_id), &key_id).await);
+    }
+    Ok(GameKey {
+        game: game.id.clone(),
+        key_id,
+        key: key.value().map(str::to_owned),
+        enabled: true,
+        min_amount: game.limits.min_amount,
+        max_amount: game.limits.max_amount,
+        usage_plan_id: Some(plan_id),
+    })
 }
 
 /// Gives `game` a second enabled key on `api`'s stage, beside the one its clients use, in the same
@@ -627,43 +640,18 @@ pub async fn rotate_game(
     api: &ApiStageRef,
     game: &str,
 ) -> Result<GameKey, GameError> {
-    let current = list_games(client, api)
+    let current = enabled_keys(client, api, game)
         .await?
         .into_iter()
-        .find(|k| k.game == game && k.enabled)
+        .next()
         .ok_or_else(|| GameError::NoSuchGame { game: game.to_owned() })?;
     let plan_id = current.usage_plan_id.clone().unwrap_or_default();
-    let key = client
-        .create_api_key()
-        .name(format!("lakelog-{game}"))
-        .description(format!("Game clients of {game} (rotated from {})", current.key_id))
-        .enabled(true)
-        .tags(GAME_TAG, game)
-        .tags(MIN_AMOUNT_TAG, current.min_amount.to_string())
-        .tags(MAX_AMOUNT_TAG, current.max_amount.to_string())
-        .send()
-        .await
-        .map_err(api_error("CreateApiKey"))?;
+    let tagged = Game::new(game)?.with_amounts(current.min_amount, current.max_amount)?;
+    let description = format!("Game clients of {game} (rotated from {})", current.key_id);
+    let key = create_key(client, &tagged, description).await?;
     let key_id = key.id().unwrap_or_default().to_owned();
-    let planned = client
-        .create_usage_plan_key()
-        .usage_plan_id(&plan_id)
-        .key_id(&key_id)
-        .key_type("API_KEY")
-        .send()
-        .await;
-    if let Err(e) = planned {
-        let error = api_error("CreateUsagePlanKey")(e);
-        return Err(match client.delete_api_key().api_key(&key_id).send().await {
-            Ok(_) => error,
-            Err(undo) => GameError::ApiGateway {
-                operation: "CreateUsagePlanKey",
-                reason: format!(
-                    "{error}; and could not delete the new key {key_id}: {}",
-                    api_error("DeleteApiKey")(undo)
-                ),
-            },
-        });
+    if let Err(error) = add_to_plan(client, &plan_id, &key_id).await {
+        return Err(undo(client, error, None, &key_id).await);
     }
     Ok(GameKey {
         key_id,
@@ -680,11 +668,7 @@ pub async fn set_throttle(
     game: &str,
     throttle: Throttle,
 ) -> Result<Vec<GameKey>, GameError> {
-    let keys: Vec<GameKey> = list_games(client, api)
-        .await?
-        .into_iter()
-        .filter(|k| k.game == game && k.enabled)
-        .collect();
+    let keys = enabled_keys(client, api, game).await?;
     let mut plans: Vec<&str> = keys.iter().filter_map(|k| k.usage_plan_id.as_deref()).collect();
     plans.dedup();
     if plans.is_empty() {
@@ -719,11 +703,7 @@ pub async fn retire_key(
     game: &str,
     key_id: &str,
 ) -> Result<GameKey, GameError> {
-    let keys: Vec<GameKey> = list_games(client, api)
-        .await?
-        .into_iter()
-        .filter(|k| k.game == game && k.enabled)
-        .collect();
+    let keys = enabled_keys(client, api, game).await?;
     let mut key = keys
         .iter()
         .find(|k| k.key_id == key_id)
@@ -770,11 +750,7 @@ pub async fn revoke_game(
     game: &str,
 ) -> Result<Vec<GameKey>, GameError> {
     let mut revoked = Vec::new();
-    for mut key in list_games(client, api)
-        .await?
-        .into_iter()
-        .filter(|k| k.game == game && k.enabled)
-    {
+    for mut key in enabled_keys(client, api, game).await? {
         disable_key(client, &key.key_id).await?;
         key.enabled = false;
         revoked.push(key);

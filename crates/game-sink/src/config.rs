@@ -86,7 +86,7 @@ impl Config {
     }
 
     /// The same tables, opened only if they have every column of this release
-    /// ([`lake::TableSpec::without_schema_changes`]) unless `evolve`.
+    /// ([`lake::TableSpec::with_schema_changes`]) unless `evolve`.
     pub fn with_schema_changes(mut self, evolve: bool) -> Self {
         self.evolve_schema = evolve;
         self

@@ -451,13 +451,7 @@ impl Sink {
     /// ahead of it (the Lambda does so beside its first poll), [`Sink::process`] waits for that or
     /// opens them itself.
     pub fn new(config: &Config, storage: &StorageConfig) -> Self {
-        let spec = |spec: TableSpec| {
-            if config.evolve_schema {
-                spec
-            } else {
-                spec.without_schema_changes()
-            }
-        };
+        let spec = |spec: TableSpec| spec.with_schema_changes(config.evolve_schema);
         Self {
             events: AppendTable::new(&config.events_table, spec(events_table_spec()), storage, config.settle),
             rejects: AppendTable::new(

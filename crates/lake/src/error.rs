@@ -31,7 +31,7 @@ pub enum LakeError {
         detail: String,
     },
     /// The table lacks nullable columns this release writes, and the writer was not asked to
-    /// add them ([`crate::TableSpec::without_schema_changes`]).
+    /// add them ([`crate::TableSpec::with_schema_changes`]).
     #[error(
         "table {uri} lacks the columns {columns:?} that this release writes; adding them changes the schema of a \
          table other writers use (docs/tables.md, \"Schema changes\"): pass --evolve-schema to add them"

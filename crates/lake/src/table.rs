@@ -55,11 +55,12 @@ impl TableSpec {
         }
     }
 
-    /// The spec, opening an existing table only if it already has every column of the spec: a
-    /// command run by hand against tables that deployed functions write does not change their
-    /// schema unless asked.
-    pub fn without_schema_changes(mut self) -> Self {
-        self.evolve = false;
+    /// The spec, adding its missing nullable columns to an existing table if `evolve` (the
+    /// default); otherwise opening such a table fails ([`LakeError::SchemaBehind`]): a command run
+    /// by hand against tables that deployed functions write does not change their schema unless
+    /// asked.
+    pub fn with_schema_changes(mut self, evolve: bool) -> Self {
+        self.evolve = evolve;
         self
     }
 
@@ -350,7 +351,7 @@ pub(crate) mod tests {
         // A writer told not to change the schema refuses the table, naming the column.
         let err = open_or_create(
             location,
-            &newer.clone().without_schema_changes(),
+            &newer.clone().with_schema_changes(false),
             &StorageConfig::default(),
         )
         .await
@@ -367,7 +368,7 @@ pub(crate) mod tests {
         // Once the table has the column, such a writer opens it.
         open_or_create(
             location,
-            &newer.clone().without_schema_changes(),
+            &newer.clone().with_schema_changes(false),
             &StorageConfig::default(),
         )
         .await
