@@ -163,8 +163,8 @@ impl SourceWriter {
 #[derive(Debug, Clone)]
 pub struct SourceFiles {
     source: String,
-    adds: Vec<Add>,
-    rows: u64,
+    pub(crate) adds: Vec<Add>,
+    pub(crate) rows: u64,
 }
 
 impl SourceFiles {
@@ -299,6 +299,7 @@ async fn commit_files(
         operation,
         metadata: Vec::new(),
         guard,
+        keep_files: false,
     };
     match commit(table, txns, to_commit, retry).await {
         Ok(Landed::Version {
@@ -342,7 +343,7 @@ pub(crate) async fn commit_batch(uri: &str, table: &mut DeltaTable, source: &str
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::BTreeMap;
     use std::sync::Arc;
 
@@ -352,7 +353,7 @@ mod tests {
     use crate::table::tests::spec;
     use crate::{StorageConfig, open_or_create, open_table};
 
-    fn batch(ids: &[&str], day: i32) -> RecordBatch {
+    pub(crate) fn batch(ids: &[&str], day: i32) -> RecordBatch {
         let n = ids.len();
         RecordBatch::try_new(
             spec().schema,

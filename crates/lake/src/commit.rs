@@ -154,6 +154,9 @@ pub(crate) struct Commit<'a> {
     pub metadata: Vec<(String, Value)>,
     /// What must hold for it to go ahead.
     pub guard: Guard<'a>,
+    /// Whether its data files stay when it is known not to have landed: staged files, which
+    /// their link still names for a later commit.
+    pub keep_files: bool,
 }
 
 /// A commit that landed, or that its guard stopped.
@@ -238,8 +241,10 @@ pub(crate) async fn commit(
             _ => None,
         })
         .collect();
+    let keep_files = commit.keep_files;
     let outcome = try_commit(table, txns, commit, retry).await;
     match &outcome {
+        Ok(Landed::Refused { .. }) | Err(CommitFailure::NotCommitted(_)) if keep_files => {}
         Ok(Landed::Refused { .. }) | Err(CommitFailure::NotCommitted(_)) => {
             delete_files(&table.object_store(), &adds).await;
         }

@@ -15,6 +15,7 @@ use crate::maintenance::{
 };
 use crate::progress::{self, Advance};
 use crate::sources;
+use crate::staging::{self, Staged, StagedCommit};
 use crate::storage::StorageConfig;
 use crate::table::{FileStats, TableSpec, file_stats, open_or_create, open_table};
 use crate::txns::Txns;
@@ -105,6 +106,31 @@ impl Table {
         retry: &Retry,
     ) -> Result<AppendOutcome, LakeError> {
         commit_appends_at(&self.uri, &mut self.delta, &self.txns, sources, advances, retry).await
+    }
+
+    /// How far `stream` is staged or committed (see [`crate::staging`]): the last record of its
+    /// newest staged link, or, when it has none, its position in the table's newest version.
+    pub async fn staged_position(&mut self, stream: &str) -> Result<Option<String>, LakeError> {
+        match staging::staged_position(&self.uri, &self.delta.object_store(), stream).await? {
+            Some(position) => Ok(position),
+            None => {
+                self.refresh().await?;
+                self.position(stream).await
+            }
+        }
+    }
+
+    /// Stages `files`, the rows of `advance.stream` after `advance.from` (its staged position, as
+    /// read) up to `advance.to`, for the committer; [`LakeError::Conflict`] when another writer
+    /// staged past `advance.from` first (nothing staged, the files deleted).
+    pub async fn stage(&self, files: SourceFiles, advance: &Advance) -> Result<Staged, LakeError> {
+        staging::stage(&self.uri, &self.delta.object_store(), files, advance).await
+    }
+
+    /// Commits what the writers staged, at most `max_links` links, in one version with each
+    /// stream's new position (see [`crate::staging`]).
+    pub async fn commit_staged(&mut self, max_links: usize, retry: &Retry) -> Result<StagedCommit, LakeError> {
+        staging::commit_staged(&self.uri, &mut self.delta, &self.txns, max_links, retry).await
     }
 
     /// The schema of the version loaded, as Arrow has it.

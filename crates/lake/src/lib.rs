@@ -16,6 +16,9 @@
 //!   identity, and [`Table::commit_appends_at`] with the positions of the streams they came from.
 //!   Its maintenance ([`Table::compact`], [`Table::checkpoint`], [`Table::vacuum`]) is described in
 //!   [`maintenance`].
+//! * [`staging`] lets the writers of ordered streams stage their files instead of committing
+//!   them ([`Table::stage`]), and one committer per table commits what every writer staged in one
+//!   version ([`Table::commit_staged`]), so a table's commit rate does not bound its throughput.
 //! * Commits rely on S3 conditional writes (put-if-absent): no lock table, no unsafe rename.
 //!   A commit's outcome is read from the log, never guessed from an error: each commit carries an
 //!   id of its own, and after any error the version the try wrote is read back. Commits are
@@ -38,6 +41,7 @@ mod maintenance_dedup;
 mod maintenance_tests;
 pub mod progress;
 pub mod sources;
+pub mod staging;
 mod storage;
 mod table;
 mod txns;
@@ -48,6 +52,7 @@ pub use error::LakeError;
 pub use folder::Folder;
 pub use handle::Table;
 pub use progress::Advance;
+pub use staging::{Staged, StagedCommit};
 pub use storage::{StorageConfig, table_url};
 pub use table::{FileStats, TableSpec};
 // The functions `Table` is made of, for the crate's own modules and tests.

@@ -997,6 +997,7 @@ async fn commit_rewrite(
         operation,
         metadata: metadata.to_vec(),
         guard: Guard::Active(must_be_active),
+        keep_files: false,
     };
     // A rewrite records no `txn`: no memory of them to keep.
     match commit(table, &Txns::default(), to_commit, retry).await {

@@ -1,0 +1,670 @@
+//! Staged appends: writers that never contend with each other, and one committer per table.
+//!
+//! One Delta table takes a few commits a second, however many write it, and fewer as more
+//! writers contend. So the writers of ordered streams (a Kinesis shard each) do not commit: a
+//! writer writes its data files, then records what they hold in a *link* of its stream's chain,
+//! and its batch is done once the link is durable. A committer then commits the links of every
+//! stream in one Delta version, with each stream's new position (see [`crate::progress`]), so the
+//! table sees one commit per pass whatever the number of streams.
+//!
+//! A stream's links live under `_lakelog_staged/<stream, hex>/` in the table's folder (Delta
+//! readers and VACUUM leave names starting with `_` alone). A link is named by the position it
+//! follows (`start` for a stream the table has no position of) and holds the position of its last
+//! record and the files. It is written with put-if-absent, so each position is followed by one
+//! link only: two writers handed the same records (a redelivery, a writer that was thought dead)
+//! race for the same name and one of them loses, writing nothing. A writer's records are those
+//! after its stream's *staged* position: the last record of the newest link, or the table's
+//! position when the stream has no link.
+//!
+//! The committer walks each stream's chain from the table's position: the link named by it, then
+//! the link named by that link's last record, and so on. The commit is guarded by the positions it
+//! started from, so a second committer at the same time finds its guard broken and commits
+//! nothing; a commit that lands late, or a committer killed after its commit, leaves links behind
+//! the position, which the next pass deletes. Each stream keeps its newest link (even when
+//! committed) so writers learn where the chain ends without reading the table.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use deltalake::DeltaTable;
+use deltalake::kernel::{Action, Add};
+use deltalake::logstore::ObjectStoreRef;
+use deltalake::protocol::{DeltaOperation, SaveMode};
+use futures::{StreamExt as _, TryStreamExt as _};
+use object_store::{ObjectStoreExt as _, PutMode, PutOptions, PutPayload};
+use serde::{Deserialize, Serialize};
+use tracing::{debug, info, warn};
+
+use crate::append::{SourceFiles, now_micros};
+use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit, delete_files};
+use crate::error::LakeError;
+use crate::progress::{self, Advance};
+use crate::txns::Txns;
+
+/// The folder of the table where staged links are kept.
+pub const STAGING_DIR: &str = "_lakelog_staged";
+
+/// The name of the first link of a stream the table has no position of.
+const START: &str = "start";
+
+/// How many links a committer reads at once.
+const READS_AT_ONCE: usize = 32;
+
+/// What one link of a stream's chain holds: the files of the records after `from` up to `to`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Link {
+    /// The stream.
+    stream: String,
+    /// The position the link follows; `None` for the first link of a stream.
+    from: Option<String>,
+    /// The position of its last record.
+    to: String,
+    /// Rows in its files.
+    rows: u64,
+    /// Its files, as their `add` actions will be committed.
+    adds: Vec<Add>,
+    /// When it was staged, in milliseconds since the Unix epoch.
+    staged_at_ms: i64,
+}
+
+/// A batch of a stream, staged: its link is durable and the committer will commit it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Staged {
+    /// Rows in the staged files.
+    pub rows: u64,
+    /// Data files staged.
+    pub files: usize,
+}
+
+/// What one committer pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StagedCommit {
+    /// The version committed; `None` when nothing was staged.
+    pub version: Option<u64>,
+    /// Links committed.
+    pub links: usize,
+    /// Streams moved.
+    pub streams: usize,
+    /// Rows committed.
+    pub rows: u64,
+    /// Data files committed.
+    pub files: usize,
+    /// Tries the commit took.
+    pub attempts: u32,
+    /// Whether the commit's checkpoint failed (the maintenance pass writes one later).
+    pub post_commit_failed: bool,
+    /// How long the oldest committed link waited, in milliseconds.
+    pub oldest_wait_ms: Option<i64>,
+    /// Links left for a later pass (more than one pass takes).
+    pub left: usize,
+    /// Links behind their stream's position that were deleted.
+    pub cleaned: usize,
+}
+
+/// The folder of `stream`'s links: the stream's bytes in hex, so that any stream name is one
+/// plain path segment.
+fn stream_dir(stream: &str) -> String {
+    let mut dir = String::with_capacity(STAGING_DIR.len() + 1 + stream.len() * 2);
+    dir.push_str(STAGING_DIR);
+    dir.push('/');
+    for byte in stream.bytes() {
+        dir.push_str(&format!("{byte:02x}"));
+    }
+    dir
+}
+
+/// A position without leading zeros, as links are named and matched.
+fn normal(position: &str) -> String {
+    let digits = position.trim_start_matches('0');
+    if digits.is_empty() {
+        "0".to_owned()
+    } else {
+        digits.to_owned()
+    }
+}
+
+/// The stream whose links `dir` holds (see [`stream_dir`]).
+fn stream_of(dir: &str) -> Option<String> {
+    let hex = dir.rsplit('/').next()?;
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    let bytes = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    String::from_utf8(bytes).ok()
+}
+
+/// The name of the link that follows `from` in its stream's folder.
+fn link_name(from: Option<&str>) -> String {
+    format!("{}.json", from.map_or_else(|| START.to_owned(), normal))
+}
+
+/// The position a link's name says it follows: `Some(None)` for the first link, `None` for a name
+/// that is no link.
+fn link_from(name: &str) -> Option<Option<String>> {
+    let stem = name.rsplit('/').next()?.strip_suffix(".json")?;
+    if stem == START {
+        Some(None)
+    } else if progress::is_position(stem) {
+        Some(Some(stem.to_owned()))
+    } else {
+        None
+    }
+}
+
+/// Orders positions a link may follow: the start first, then by value.
+fn compare_from(a: &Option<String>, b: &Option<String>) -> Ordering {
+    match (a, b) {
+        (None, None) => Ordering::Equal,
+        (None, Some(_)) => Ordering::Less,
+        (Some(_), None) => Ordering::Greater,
+        (Some(a), Some(b)) => progress::compare(a, b),
+    }
+}
+
+fn object_error(uri: &str, action: &'static str, object: &str, e: impl std::fmt::Display) -> LakeError {
+    LakeError::Object {
+        uri: uri.to_owned(),
+        action,
+        object: object.to_owned(),
+        reason: e.to_string(),
+    }
+}
+
+/// The names of the objects under `prefix`.
+async fn list(uri: &str, store: &ObjectStoreRef, prefix: &str) -> Result<Vec<String>, LakeError> {
+    store
+        .list(Some(&deltalake::Path::from(prefix)))
+        .map_ok(|meta| meta.location.to_string())
+        .try_collect()
+        .await
+        .map_err(|e| object_error(uri, "listing", prefix, e))
+}
+
+/// The link at `name`; `None` when it is gone (a committer deleted it).
+async fn read_link(uri: &str, store: &ObjectStoreRef, name: &str) -> Result<Option<Link>, LakeError> {
+    let bytes = match store.get(&deltalake::Path::from(name)).await {
+        Ok(object) => object
+            .bytes()
+            .await
+            .map_err(|e| object_error(uri, "reading", name, e))?,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(object_error(uri, "reading", name, e)),
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| object_error(uri, "reading", name, format!("not a staged link: {e}")))
+}
+
+/// How far `stream` is staged: the last record of its newest link, or `None` when it has no link
+/// (the table's position then says).
+pub(crate) async fn staged_position(
+    uri: &str,
+    store: &ObjectStoreRef,
+    stream: &str,
+) -> Result<Option<Option<String>>, LakeError> {
+    let dir = stream_dir(stream);
+    // A committer may delete the newest link between the listing and the read when a newer one
+    // came: then list again.
+    for _ in 0..5 {
+        let newest = list(uri, store, &dir)
+            .await?
+            .into_iter()
+            .filter_map(|name| link_from(&name).map(|from| (from, name)))
+            .max_by(|a, b| compare_from(&a.0, &b.0));
+        let Some((_, name)) = newest else {
+            return Ok(None);
+        };
+        if let Some(link) = read_link(uri, store, &name).await? {
+            return Ok(Some(Some(link.to)));
+        }
+    }
+    Err(object_error(
+        uri,
+        "reading",
+        &dir,
+        "the newest staged link kept disappearing",
+    ))
+}
+
+/// Stages `files`, the rows of `advance.stream` after `advance.from` up to `advance.to`: writes
+/// the link that follows `advance.from`, if no other writer wrote it first. When one did, the
+/// files are deleted and [`LakeError::Conflict`] says so: nothing was staged, and the batch is to
+/// be handed over again (its records are then after the new staged position, or staged already).
+pub(crate) async fn stage(
+    uri: &str,
+    store: &ObjectStoreRef,
+    files: SourceFiles,
+    advance: &Advance,
+) -> Result<Staged, LakeError> {
+    if !progress::is_position(&advance.to) {
+        return Err(LakeError::InvalidPosition {
+            uri: uri.to_owned(),
+            stream: advance.stream.clone(),
+            position: advance.to.chars().take(160).collect(),
+        });
+    }
+    let staged = Staged {
+        rows: files.rows,
+        files: files.adds.len(),
+    };
+    let link = Link {
+        stream: advance.stream.clone(),
+        from: advance.from.clone(),
+        to: advance.to.clone(),
+        rows: files.rows,
+        adds: files.adds,
+        staged_at_ms: now_micros() / 1000,
+    };
+    let name = format!("{}/{}", stream_dir(&advance.stream), link_name(advance.from.as_deref()));
+    let bytes = serde_json::to_vec(&link).map_err(|e| object_error(uri, "writing", &name, e))?;
+    let options = PutOptions {
+        mode: PutMode::Create,
+        ..PutOptions::default()
+    };
+    match store
+        .put_opts(&deltalake::Path::from(name.as_str()), PutPayload::from(bytes), options)
+        .await
+    {
+        Ok(_) => {
+            debug!(table = uri, link = name, rows = staged.rows, "staged");
+            Ok(staged)
+        }
+        Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
+            delete_files(store, &link.adds).await;
+            Err(LakeError::Conflict {
+                uri: uri.to_owned(),
+                reason: format!(
+                    "stream {} was staged past {} by another writer",
+                    advance.stream,
+                    advance.from.as_deref().unwrap_or("its start")
+                ),
+            })
+        }
+        // The link may have been written all the same: its files stay (a redelivery finds the
+        // link, or stages them again and VACUUM removes these).
+        Err(e) => Err(object_error(uri, "writing", &name, e)),
+    }
+}
+
+/// The links of one stream found by a committer pass.
+#[derive(Debug, Default)]
+struct StreamLinks {
+    /// Every link, by the position it follows.
+    links: Vec<(Option<String>, String)>,
+}
+
+/// Commits the staged links of every stream that follow its position in `table`, in one
+/// version, with each stream's new position; at most `max_links` links. Links behind a stream's
+/// position (committed by an earlier pass) are deleted, all but each stream's newest.
+pub(crate) async fn commit_staged(
+    uri: &str,
+    table: &mut DeltaTable,
+    txns: &Txns,
+    max_links: usize,
+    retry: &Retry,
+) -> Result<StagedCommit, LakeError> {
+    let store = table.object_store();
+    table
+        .update_incremental(None)
+        .await
+        .map_err(|e| LakeError::delta(uri, e))?;
+    let mut streams: BTreeMap<String, StreamLinks> = BTreeMap::new();
+    for name in list(uri, &store, STAGING_DIR).await? {
+        let Some(from) = link_from(&name) else { continue };
+        let Some((dir, _)) = name.rsplit_once('/') else {
+            continue;
+        };
+        streams.entry(dir.to_owned()).or_default().links.push((from, name));
+    }
+    let mut report = StagedCommit::default();
+    if streams.is_empty() {
+        return Ok(report);
+    }
+    // Each stream's position, and the links at or after it, read at once.
+    let mut wanted: Vec<String> = Vec::new();
+    let mut behind: Vec<String> = Vec::new();
+    let mut positions: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for links in streams.values_mut() {
+        links.links.sort_by(|a, b| compare_from(&a.0, &b.0));
+    }
+    for (dir, links) in &streams {
+        let Some(stream) = stream_of(dir) else {
+            warn!(table = uri, folder = dir, "not a folder of staged links; left alone");
+            continue;
+        };
+        let position = progress::position(uri, table, txns, &stream).await?;
+        let newest = links.links.last().map(|(_, name)| name.clone());
+        for (from, name) in &links.links {
+            let after = match (&position, from) {
+                (None, _) => true,
+                (Some(_), None) => false,
+                (Some(p), Some(f)) => progress::compare(f, p) != Ordering::Less,
+            };
+            if after {
+                wanted.push(name.clone());
+            } else if Some(name) != newest.as_ref() {
+                behind.push(name.clone());
+            }
+        }
+        positions.insert(stream, position);
+    }
+    let read: Vec<(String, Option<Link>)> = futures::stream::iter(wanted)
+        .map(|name| {
+            let store = store.clone();
+            async move { read_link(uri, &store, &name).await.map(|link| (name, link)) }
+        })
+        .buffered(READS_AT_ONCE)
+        .try_collect()
+        .await?;
+    let mut by_from: BTreeMap<(String, Option<String>), (String, Link)> = BTreeMap::new();
+    for (name, link) in read.into_iter() {
+        if let Some(link) = link {
+            let from = link.from.as_deref().map(normal);
+            by_from.insert((link.stream.clone(), from), (name, link));
+        }
+    }
+    // Walk each chain from its stream's position.
+    let mut actions: Vec<Action> = Vec::new();
+    let mut advances: Vec<Advance> = Vec::new();
+    let now_ms = now_micros() / 1000;
+    let mut committed: Vec<String> = Vec::new();
+    for (stream, position) in &positions {
+        let mut at = position.clone();
+        while report.links < max_links {
+            let key = (stream.clone(), at.as_deref().map(normal));
+            let Some((name, link)) = by_from.remove(&key) else {
+                break;
+            };
+            report.links += 1;
+            report.rows += link.rows;
+            report.files += link.adds.len();
+            let waited = now_ms - link.staged_at_ms;
+            report.oldest_wait_ms = Some(report.oldest_wait_ms.map_or(waited, |w| w.max(waited)));
+            actions.extend(link.adds.into_iter().map(Action::Add));
+            at = Some(link.to);
+            committed.push(name);
+        }
+        if at != *position
+            && let Some(to) = at
+        {
+            advances.push(Advance {
+                stream: stream.clone(),
+                from: position.clone(),
+                to,
+            });
+        }
+    }
+    report.left = by_from.len();
+    for ((stream, from), (name, _)) in &by_from {
+        debug!(
+            table = uri,
+            stream,
+            ?from,
+            link = name,
+            "staged link not next in its chain yet"
+        );
+    }
+    if !advances.is_empty() {
+        report.streams = advances.len();
+        let mut transactions = Vec::new();
+        for advance in &advances {
+            transactions.extend(progress::transactions(uri, &advance.stream, &advance.to, now_ms)?);
+        }
+        let partition_columns = table
+            .snapshot()
+            .map_err(|e| LakeError::delta(uri, e))?
+            .metadata()
+            .partition_columns()
+            .to_vec();
+        let to_commit = Commit {
+            uri,
+            actions,
+            transactions,
+            operation: DeltaOperation::Write {
+                mode: SaveMode::Append,
+                partition_by: (!partition_columns.is_empty()).then_some(partition_columns),
+                predicate: None,
+            },
+            metadata: Vec::new(),
+            guard: Guard::Positions(&advances),
+            keep_files: true,
+        };
+        match commit(table, txns, to_commit, retry).await {
+            Ok(Landed::Version {
+                version,
+                attempts,
+                post_commit_failed,
+                ..
+            }) => {
+                report.version = Some(version);
+                report.attempts = attempts;
+                report.post_commit_failed = post_commit_failed;
+                info!(
+                    table = uri,
+                    version,
+                    links = report.links,
+                    streams = report.streams,
+                    rows = report.rows,
+                    "committed staged links"
+                );
+            }
+            Ok(Landed::Refused { reason }) => {
+                return Err(LakeError::Conflict {
+                    uri: uri.to_owned(),
+                    reason,
+                });
+            }
+            Err(CommitFailure::NotCommitted(e) | CommitFailure::Unknown(e)) => return Err(e),
+        }
+        // The committed links are behind their streams' new positions now; each stream's last
+        // one stays, as the newest link of its chain.
+        let last_of_stream: Vec<String> = positions
+            .keys()
+            .filter_map(|stream| streams.get(&stream_dir(stream)))
+            .filter_map(|links| links.links.last().map(|(_, name)| name.clone()))
+            .collect();
+        behind.extend(committed.into_iter().filter(|name| !last_of_stream.contains(name)));
+    }
+    report.cleaned = behind.len();
+    futures::stream::iter(behind)
+        .for_each_concurrent(READS_AT_ONCE, |name| {
+            let store = store.clone();
+            async move {
+                if let Err(e) = store.delete(&deltalake::Path::from(name.as_str())).await {
+                    warn!(table = uri, link = name, error = %e, "could not delete a committed staged link; the next pass tries again");
+                }
+            }
+        })
+        .await;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::append::tests::batch;
+    use crate::table::tests::spec;
+    use crate::{StorageConfig, Table};
+
+    async fn table(dir: &tempfile::TempDir) -> Table {
+        let uri = dir.path().join("t").to_str().unwrap().to_owned();
+        Table::open_or_create(&uri, &spec(), &StorageConfig::default())
+            .await
+            .unwrap()
+    }
+
+    async fn files(table: &Table, ids: &[&str]) -> SourceFiles {
+        let mut writer = table.writer("kinesis").unwrap();
+        writer.write(batch(ids, 19_000)).await.unwrap();
+        writer.finish().await.unwrap()
+    }
+
+    /// Stages `ids` as the records of `stream` after its staged position, up to `to`.
+    async fn stage_after(table: &mut Table, stream: &str, ids: &[&str], to: &str) -> Result<Staged, LakeError> {
+        let from = table.staged_position(stream).await.unwrap();
+        let files = files(table, ids).await;
+        let advance = Advance {
+            stream: stream.to_owned(),
+            from,
+            to: to.to_owned(),
+        };
+        table.stage(files, &advance).await
+    }
+
+    fn rows(table: &Table) -> u64 {
+        table.file_stats().unwrap().rows
+    }
+
+    fn links(dir: &tempfile::TempDir) -> Vec<String> {
+        let root = dir.path().join("t").join(STAGING_DIR);
+        let mut names: Vec<String> = walk(&root);
+        names.sort();
+        names
+    }
+
+    fn walk(dir: &std::path::Path) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .flat_map(|e| {
+                if e.path().is_dir() {
+                    walk(&e.path())
+                } else {
+                    vec![e.file_name().to_string_lossy().into_owned()]
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn streams_and_links_are_named_reversibly() {
+        let stream = "kinesis:arn:aws:kinesis:eu-west-1:1:stream/game-events/shardId-000000000001";
+        assert_eq!(stream_of(&stream_dir(stream)).as_deref(), Some(stream));
+        assert_eq!(link_name(None), "start.json");
+        assert_eq!(link_name(Some("000120")), "120.json");
+        assert_eq!(link_from("x/120.json"), Some(Some("120".to_owned())));
+        assert_eq!(link_from("x/start.json"), Some(None));
+        assert_eq!(link_from("x/notes.txt"), None);
+        assert_eq!(compare_from(&None, &Some("0".into())), Ordering::Less);
+    }
+
+    #[tokio::test]
+    async fn staged_links_are_committed_once_in_one_version_per_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = table(&dir).await;
+        let before = t.delta().version();
+        for (stream, base) in [("a", 0), ("b", 100)] {
+            stage_after(&mut t, stream, &["1", "2"], &(base + 2).to_string())
+                .await
+                .unwrap();
+            stage_after(&mut t, stream, &["3"], &(base + 3).to_string())
+                .await
+                .unwrap();
+        }
+        // Nothing is in the table until the committer runs.
+        assert_eq!(rows(&t), 0);
+        assert_eq!(t.staged_position("a").await.unwrap().as_deref(), Some("3"));
+        let report = t.commit_staged(1000, &Retry::default()).await.unwrap();
+        assert_eq!((report.links, report.streams, report.rows, report.left), (4, 2, 6, 0));
+        assert_eq!(t.delta().version(), before.map(|v| v + 1));
+        assert_eq!(rows(&t), 6);
+        assert_eq!(t.position("a").await.unwrap().as_deref(), Some("3"));
+        assert_eq!(t.position("b").await.unwrap().as_deref(), Some("103"));
+        // Each stream keeps its newest link, so writers know where its chain ends.
+        assert_eq!(links(&dir), ["102.json", "2.json"]);
+        assert_eq!(t.staged_position("b").await.unwrap().as_deref(), Some("103"));
+        // A second pass has nothing to do.
+        let again = t.commit_staged(1000, &Retry::default()).await.unwrap();
+        assert_eq!((again.version, again.links), (None, 0));
+        assert_eq!(rows(&t), 6);
+    }
+
+    #[tokio::test]
+    async fn a_second_writer_of_the_same_records_stages_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = table(&dir).await;
+        let first = files(&t, &["1", "2"]).await;
+        let second = files(&t, &["1", "2"]).await;
+        let advance = Advance {
+            stream: "a".into(),
+            from: None,
+            to: "2".into(),
+        };
+        t.stage(first, &advance).await.unwrap();
+        let err = t.stage(second, &advance).await.unwrap_err();
+        assert!(matches!(err, LakeError::Conflict { .. }), "{err}");
+        t.commit_staged(1000, &Retry::default()).await.unwrap();
+        assert_eq!(rows(&t), 2);
+        // The loser's files were deleted: only the committed file is left in the partition.
+        let parquet = walk(&dir.path().join("t"))
+            .into_iter()
+            .filter(|n| n.ends_with(".parquet"))
+            .count();
+        assert_eq!(parquet, 1);
+    }
+
+    #[tokio::test]
+    async fn two_committers_at_once_commit_each_link_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = table(&dir).await;
+        for i in 1..=20u32 {
+            let stream = format!("s{}", i % 4);
+            stage_after(&mut t, &stream, &["x"], &i.to_string()).await.unwrap();
+        }
+        let mut other = t.clone();
+        let retry = Retry::default();
+        let (a, b) = tokio::join!(t.commit_staged(1000, &retry), other.commit_staged(1000, &retry));
+        let committed = [a, b].into_iter().map(|r| r.map_or(0, |c| c.links)).sum::<usize>();
+        t.commit_staged(1000, &retry).await.unwrap();
+        t.refresh().await.unwrap();
+        assert_eq!(rows(&t), 20, "links committed by the two: {committed}");
+    }
+
+    #[tokio::test]
+    async fn links_left_behind_by_a_killed_committer_are_not_committed_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = table(&dir).await;
+        stage_after(&mut t, "a", &["1"], "1").await.unwrap();
+        stage_after(&mut t, "a", &["2"], "2").await.unwrap();
+        let kept = links(&dir);
+        let saved: Vec<(std::path::PathBuf, Vec<u8>)> = std::fs::read_dir(dir.path().join("t").join(stream_dir("a")))
+            .unwrap()
+            .flatten()
+            .map(|e| (e.path(), std::fs::read(e.path()).unwrap()))
+            .collect();
+        t.commit_staged(1000, &Retry::default()).await.unwrap();
+        // As if the committer died after its commit, before deleting the links.
+        for (path, bytes) in saved {
+            std::fs::write(path, bytes).unwrap();
+        }
+        assert_eq!(links(&dir), kept);
+        let again = t.commit_staged(1000, &Retry::default()).await.unwrap();
+        assert_eq!((again.links, again.cleaned), (0, 1));
+        assert_eq!(rows(&t), 2);
+        // The next writer goes on after the newest link.
+        stage_after(&mut t, "a", &["3"], "3").await.unwrap();
+        t.commit_staged(1000, &Retry::default()).await.unwrap();
+        assert_eq!(rows(&t), 3);
+    }
+
+    #[tokio::test]
+    async fn a_pass_commits_at_most_its_share_and_the_next_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = table(&dir).await;
+        for i in 1..=5u32 {
+            stage_after(&mut t, "a", &["x"], &i.to_string()).await.unwrap();
+        }
+        let first = t.commit_staged(2, &Retry::default()).await.unwrap();
+        assert_eq!((first.links, first.left), (2, 3));
+        assert_eq!(t.position("a").await.unwrap().as_deref(), Some("2"));
+        let second = t.commit_staged(1000, &Retry::default()).await.unwrap();
+        assert_eq!(second.links, 3);
+        assert_eq!(rows(&t), 5);
+    }
+}
