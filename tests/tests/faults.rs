@@ -314,6 +314,26 @@ async fn deliver(sink: &Sink, batch: &[KinesisEventRecord]) -> (u64, usize, usiz
     }
 }
 
+/// Runs committer passes until one finds nothing staged, as the committer function does every few
+/// seconds: a pass that fails (faults) leaves its work staged for the next.
+async fn commit_all(sink: &Sink) {
+    for _ in 0..ROUNDS * 4 {
+        match sink.commit_staged(&retry()).await {
+            Ok(pass) if pass.events.links + pass.rejects.links == 0 => {
+                assert_eq!(
+                    pass.events.left + pass.rejects.left,
+                    0,
+                    "links off their chains: {pass:?}"
+                );
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => eprintln!("commit pass failed, the next one tries again: {e}"),
+        }
+    }
+    panic!("the staged work was never all committed");
+}
+
 /// Delivers the records of one shard to its sink in batches of 100, as Kinesis does, and then
 /// each batch again as Lambda does after an error that followed the commit: the whole batch, and
 /// its second half (bisected). The redeliveries of committed batches must write nothing; returns
@@ -411,6 +431,9 @@ async fn game_sink_and_compaction_lose_nothing_under_faults() {
     let (redeliveries, compactions) = tokio::join!(appends, compaction);
     let redeliveries: usize = redeliveries.iter().sum();
     eprintln!("{compactions} compactions completed beside the appends");
+    // The sinks committed after each batch (four committers at once); what a failed pass left
+    // staged is committed now.
+    commit_all(&sinks[0]).await;
 
     // Before the last compaction, at write time: every event is there once, rows counted, though
     // every batch was delivered again and faults failed commits on the way.
@@ -518,9 +541,10 @@ fn game_counts(endpoint: &str, events: &str, rejects: &str) -> (u64, u64, u64) {
     (n(0), n(1), n(2))
 }
 
-/// The tables can be read but not written (every commit refused): longer than the old budget of
+/// Nothing can be staged (every write of a staged link refused): longer than the old budget of
 /// ten retries, a batch is retried and nothing lost; past the point where the stream would drop
-/// its records, a batch is parked whole, and `replay` brings it in once, however often it runs.
+/// its records, a batch is parked whole, and `replay` brings it in once, however often it runs and
+/// from whichever folder.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unwritable_tables_lose_nothing_and_parked_records_replay_once() {
     let standin = StandIn::connect().await.unwrap();
@@ -540,16 +564,16 @@ async fn unwritable_tables_lose_nothing_and_parked_records_replay_once() {
     let records = shard_records(0, 300, &mut synth);
     let expected_rejects = records.iter().filter(|r| event_id(r).is_none()).count() as u64;
     let expected_events = records.len() as u64 - expected_rejects;
-    let refuse_commits = FaultRates {
+    let refuse_staging = FaultRates {
         slow_down: 1.0,
-        only_paths: Some("_delta_log/".into()),
+        only_paths: Some(format!("{}/", lake::staging::STAGING_DIR)),
         only_writes: true,
         ..FaultRates::none()
     };
 
     // Without parking: every try refused, twelve deliveries (more than the old ten retries).
     let retrying = Sink::open(&config, &faulty).await.unwrap();
-    proxy.set_rates(refuse_commits.clone());
+    proxy.set_rates(refuse_staging.clone());
     let short =
         Retry::within(Duration::from_millis(300)).with_delays(Duration::from_millis(5), Duration::from_millis(20));
     for _ in 0..12 {
@@ -573,7 +597,7 @@ async fn unwritable_tables_lose_nothing_and_parked_records_replay_once() {
         .clone()
         .with_parking(game_sink::Parking::new(&parked, 24).unwrap());
     let parking_sink = Sink::open(&parking, &faulty).await.unwrap();
-    proxy.set_rates(refuse_commits);
+    proxy.set_rates(refuse_staging);
     let report = parking_sink.process(&records[100..200], &short).await;
     assert_eq!(report.retry_from, None, "{report:?}");
     assert_eq!((report.rows, report.parked), (0, 100), "{report:?}");
@@ -586,19 +610,22 @@ async fn unwritable_tables_lose_nothing_and_parked_records_replay_once() {
         "the parked batch is not in yet"
     );
 
-    // Replayed twice: the parked records once.
+    // Replayed twice, the second time from a copy in another folder: the parked records once.
     let folder = lake::Folder::open(&parked, &direct).unwrap();
     let names = folder.list().await.unwrap();
     assert_eq!(names.len(), 2, "one object per table: {names:?}");
+    let copy = lake::Folder::open(&format!("{events}_parked_copy"), &direct).unwrap();
     for name in &names {
+        copy.put(name, folder.get(name).await.unwrap()).await.unwrap();
         let replayed = healthy.replay(&folder, name, &retry()).await.unwrap();
         assert!(
             matches!(replayed, game_sink::Replayed::Committed(n) if n > 0),
             "{replayed:?}"
         );
     }
+    assert!(folder.list().await.unwrap().is_empty(), "replayed objects are deleted");
     for name in &names {
-        let again = healthy.replay(&folder, name, &retry()).await.unwrap();
+        let again = healthy.replay(&copy, name, &retry()).await.unwrap();
         assert_eq!(again, game_sink::Replayed::AlreadyIn);
     }
     assert_eq!(
@@ -609,8 +636,9 @@ async fn unwritable_tables_lose_nothing_and_parked_records_replay_once() {
 }
 
 /// Every commit PUT is answered by a dropped connection and carried out three seconds later,
-/// after the writer's deadline: the writer must not delete the files the late version names, so
-/// the table stays readable with every row, and a redelivery adds nothing.
+/// after the committer's deadline: the committer must not delete the staged files the late version
+/// names, so the table stays readable with every row; the next pass commits nothing again, and a
+/// redelivery adds nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_that_lands_after_its_deadline_keeps_its_files() {
     let standin = StandIn::connect().await.unwrap();
@@ -626,24 +654,29 @@ async fn a_commit_that_lands_after_its_deadline_keeps_its_files() {
     let mut gives_up = storage(proxy.endpoint(), &standin);
     gives_up.extra.insert("max_retries".into(), "0".into());
     let late = Sink::open(&config, &gives_up).await.unwrap();
+    let mut synth = Synth::new(GameSynthConfig::default());
+    let records = shard_records(0, 50, &mut synth);
+    let staged = late.stage(&records).await;
+    assert_eq!((staged.retry_from.as_deref(), staged.rows), (None, 50), "{staged:?}");
     proxy.set_rates(FaultRates {
         late_write: 1.0,
         late_write_delay: Duration::from_secs(3),
         only_paths: Some("_delta_log/".into()),
         ..FaultRates::none()
     });
-    let mut synth = Synth::new(GameSynthConfig::default());
-    let records = shard_records(0, 50, &mut synth);
     let short =
         Retry::within(Duration::from_secs(1)).with_delays(Duration::from_millis(10), Duration::from_millis(100));
-    let report = late.process(&records, &short).await;
-    assert!(report.retry_from.is_some(), "the writer gave up: {report:?}");
+    let pass = late.commit_staged(&short).await;
+    assert!(pass.is_err(), "the committer gave up: {pass:?}");
     assert!(proxy.counts().late_write >= 1, "{:?}", proxy.counts());
-    // The write lands after the writer gave up.
+    // The write lands after the committer gave up.
     tokio::time::sleep(Duration::from_secs(5)).await;
     proxy.set_rates(FaultRates::none());
     assert_eq!(game_counts(standin.endpoint(), &events, &rejects), (50, 50, 0));
-    // Kinesis delivers the batch again: the late version's positions say it is in.
+    // The next pass finds the links behind the late version's positions.
+    let next = healthy.commit_staged(&retry()).await.unwrap();
+    assert_eq!(next.events.links, 0, "{next:?}");
+    // Kinesis delivers the batch again: the chain says it is in.
     let again = healthy.process(&records, &retry()).await;
     assert_eq!((again.rows, again.already_committed), (0, 50), "{again:?}");
     assert_eq!(game_counts(standin.endpoint(), &events, &rejects), (50, 50, 0));

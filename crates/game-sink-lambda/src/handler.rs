@@ -1,4 +1,8 @@
-//! The Lambda handler: a Kinesis batch in, the batch item failures out.
+//! The Lambda handlers: one function, two roles by the event it is handed. A Kinesis batch is
+//! staged ([`handle`]: the batch item failures out); its schedule's tick runs committer passes
+//! until shortly before the invocation's deadline ([`commit`]).
+
+use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::kinesis::KinesisEvent;
 use aws_lambda_events::event::streams::KinesisEventResponse;
@@ -17,7 +21,7 @@ const ANSWER_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
 /// committed with the rows keep a commit that landed all the same from being written twice.
 const HARD_MARGIN: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Writes the batch and reports the first record that was not committed, if any, so that Lambda
+/// Stages the batch and reports the first record that was not staged, if any, so that Lambda
 /// (with `ReportBatchItemFailures`) retries from it and not the records before it. The batch's
 /// metrics go to standard output ([`crate::metrics`]).
 pub async fn handle(
@@ -25,12 +29,11 @@ pub async fn handle(
     sink: &Sink,
     metrics: &Reporter,
 ) -> Result<KinesisEventResponse, Error> {
-    // Commits keep trying until shortly before the invocation's deadline; what is not committed
-    // by then is reported, and Kinesis delivers it again.
-    let retry = Retry::for_invocation(event.context.deadline, ANSWER_MARGIN);
+    // What is not staged by shortly before the invocation's deadline is reported, and Kinesis
+    // delivers it again.
     let stop = Retry::for_invocation(event.context.deadline, HARD_MARGIN).deadline();
     let records = &event.payload.records;
-    let report = match tokio::time::timeout_at(stop.into(), sink.process(records, &retry)).await {
+    let report = match tokio::time::timeout_at(stop.into(), sink.stage(records)).await {
         Ok(report) => report,
         Err(_) => {
             tracing::warn!(
@@ -52,4 +55,69 @@ pub async fn handle(
         response.add_failure(sequence_number);
     }
     Ok(response)
+}
+
+/// What one invocation of the committer did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitSummary {
+    /// Passes run.
+    pub passes: u32,
+    /// Passes that failed (their staged work is committed by a later one).
+    pub failed: u32,
+    /// Versions committed, both tables.
+    pub commits: u32,
+    /// Links committed.
+    pub links: usize,
+    /// Rows committed.
+    pub rows: u64,
+}
+
+/// How long one tick of the schedule (one a minute) runs committer passes: the next tick starts
+/// the next committer as this one ends, so there is one at a time.
+pub const TICK: Duration = Duration::from_secs(55);
+
+/// Runs committer passes ([`Sink::commit_staged`]) every `interval` for a [`TICK`], or until
+/// [`ANSWER_MARGIN`] before the invocation's deadline if that comes first. Each pass's metrics go
+/// to standard output; a pass that fails leaves its work staged for the next. Two committers at
+/// once (a tick that came late) commit nothing twice: the commits are guarded by the positions
+/// they start from.
+pub async fn commit(deadline_ms: u64, sink: &Sink, metrics: &Reporter, interval: Duration) -> CommitSummary {
+    let stop = Retry::for_invocation(deadline_ms, ANSWER_MARGIN)
+        .deadline()
+        .min(Instant::now() + TICK);
+    let hard = Retry::for_invocation(deadline_ms, HARD_MARGIN).deadline();
+    let mut summary = CommitSummary::default();
+    loop {
+        let started = Instant::now();
+        summary.passes += 1;
+        let pass = match tokio::time::timeout_at(hard.into(), sink.commit_staged(&Retry::until(stop))).await {
+            Ok(pass) => pass,
+            Err(_) => {
+                tracing::warn!("a commit pass was still running at the invocation's hard deadline");
+                break;
+            }
+        };
+        match &pass {
+            Ok(done) => {
+                for table in [&done.events, &done.rejects] {
+                    summary.commits += u32::from(table.version.is_some());
+                    summary.links += table.links;
+                    summary.rows += table.rows;
+                }
+            }
+            Err(error) => {
+                summary.failed += 1;
+                tracing::warn!(%error, "commit pass failed; its work stays staged for the next");
+            }
+        }
+        metrics.commit(&pass, started.elapsed()).emit();
+        let next = started + interval;
+        if next >= stop {
+            break;
+        }
+        tokio::time::sleep_until(next.into()).await;
+    }
+    tracing::info!(?summary, "committer done");
+    summary
 }

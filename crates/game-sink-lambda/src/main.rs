@@ -1,12 +1,14 @@
-//! `game-sink-lambda`: Kinesis (game events) -> the `game_events` Delta table.
+//! `game-sink-lambda`: Kinesis (game events) -> the `game_events` Delta table: writers stage the
+//! batches, and the same binary, on its schedule, commits what they staged.
 
 use std::sync::Arc;
 
+use aws_lambda_events::event::kinesis::KinesisEvent;
 use game_sink::{Config, Sink};
 use game_sink_lambda::handler;
 use game_sink_lambda::metrics::Reporter;
 use lake::StorageConfig;
-use lambda_runtime::{Error, service_fn};
+use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -33,6 +35,18 @@ async fn main() -> Result<(), Error> {
         }
     });
     let metrics = Reporter::new(&namespace);
+    let interval = config.commit_interval;
     let (sink, metrics) = (&*sink, &metrics);
-    lambda_runtime::run(service_fn(move |event| handler::handle(event, sink, metrics))).await
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
+        // A Kinesis batch carries `Records`; anything else is the committer's schedule.
+        if event.payload.get("Records").is_some() {
+            let batch: KinesisEvent = serde_json::from_value(event.payload)?;
+            let response = handler::handle(LambdaEvent::new(batch, event.context), sink, metrics).await?;
+            Ok::<_, Error>(serde_json::to_value(response)?)
+        } else {
+            let summary = handler::commit(event.context.deadline, sink, metrics, interval).await;
+            Ok(serde_json::to_value(summary)?)
+        }
+    }))
+    .await
 }

@@ -5,10 +5,14 @@ use std::collections::BTreeMap;
 
 use aws_lambda_events::event::kinesis::KinesisEventRecord;
 use emf::{Bounded, Metrics, Unit};
-use game_sink::{BatchReport, EventCount};
+use game_sink::{BatchReport, EventCount, SinkCommit};
+use lake::LakeError;
 
 /// The value of the `Function` dimension.
 pub const FUNCTION: &str = "game-sink";
+
+/// The value of the `Function` dimension of the committer's passes.
+pub const COMMITTER: &str = "game-sink-committer";
 
 /// Distinct `eventName` values one instance reports as dimensions; later ones count as `other`.
 pub const MAX_EVENT_NAMES: usize = 50;
@@ -101,6 +105,35 @@ impl Reporter {
             documents.push(kpi);
         }
         documents
+    }
+}
+
+impl Reporter {
+    /// The document of one committer pass: links, rows and versions committed, the longest a
+    /// committed link had waited, links left for a later pass, and a failed pass.
+    pub fn commit(&self, pass: &Result<SinkCommit, LakeError>, took: std::time::Duration) -> Metrics {
+        let mut doc = Metrics::new(&self.namespace).dimension("Function", COMMITTER);
+        doc.put("CommitPassSeconds", took.as_secs_f64(), Unit::Seconds).put(
+            "CommitPassesFailed",
+            f64::from(u8::from(pass.is_err())),
+            Unit::Count,
+        );
+        if let Ok(pass) = pass {
+            let tables = [&pass.events, &pass.rejects];
+            let sum = |f: fn(&lake::StagedCommit) -> f64| tables.iter().map(|t| f(t)).sum::<f64>();
+            doc.put("LinksCommitted", sum(|t| t.links as f64), Unit::Count)
+                .put("RowsCommitted", sum(|t| t.rows as f64), Unit::Count)
+                .put(
+                    "Commits",
+                    sum(|t| f64::from(u8::from(t.version.is_some()))),
+                    Unit::Count,
+                )
+                .put("LinksLeft", sum(|t| t.left as f64), Unit::Count);
+            if let Some(wait) = tables.iter().filter_map(|t| t.oldest_wait_ms).max() {
+                doc.put("StagedWaitSeconds", wait.max(0) as f64 / 1e3, Unit::Seconds);
+            }
+        }
+        doc
     }
 }
 

@@ -55,3 +55,32 @@ async fn the_first_record_not_committed_is_the_one_failure_reported() {
     let first_reject = event.records[1].kinesis.sequence_number.clone();
     assert_eq!(failures(&invoke(&event, &sink).await), [first_reject]);
 }
+
+/// The function's two roles: a Kinesis batch is staged, and nothing is in the table until the
+/// schedule's tick runs committer passes, which stop before the invocation's deadline.
+#[tokio::test]
+async fn batches_are_staged_and_the_tick_commits_them_before_its_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("game_events").to_str().unwrap().to_owned();
+    let config = Config::new(&events, None).unwrap();
+    let sink = Sink::open(&config, &StorageConfig::default()).await.unwrap();
+    let event = sample("kinesis-game-events.json");
+    assert!(failures(&invoke(&event, &sink).await).is_empty());
+    let rows = |uri: String| async move {
+        let table = lake::Table::open(&uri, &StorageConfig::default()).await.unwrap();
+        table.file_stats().unwrap().rows
+    };
+    assert_eq!(rows(events.clone()).await, 0, "staged, not committed");
+
+    let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap();
+    // Five seconds are kept back to answer: about a second and a half of passes, one each 0.5 s.
+    let deadline = now_ms + 6_500;
+    let metrics = Reporter::new(emf::DEFAULT_NAMESPACE);
+    let summary = handler::commit(deadline, &sink, &metrics, std::time::Duration::from_millis(500)).await;
+    let finished = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap();
+    assert!(finished < deadline, "answered after the deadline");
+    assert!(summary.passes >= 2, "{summary:?}");
+    assert_eq!((summary.failed, summary.commits), (0, 1), "{summary:?}");
+    assert_eq!(summary.rows, event.records.len() as u64, "{summary:?}");
+    assert_eq!(rows(events).await, event.records.len() as u64);
+}

@@ -20,6 +20,9 @@ pub const RETENTION_VAR: &str = "GAME_EVENTS_STREAM_RETENTION_HOURS";
 /// (default [`Settle::DEFAULT_FILES`]; 0: never, leaving them to the maintenance pass).
 pub const SETTLE_FILES_VAR: &str = "GAME_EVENTS_SETTLE_FILES";
 
+/// Seconds between the committer's passes (default 5).
+pub const COMMIT_INTERVAL_VAR: &str = "GAME_EVENTS_COMMIT_INTERVAL_SECONDS";
+
 /// How long before the stream drops a record a batch that still cannot be committed is parked.
 pub const PARK_MARGIN: Duration = Duration::from_secs(6 * 3600);
 
@@ -34,6 +37,8 @@ pub struct Config {
     pub parking: Option<Parking>,
     /// When the sink packs the small files of the open partitions; `None`: never.
     pub settle: Option<Settle>,
+    /// Time between the committer's passes: the tables see a commit each at most this often.
+    pub commit_interval: Duration,
     /// Whether the sink adds the columns of this release that a table lacks (the function, whose
     /// release owns the tables' schema, does); a command run by hand does only when asked.
     pub evolve_schema: bool,
@@ -81,6 +86,7 @@ impl Config {
             rejects_table,
             parking: None,
             settle: Some(Settle::default()),
+            commit_interval: Duration::from_secs(5),
             evolve_schema: true,
         })
     }
@@ -104,8 +110,8 @@ impl Config {
         self
     }
 
-    /// Reads [`EVENTS_TABLE_VAR`], [`REJECTS_TABLE_VAR`], [`PARKING_VAR`], [`RETENTION_VAR`] and
-    /// [`SETTLE_FILES_VAR`].
+    /// Reads [`EVENTS_TABLE_VAR`], [`REJECTS_TABLE_VAR`], [`PARKING_VAR`], [`RETENTION_VAR`],
+    /// [`SETTLE_FILES_VAR`] and [`COMMIT_INTERVAL_VAR`].
     pub fn from_env() -> Result<Self, ConfigError> {
         let vars = Vars::env();
         let events = vars.required(EVENTS_TABLE_VAR)?;
@@ -113,6 +119,10 @@ impl Config {
         let config = Self::new(&events, vars.optional(REJECTS_TABLE_VAR).as_deref())?
             .with_settle((settle_files > 0).then(|| Settle::after(settle_files as usize)));
         let retention = vars.number(RETENTION_VAR, 24, 24..=8760)?;
+        let config = Self {
+            commit_interval: Duration::from_secs(vars.number(COMMIT_INTERVAL_VAR, 5, 1..=60)?),
+            ..config
+        };
         Ok(match vars.optional(PARKING_VAR) {
             Some(folder) => config.with_parking(Parking::new(&folder, retention)?),
             None => config,

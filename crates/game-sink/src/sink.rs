@@ -9,7 +9,7 @@ use game_events::batch::{
     EVENT_DATE, GameEventsBatchBuilder, Lineage, RejectsBatchBuilder, game_events_rejects_schema, game_events_schema,
 };
 use game_events::{RecordError, StampedEvent, decode_record};
-use lake::{Advance, AppendOutcome, LakeError, Retry, SourceFiles, StorageConfig, Table, TableSpec, progress};
+use lake::{Advance, LakeError, Retry, SourceFiles, Staged, StagedCommit, StorageConfig, Table, TableSpec, progress};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, OnceCell};
 use tracing::{error, info, warn};
@@ -60,8 +60,12 @@ pub enum ReplayError {
     Write(#[from] WriteError),
 }
 
-/// One table, opened (or created) at its first use and then kept open for appends by one batch
-/// at a time.
+/// Links one committer pass of a table commits at most: a commit of about this many files stays
+/// a few megabytes of log.
+pub const MAX_LINKS_PER_COMMIT: usize = 2_000;
+
+/// One table, opened (or created) at its first use: a handle for the writers, which stage one
+/// batch at a time, and one for the committer, so that staging never waits for a commit.
 #[derive(Debug)]
 struct AppendTable {
     uri: String,
@@ -69,6 +73,7 @@ struct AppendTable {
     storage: StorageConfig,
     settle: Option<Settle>,
     table: OnceCell<Mutex<Table>>,
+    committer: OnceCell<Mutex<Table>>,
 }
 
 impl AppendTable {
@@ -79,6 +84,7 @@ impl AppendTable {
             storage: storage.clone(),
             settle,
             table: OnceCell::new(),
+            committer: OnceCell::new(),
         }
     }
 
@@ -94,47 +100,68 @@ impl AppendTable {
             .await
     }
 
-    /// Appends the rows of `records` that this table does not have yet as one commit, with the
-    /// new position of each shard the records came from.
+    /// The committer's handle: a copy of the writers' (sharing what it has read of the log).
+    async fn committer(&self) -> Result<&Mutex<Table>, LakeError> {
+        self.committer
+            .get_or_try_init(|| async { Ok(Mutex::new(self.table().await?.lock().await.clone())) })
+            .await
+    }
+
+    /// Stages the rows of `records`, records of `stream` in its order, that this table has
+    /// neither committed nor staged yet, in one link of the stream's chain (see [`lake::staging`]).
     ///
-    /// The table is brought to its newest version and each shard's position read from it; a
-    /// record at or before its shard's position is already in (a redelivery), so `rows` is
-    /// asked for the rows of the others only (`new[i]` says whether `records[i]` is new). The
-    /// commit is refused, and nothing written, if another writer moved one of the shards in
-    /// between. Returns the outcome (`None` when there was nothing new to commit), what `rows`
-    /// returned besides the batch, and how many records were already in.
-    async fn append_new<T>(
+    /// The stream's staged position is read; a record at or before it is already in (a
+    /// redelivery), so `rows` is asked for the rows of the others only (`new[i]` says whether
+    /// `records[i]` is new). Staging is refused, and nothing staged, if another writer staged
+    /// the stream past that position in between. Returns what was staged (`None` when there was
+    /// nothing new), what `rows` returned besides the batch, and how many records were already in.
+    async fn stage_new<T>(
         &self,
+        stream: &str,
         records: &[KinesisEventRecord],
-        retry: &Retry,
         rows: impl FnOnce(&[bool]) -> (Result<RecordBatch, arrow::error::ArrowError>, T),
-    ) -> Result<(Option<AppendOutcome>, T, usize), WriteError> {
+    ) -> Result<(Option<Staged>, T, usize), WriteError> {
         let mut table = self.table().await?.lock().await;
-        let Unwritten {
-            new,
-            mut positions,
-            advances,
-        } = unwritten(&mut table, records).await?;
+        let from = table.staged_position(stream).await?;
+        let (new, to) = after(records, from.as_deref());
         let already = new.iter().filter(|n| !**n).count();
         let (batch, extra) = rows(&new);
         let batch = batch?;
         if batch.num_rows() == 0 {
             return Ok((None, extra, already));
         }
-        let advances: Vec<Advance> = advances
-            .into_iter()
-            .map(|(stream, to)| Advance {
-                from: positions.remove(&stream).flatten(),
-                stream,
-                to,
-            })
-            .collect();
+        let Some(to) = to else {
+            // Records without a sequence number: never from Kinesis.
+            return Err(LakeError::InvalidPosition {
+                uri: self.uri.clone(),
+                stream: stream.to_owned(),
+                position: records
+                    .first()
+                    .map(|r| r.kinesis.sequence_number.clone())
+                    .unwrap_or_default(),
+            }
+            .into());
+        };
         let files = write_files(&table, "kinesis", batch).await?;
-        let outcome = table.commit_appends_at(vec![files], &advances, retry).await?;
-        if let Some(settle) = &self.settle {
+        let advance = Advance {
+            stream: stream.to_owned(),
+            from,
+            to,
+        };
+        let staged = table.stage(files, &advance).await?;
+        Ok((Some(staged), extra, already))
+    }
+
+    /// Commits what the writers staged, then packs the open partitions' small files when due.
+    async fn commit_staged(&self, retry: &Retry) -> Result<StagedCommit, LakeError> {
+        let mut table = self.committer().await?.lock().await;
+        let report = table.commit_staged(MAX_LINKS_PER_COMMIT, retry).await?;
+        if report.version.is_some()
+            && let Some(settle) = &self.settle
+        {
             table.settle_after_commit(settle, retry.deadline()).await;
         }
-        Ok((Some(outcome), extra, already))
+        Ok(report)
     }
 }
 
@@ -234,55 +261,40 @@ fn reject_rows(
     rejects.finish()
 }
 
-/// Which records of a batch a table does not have yet, by the positions of their shards.
-struct Unwritten {
-    /// Whether each record is after its shard's position.
-    new: Vec<bool>,
-    /// The position of each shard of the batch, as read.
-    positions: BTreeMap<String, Option<String>>,
-    /// The last new record of each shard: its new position.
-    advances: BTreeMap<String, String>,
-}
-
-/// Brings `table` to its newest version and tells which of `records` it does not have yet.
-async fn unwritten(table: &mut Table, records: &[KinesisEventRecord]) -> Result<Unwritten, LakeError> {
-    table.refresh().await?;
-    let streams: Vec<String> = records.iter().map(stream_of).collect();
-    let mut positions: BTreeMap<String, Option<String>> = BTreeMap::new();
-    for stream in &streams {
-        if !positions.contains_key(stream) {
-            let position = table.position(stream).await?;
-            positions.insert(stream.clone(), position);
-        }
-    }
-    let mut advances: BTreeMap<String, String> = BTreeMap::new();
+/// Which of `records`, records of one stream in its order, come after the stream's position
+/// `done`, and the sequence number of the last of them. A record without a sequence number (never
+/// from Kinesis) counts as new.
+fn after(records: &[KinesisEventRecord], done: Option<&str>) -> (Vec<bool>, Option<String>) {
+    let mut to: Option<&str> = None;
     let new = records
         .iter()
-        .zip(streams)
-        .map(|(record, stream)| {
+        .map(|record| {
             let sequence = record.kinesis.sequence_number.as_str();
             if !progress::is_position(sequence) {
-                // Never from Kinesis; such a record is written without a position.
                 return true;
             }
-            let after = positions
-                .get(&stream)
-                .and_then(Option::as_deref)
-                .is_none_or(|done| progress::compare(sequence, done) == Ordering::Greater);
-            if after {
-                let to = advances.entry(stream).or_insert_with(|| sequence.to_owned());
-                if progress::compare(sequence, to) == Ordering::Greater {
-                    sequence.clone_into(to);
-                }
+            let after = done.is_none_or(|done| progress::compare(sequence, done) == Ordering::Greater);
+            if after && to.is_none_or(|to| progress::compare(sequence, to) == Ordering::Greater) {
+                to = Some(sequence);
             }
             after
         })
         .collect();
-    Ok(Unwritten {
-        new,
-        positions,
-        advances,
-    })
+    (new, to.map(str::to_owned))
+}
+
+/// The runs of `records` from one stream each, in order: `(stream, range)`. Kinesis hands a
+/// function one shard's records at a time; other callers may mix streams.
+fn runs(records: &[KinesisEventRecord]) -> Vec<(String, std::ops::Range<usize>)> {
+    let mut runs: Vec<(String, std::ops::Range<usize>)> = Vec::new();
+    for (i, record) in records.iter().enumerate() {
+        let stream = stream_of(record);
+        match runs.last_mut() {
+            Some((last, range)) if *last == stream => range.end = i + 1,
+            _ => runs.push((stream, i..i + 1)),
+        }
+    }
+    runs
 }
 
 /// The events of a batch that one name and platform share: the figures of the live KPIs.
@@ -307,27 +319,27 @@ impl EventCount {
 pub struct BatchReport {
     /// Records in the batch.
     pub records: usize,
-    /// Rows committed to `game_events`.
+    /// Rows staged for `game_events`.
     pub rows: u64,
     /// Records whose `(gameId, eventId)` came earlier in the same batch, so were not written again.
     pub duplicates: usize,
-    /// Records the tables already had (a batch delivered again after its commit landed): not
-    /// written again.
+    /// Records the tables already had, staged or committed (a batch delivered again): not written
+    /// again.
     pub already_committed: usize,
-    /// Records committed to `game_events_rejects`.
+    /// Records staged for `game_events_rejects`.
     pub rejected: usize,
     /// Records parked because a table could not take them before the stream would drop them
     /// (`lakelog replay` brings them in).
     pub parked: usize,
-    /// The sequence number of the first record that was not committed: it and every record after
-    /// it must be delivered again. `None` when the whole batch is in the tables.
+    /// The sequence number of the first record that was not staged: it and every record after
+    /// it must be delivered again. `None` when the whole batch is staged (or in the tables).
     pub retry_from: Option<String>,
     /// Tries the batch's commits took (1 each when the first landed).
     pub commit_attempts: u32,
     /// Commits that landed but whose post-commit step (checkpoint, log cleanup) failed.
     pub post_commit_failures: u32,
-    /// The events committed to `game_events`, by `eventName` and `eventParams.platform` (empty
-    /// when their commit failed).
+    /// The events staged for `game_events`, by `eventName` and `eventParams.platform` (empty
+    /// when their staging failed).
     pub events: BTreeMap<(String, Option<String>), EventCount>,
     /// The same events by `gameId` (`unknown` for records that name no game).
     pub by_game: BTreeMap<String, EventCount>,
@@ -503,15 +515,14 @@ impl Sink {
     }
 
     /// How far the tables have the records of the shard `shard_id` of the stream
-    /// `event_source_arn`: the later of the two tables' committed positions, read from their
-    /// newest versions; `None` when neither has one.
+    /// `event_source_arn`: the later of the two tables' staged positions (see
+    /// [`Table::staged_position`]); `None` when neither has one.
     pub async fn position(&self, event_source_arn: &str, shard_id: &str) -> Result<Option<String>, LakeError> {
         let stream = stream_key(event_source_arn, shard_id);
         let mut latest: Option<String> = None;
         for table in [&self.events, &self.rejects] {
             let mut table = table.table().await?.lock().await;
-            table.refresh().await?;
-            if let Some(position) = table.position(&stream).await?
+            if let Some(position) = table.staged_position(&stream).await?
                 && latest
                     .as_deref()
                     .is_none_or(|l| progress::compare(&position, l) == Ordering::Greater)
@@ -588,10 +599,14 @@ impl Sink {
         decoded: &[Result<StampedEvent, RecordError>],
     ) -> Result<usize, WriteError> {
         let target = self.table_for(table);
-        let new = {
+        let mut new = Vec::with_capacity(records.len());
+        {
             let mut handle = target.table().await?.lock().await;
-            unwritten(&mut handle, records).await?.new
-        };
+            for (stream, range) in runs(records) {
+                let done = handle.staged_position(&stream).await?;
+                new.extend(after(&records[range], done.as_deref()).0);
+            }
+        }
         let parked: Vec<KinesisEventRecord> = records
             .iter()
             .zip(decoded)
@@ -622,21 +637,37 @@ impl Sink {
         Ok(count)
     }
 
-    /// Brings the parked records of the object `name` of `folder` into their table, exactly once:
-    /// the rows and a `txn` of the object's location land in one commit, so replaying an object
-    /// again writes nothing.
+    /// Brings the parked records of the object `name` of `folder` into their table, exactly once,
+    /// then deletes the object: the rows and a `txn` of the records' stream and sequence numbers
+    /// land in one commit, so replaying the object again (before it is deleted, or from a copy of
+    /// it under another name or folder) writes nothing while the table keeps its `txn` ids.
     pub async fn replay(&self, folder: &lake::Folder, name: &str, retry: &Retry) -> Result<Replayed, ReplayError> {
-        let source = folder.object_uri(name);
+        let object = folder.object_uri(name);
         let bad = |reason: String| ReplayError::NotParked {
-            object: source.clone(),
+            object: object.clone(),
             reason,
         };
         let bytes = folder.get(name).await?;
         let parked: Parked = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+        let (Some(first), Some(last)) = (parked.records.first(), parked.records.last()) else {
+            return Err(bad("it holds no records".to_owned()));
+        };
+        // Named by what it holds, not where it lies: the same records under any name are one
+        // source.
+        let source = format!(
+            "lakelog.parked:{}:{}:{}-{}",
+            parked.table.name(),
+            stream_of(first),
+            first.kinesis.sequence_number,
+            last.kinesis.sequence_number
+        );
         let target = self.table_for(parked.table);
         let mut table = target.table().await?.lock().await;
         table.refresh().await?;
-        if table.is_committed(&source).await? {
+        // Objects replayed by earlier releases were recorded by their location.
+        if table.is_committed(&source).await? || table.is_committed(&object).await? {
+            drop(table);
+            folder.delete(name).await?;
             return Ok(Replayed::AlreadyIn);
         }
         let decoded: Vec<Result<StampedEvent, RecordError>> =
@@ -660,6 +691,8 @@ impl Sink {
         .map_err(WriteError::from)?;
         let files = write_files(&table, &source, batch).await?;
         let outcome = table.commit_sources(vec![files], retry).await?;
+        drop(table);
+        folder.delete(name).await?;
         Ok(Replayed::Committed(outcome.rows))
     }
 
@@ -692,13 +725,40 @@ impl Sink {
         (total, rest)
     }
 
-    /// Writes the records of one batch (in their shard's order): events in one commit to
-    /// `game_events`, then the records that can never be rows in one commit to the rejects table.
-    /// Each commit records how far each shard is in its table, and each table writes only the
-    /// records after that: a batch delivered again, whole or in part, adds no row.
-    /// Commits are tried until `retry`'s deadline; what is not committed by then is named in
-    /// [`BatchReport::retry_from`], for Kinesis to deliver again.
+    /// Stages the records of one batch and commits what is staged: the writer and the committer
+    /// of the functions, one after the other, as `lakelog serve`, the demo and the tests run
+    /// them. The report is [`Sink::stage`]'s, with the commits' tries added; a commit that fails
+    /// leaves the batch staged for the next pass ([`Sink::commit_staged`]).
     pub async fn process(&self, records: &[KinesisEventRecord], retry: &Retry) -> BatchReport {
+        let mut report = self.stage(records).await;
+        match self.commit_staged(retry).await {
+            Ok(commit) => {
+                for table in [&commit.events, &commit.rejects] {
+                    report.commit_attempts += table.attempts;
+                    report.post_commit_failures += u32::from(table.post_commit_failed);
+                }
+            }
+            Err(e) => warn!(error = %e, "staged, not committed yet; the next pass commits it"),
+        }
+        report
+    }
+
+    /// Commits what the writers staged in both tables: one version of each with rows (see
+    /// [`lake::staging`]). Both are tried; the first error is returned.
+    pub async fn commit_staged(&self, retry: &Retry) -> Result<SinkCommit, LakeError> {
+        let (events, rejects) = tokio::join!(self.events.commit_staged(retry), self.rejects.commit_staged(retry));
+        Ok(SinkCommit {
+            events: events?,
+            rejects: rejects?,
+        })
+    }
+
+    /// Stages the records of one batch (in their shards' order), the writer's part: per stream,
+    /// the events in one link of `game_events`' chain, then the records that can never be rows in
+    /// one link of the rejects table's. Each table stages only the records after its stream's
+    /// staged position: a batch delivered again, whole or in part, adds no row. What could not be
+    /// staged is named in [`BatchReport::retry_from`], for Kinesis to deliver again.
+    pub async fn stage(&self, records: &[KinesisEventRecord]) -> BatchReport {
         let ingested_at = lake::now_micros();
         let mut report = BatchReport {
             records: records.len(),
@@ -706,58 +766,12 @@ impl Sink {
         };
         let decoded: Vec<Result<StampedEvent, RecordError>> =
             records.iter().map(|r| decode_record(&r.kinesis.data)).collect();
-        let first = records.first().map(|r| r.kinesis.sequence_number.clone());
-        let events = self
-            .events
-            .append_new(records, retry, |new| event_rows(records, &decoded, new, ingested_at))
-            .await;
-        match events {
-            Ok((outcome, kpis, already)) => {
-                report.already_committed = already;
-                report.duplicates = kpis.duplicates;
-                if let Some(outcome) = outcome {
-                    report.rows = outcome.rows;
-                    report.events = kpis.counts;
-                    report.by_game = kpis.by_game;
-                    report.commit_attempts += outcome.attempts;
-                    report.post_commit_failures += u32::from(outcome.post_commit_failed);
-                }
+        for (stream, range) in runs(records) {
+            let (run, decoded) = (&records[range.clone()], &decoded[range]);
+            if let Err(retry_from) = self.stage_run(&stream, run, decoded, ingested_at, &mut report).await {
+                report.retry_from = Some(retry_from);
+                return report;
             }
-            Err(e) => match self.park_if_due(ParkedFor::Events, &e, records, &decoded).await {
-                Some(parked) => report.parked += parked,
-                None => {
-                    report.retry_from = first;
-                    return report;
-                }
-            },
-        }
-        // Where Kinesis delivers the batch again from if the rejects are not committed: the first
-        // record that is one (the events after it are in, and are skipped then).
-        let first_reject = records
-            .iter()
-            .zip(&decoded)
-            .find(|(_, event)| event.is_err())
-            .map(|(record, _)| record.kinesis.sequence_number.clone());
-        let rejects = self
-            .rejects
-            .append_new(records, retry, |new| {
-                (reject_rows(records, &decoded, new, ingested_at), ())
-            })
-            .await;
-        match rejects {
-            Ok((Some(outcome), (), _)) => {
-                report.rejected = usize::try_from(outcome.rows).unwrap_or(usize::MAX);
-                report.commit_attempts += outcome.attempts;
-                report.post_commit_failures += u32::from(outcome.post_commit_failed);
-            }
-            Ok((None, (), _)) => {}
-            Err(e) => match self.park_if_due(ParkedFor::Rejects, &e, records, &decoded).await {
-                Some(parked) => report.parked += parked,
-                None => {
-                    report.retry_from = first_reject.or(first);
-                    return report;
-                }
-            },
         }
         let lag_ms = records
             .iter()
@@ -766,17 +780,90 @@ impl Sink {
             .map(|oldest| lake::now_micros() / 1000 - oldest);
         info!(
             records = report.records,
-            rows_written = report.rows,
-            already_committed = report.already_committed,
+            rows_staged = report.rows,
+            already_in = report.already_committed,
             duplicates = report.duplicates,
             records_rejected = report.rejected,
-            commit_attempts = report.commit_attempts,
-            post_commit_failures = report.post_commit_failures,
+            records_parked = report.parked,
             lag_ms,
-            "batch committed"
+            "batch staged"
         );
         report
     }
+
+    /// Stages one stream's run of a batch; `Err` holds the sequence number to deliver again from.
+    async fn stage_run(
+        &self,
+        stream: &str,
+        records: &[KinesisEventRecord],
+        decoded: &[Result<StampedEvent, RecordError>],
+        ingested_at: i64,
+        report: &mut BatchReport,
+    ) -> Result<(), String> {
+        let first = records
+            .first()
+            .map(|r| r.kinesis.sequence_number.clone())
+            .unwrap_or_default();
+        let events = self
+            .events
+            .stage_new(stream, records, |new| event_rows(records, decoded, new, ingested_at))
+            .await;
+        match events {
+            Ok((staged, kpis, already)) => {
+                report.already_committed += already;
+                report.duplicates += kpis.duplicates;
+                if let Some(staged) = staged {
+                    report.rows += staged.rows;
+                    for (key, count) in kpis.counts {
+                        report.events.entry(key).or_default().add(count);
+                    }
+                    for (game, count) in kpis.by_game {
+                        report.by_game.entry(game).or_default().add(count);
+                    }
+                }
+            }
+            Err(e) => match self.park_if_due(ParkedFor::Events, &e, records, decoded).await {
+                Some(parked) => report.parked += parked,
+                None => return Err(first),
+            },
+        }
+        // Where Kinesis delivers the batch again from if the rejects are not staged: the first
+        // record that is one (the events after it are in, and are skipped then).
+        let Some(first_reject) = records
+            .iter()
+            .zip(decoded)
+            .find(|(_, event)| event.is_err())
+            .map(|(record, _)| record.kinesis.sequence_number.clone())
+        else {
+            return Ok(());
+        };
+        let rejects = self
+            .rejects
+            .stage_new(stream, records, |new| {
+                (reject_rows(records, decoded, new, ingested_at), ())
+            })
+            .await;
+        match rejects {
+            Ok((Some(staged), (), _)) => {
+                report.rejected += usize::try_from(staged.rows).unwrap_or(usize::MAX);
+            }
+            Ok((None, (), _)) => {}
+            Err(e) => match self.park_if_due(ParkedFor::Rejects, &e, records, decoded).await {
+                Some(parked) => report.parked += parked,
+                None => return Err(first_reject),
+            },
+        }
+        Ok(())
+    }
+}
+
+/// What one committer pass did to both tables.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SinkCommit {
+    /// `game_events`.
+    pub events: StagedCommit,
+    /// `game_events_rejects`.
+    pub rejects: StagedCommit,
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! Each Kinesis record once in the tables, however Lambda delivers it again: the whole batch after
 //! its commit landed, the part after a partial failure, the halves of a bisected batch, and the
-//! records of a parent shard after a reshard.
+//! records of a parent shard after a reshard; and however writers and the committer meet: a batch
+//! staged and delivered again before any commit, writers of many shards staging at once, two
+//! committers at once, parked records replayed twice or from another folder.
 
 use aws_lambda_events::event::kinesis::KinesisEventRecord;
 use aws_lambda_events::kinesis::KinesisRecord;
@@ -166,4 +168,94 @@ async fn delivered_until_committed_a_batch_is_in_once_and_nothing_is_handed_back
     assert!(rest.is_empty());
     assert_eq!((again.rows, again.already_committed), (0, 40));
     assert_eq!((rows(&events).await, rows(&rejects).await), (36, 4));
+}
+
+/// Stages `batch` as the function's writer does, and checks that all of it was staged.
+async fn stage(sink: &Sink, batch: &[KinesisEventRecord]) -> BatchReport {
+    let report = sink.stage(batch).await;
+    assert_eq!(report.retry_from, None, "{report:?}");
+    report
+}
+
+#[tokio::test]
+async fn a_staged_batch_delivered_again_before_any_commit_is_staged_once() {
+    let (_dir, sink, events, rejects) = sink().await;
+    let batch = records(0, 0, 40);
+    let first = stage(&sink, &batch).await;
+    assert_eq!((first.rows, first.rejected as u64), (36, 4));
+    // Nothing is in the tables until the committer runs.
+    assert_eq!((rows(&events).await, rows(&rejects).await), (0, 0));
+    // The writer was killed after staging, before it answered: another instance gets the batch.
+    let other = Sink::open(&Config::new(&events, None).unwrap(), &StorageConfig::default())
+        .await
+        .unwrap();
+    let again = stage(&other, &batch).await;
+    assert_eq!((again.rows, again.already_committed), (0, 40));
+    // Bisected: its halves again, then the batch with later records.
+    stage(&other, &batch[..20]).await;
+    stage(&other, &batch[20..]).await;
+    let mut more = batch[30..].to_vec();
+    more.extend(records(0, 40, 20));
+    let resumed = stage(&sink, &more).await;
+    assert_eq!(resumed.already_committed, 10);
+    let commit = sink.commit_staged(&Retry::default()).await.unwrap();
+    assert!(commit.events.version.is_some());
+    let all = records(0, 0, 60);
+    assert_eq!(rows(&rejects).await, rejects_in(&all));
+    assert_eq!(rows(&events).await, 60 - rejects_in(&all));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_shards_stage_at_once_and_one_commit_takes_them_all() {
+    let (_dir, sink, events, rejects) = sink().await;
+    let shards: Vec<Vec<KinesisEventRecord>> = (0..8).map(|shard| records(shard, 0, 30)).collect();
+    let (config, storage) = (Config::new(&events, None).unwrap(), StorageConfig::default());
+    let writers: Vec<Sink> = (0..8).map(|_| Sink::new(&config, &storage)).collect();
+    for round in 0..3 {
+        let staged = futures::future::join_all(
+            writers
+                .iter()
+                .zip(&shards)
+                .map(|(writer, records)| writer.stage(&records[round * 10..round * 10 + 10])),
+        )
+        .await;
+        assert!(staged.iter().all(|r| r.retry_from.is_none()), "{staged:?}");
+    }
+    let before = lake::Table::open(&events, &StorageConfig::default())
+        .await
+        .unwrap()
+        .delta()
+        .version();
+    let commit = sink.commit_staged(&Retry::default()).await.unwrap();
+    assert_eq!((commit.events.links, commit.events.streams), (24, 8));
+    let table = lake::Table::open(&events, &StorageConfig::default()).await.unwrap();
+    // One commit (a packing of small files may follow it).
+    assert!(table.delta().version() >= before.map(|v| v + 1));
+    let expected_rejects: u64 = shards.iter().map(|s| rejects_in(s)).sum();
+    assert_eq!(rows(&rejects).await, expected_rejects);
+    assert_eq!(rows(&events).await, 240 - expected_rejects);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_committers_at_once_commit_each_batch_once() {
+    let (_dir, sink, events, rejects) = sink().await;
+    let other = Sink::open(&Config::new(&events, None).unwrap(), &StorageConfig::default())
+        .await
+        .unwrap();
+    let mut expected = 0;
+    for shard in 0..4 {
+        for first in [0, 25] {
+            let batch = records(shard, first, 25);
+            expected += 25 - rejects_in(&batch);
+            stage(&sink, &batch).await;
+        }
+    }
+    let retry = Retry::default();
+    let (a, b) = tokio::join!(sink.commit_staged(&retry), other.commit_staged(&retry));
+    // The one whose guard broke committed nothing; a later pass finds nothing left.
+    let links: usize = [a, b].into_iter().filter_map(Result::ok).map(|c| c.events.links).sum();
+    let after = sink.commit_staged(&retry).await.unwrap();
+    assert_eq!(links + after.events.links, 8);
+    assert_eq!(rows(&events).await, expected);
+    assert_eq!(rows(&rejects).await, 200 - expected);
 }

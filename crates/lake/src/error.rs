@@ -125,7 +125,7 @@ pub enum LakeError {
     Object {
         /// The folder.
         uri: String,
-        /// What was done: `reading`, `writing` or `listing`.
+        /// What was done: `reading`, `writing`, `deleting` or `listing`.
         action: &'static str,
         /// The object, relative to the folder (empty when listing).
         object: String,

@@ -72,6 +72,14 @@ impl Folder {
         Ok(bytes.to_vec())
     }
 
+    /// Deletes the object `name`; one that is not there is no error.
+    pub async fn delete(&self, name: &str) -> Result<(), LakeError> {
+        match self.store.delete(&Path::from(name)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.error("deleting", name, e)),
+        }
+    }
+
     /// The names of every object in the folder and below it, in order.
     pub async fn list(&self) -> Result<Vec<String>, LakeError> {
         let mut names: Vec<String> = self
@@ -100,6 +108,9 @@ mod tests {
         folder.put("a/1.json", b"one".to_vec()).await.unwrap();
         assert_eq!(folder.list().await.unwrap(), ["a/1.json", "b/2.json"]);
         assert_eq!(folder.get("b/2.json").await.unwrap(), b"two");
+        folder.delete("b/2.json").await.unwrap();
+        folder.delete("b/2.json").await.unwrap();
+        assert_eq!(folder.list().await.unwrap(), ["a/1.json"]);
         assert_eq!(folder.object_uri("a/1.json"), format!("{uri}/a/1.json"));
         let err = folder.get("missing").await.unwrap_err().to_string();
         assert!(err.contains("missing"), "{err}");

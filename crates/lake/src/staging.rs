@@ -230,6 +230,11 @@ pub(crate) async fn staged_position(
     ))
 }
 
+/// Whether two links name the same files (file names are unique to their writer).
+fn same_files(a: &[Add], b: &[Add]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.path == b.path)
+}
+
 /// Stages `files`, the rows of `advance.stream` after `advance.from` up to `advance.to`: writes
 /// the link that follows `advance.from`, if no other writer wrote it first. When one did, the
 /// files are deleted and [`LakeError::Conflict`] says so: nothing was staged, and the batch is to
@@ -274,6 +279,17 @@ pub(crate) async fn stage(
             Ok(staged)
         }
         Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
+            // The store's own retry of a write that it carried out but answered with an error
+            // meets that write: then the link there is this one.
+            match read_link(uri, store, &name).await {
+                Ok(Some(there)) if same_files(&there.adds, &link.adds) => {
+                    debug!(table = uri, link = name, "staged (the store's retry met its own write)");
+                    return Ok(staged);
+                }
+                Ok(_) => {}
+                // Unknown whose link it is: the files stay (VACUUM removes them if not).
+                Err(e) => return Err(e),
+            }
             delete_files(store, &link.adds).await;
             Err(LakeError::Conflict {
                 uri: uri.to_owned(),
@@ -596,6 +612,9 @@ mod tests {
             from: None,
             to: "2".into(),
         };
+        t.stage(first.clone(), &advance).await.unwrap();
+        // The store answered the write with an error after carrying it out, and its retry meets
+        // the link: it is this writer's, staged.
         t.stage(first, &advance).await.unwrap();
         let err = t.stage(second, &advance).await.unwrap_err();
         assert!(matches!(err, LakeError::Conflict { .. }), "{err}");

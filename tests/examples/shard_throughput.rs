@@ -1,0 +1,239 @@
+//! Records a second into one `game_events` table from 1, 4, 16 and 32 simulated shards, each
+//! with a writer of its own (the sink's library code, as its Lambda runs it), on the S3 stand-in
+//! behind a proxy that holds every request as long as S3 takes to answer.
+//!
+//! ```text
+//! eval "$(scripts/standins start)"
+//! cargo run --profile local -p lakelog-tests --example shard_throughput -- \
+//!     [SECONDS] [BATCH] [LATENCY_MS] [MODE] [INTERVAL_MS] [SHARDS...]
+//! ```
+//!
+//! Each writer stages batches of BATCH (default 1,000) records of its shard as fast as it can for
+//! SECONDS (default 30), every request held LATENCY_MS (default 30). MODE `staged` (default) runs
+//! one committer beside them, a pass every INTERVAL_MS (default 5,000), as the function's schedule
+//! does; MODE `commit-each` has every writer commit its own batch after staging it, the commit
+//! shape of the sink before staging (one commit per batch per shard, writers contending). After
+//! the run every staged link is committed and the table's rows are checked against the records
+//! staged. One line per shard count: records staged a second, records committed a second within
+//! the run, commits a second, and the wait of the oldest link of each pass (p50, p99, max).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use aws_lambda_events::encodings::SecondTimestamp;
+use aws_lambda_events::event::kinesis::{KinesisEventRecord, KinesisRecord};
+use fixtures::game::{Synth, SynthConfig};
+use game_events::Envelope;
+use game_sink::{Config, Sink};
+use lake::{Retry, StorageConfig};
+use lakelog_tests::StandIn;
+use lakelog_tests::faults::{FaultProxy, FaultRates};
+
+/// Encoded events for one shard's writer, reused batch after batch with new sequence numbers.
+fn payloads(shard: usize, n: usize) -> Vec<Vec<u8>> {
+    let mut synth = Synth::new(SynthConfig {
+        seed: 1000 + shard as u64,
+        devices: 1000,
+        ..SynthConfig::default()
+    });
+    let envelope = Envelope::new(serde_json::Map::new());
+    let now = chrono::Utc::now();
+    (0..n)
+        .map(|i| {
+            let time = now - chrono::Duration::seconds(i as i64 % 3600);
+            envelope
+                .record(&synth.event(time).stamp(time).with_game("space-miners"))
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+fn batch(shard: usize, first: u64, payloads: &[Vec<u8>]) -> Vec<KinesisEventRecord> {
+    let now = chrono::Utc::now();
+    payloads
+        .iter()
+        .enumerate()
+        .map(|(i, data)| {
+            let mut kinesis = KinesisRecord::default();
+            *kinesis.data = data.clone();
+            kinesis.approximate_arrival_timestamp = SecondTimestamp(now);
+            kinesis.partition_key = format!("pk-{i}");
+            kinesis.sequence_number = format!("4959{shard:03}{:049}", first + i as u64);
+            let mut record = KinesisEventRecord::default();
+            record.event_id = Some(format!("shardId-{shard:012}:{}", kinesis.sequence_number));
+            record.event_source_arn = Some("arn:aws:kinesis:us-east-1:123456789012:stream/bench".into());
+            record.kinesis = kinesis;
+            record
+        })
+        .collect()
+}
+
+/// Stages (and in `commit-each` mode commits) batches of one shard until `until`; returns the
+/// records staged.
+async fn writer(sink: Sink, shard: usize, size: usize, commit_each: bool, until: Instant) -> u64 {
+    let pool = payloads(shard, size * 2);
+    let retry = Retry::default();
+    let (mut next, mut staged, mut round) = (0u64, 0u64, 0usize);
+    while Instant::now() < until {
+        let offset = (round % 2) * size;
+        round += 1;
+        let records = batch(shard, next, &pool[offset..offset + size]);
+        let mut from = 0;
+        loop {
+            let report = if commit_each {
+                sink.process(&records[from..], &retry).await
+            } else {
+                sink.stage(&records[from..]).await
+            };
+            match report.redeliver_from(&records[from..]) {
+                None => break,
+                Some(offset) => from += offset,
+            }
+        }
+        next += size as u64;
+        staged += size as u64;
+    }
+    staged
+}
+
+#[derive(Default)]
+struct CommitterStats {
+    passes: u64,
+    commits: u64,
+    rows: u64,
+    waits_ms: Vec<i64>,
+}
+
+async fn committer(sink: Sink, interval: Duration, until: Instant) -> CommitterStats {
+    let mut stats = CommitterStats::default();
+    let retry = Retry::default();
+    while Instant::now() < until {
+        let started = Instant::now();
+        stats.passes += 1;
+        match sink.commit_staged(&retry).await {
+            Ok(pass) => {
+                stats.commits += u64::from(pass.events.version.is_some()) + u64::from(pass.rejects.version.is_some());
+                stats.rows += pass.events.rows;
+                stats.waits_ms.extend(pass.events.oldest_wait_ms);
+            }
+            Err(e) => eprintln!("commit pass failed: {e}"),
+        }
+        tokio::time::sleep_until((started + interval).into()).await;
+    }
+    stats
+}
+
+fn percentile(sorted: &[i64], p: f64) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize, default: u64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
+    let seconds = arg(0, 30);
+    let size = arg(1, 1000) as usize;
+    let latency = Duration::from_millis(arg(2, 30));
+    let mode = args.get(3).map_or("staged", String::as_str).to_owned();
+    let interval = Duration::from_millis(arg(4, 5000));
+    let shard_counts: Vec<usize> = if args.len() > 5 {
+        args[5..].iter().filter_map(|a| a.parse().ok()).collect()
+    } else {
+        vec![1, 4, 16, 32]
+    };
+    let commit_each = match mode.as_str() {
+        "staged" => false,
+        "commit-each" => true,
+        other => anyhow::bail!("MODE is staged or commit-each, not {other}"),
+    };
+    let standin = StandIn::connect().await?;
+    let proxy = FaultProxy::start(
+        standin.endpoint(),
+        1,
+        FaultRates {
+            delay: 1.0,
+            min_delay: latency,
+            max_delay: latency,
+            ..FaultRates::none()
+        },
+    )
+    .await?;
+    let mut extra = standin.storage_options();
+    extra.insert("AWS_ENDPOINT_URL".into(), proxy.endpoint().to_owned());
+    let storage = StorageConfig {
+        endpoint: Some(proxy.endpoint().to_owned()),
+        extra,
+    };
+    println!(
+        "mode {mode}, batches of {size}, every request held {} ms, {seconds} s per line, committer every {} ms",
+        latency.as_millis(),
+        interval.as_millis()
+    );
+    println!("shards  staged/s  committed/s  commits  commits/s  wait p50 ms  p99 ms  max ms  rows checked");
+    for shards in shard_counts {
+        let bucket = standin.create_bucket("shards").await?;
+        let table = StandIn::s3_uri(&bucket, "game_events");
+        let config = Config::new(&table, None)?;
+        Sink::open(&config, &storage).await?;
+        let started = Instant::now();
+        let until = started + Duration::from_secs(seconds);
+        let done = Arc::new(AtomicU64::new(0));
+        let writers: Vec<_> = (0..shards)
+            .map(|shard| {
+                let sink = Sink::new(&config, &storage);
+                let done = Arc::clone(&done);
+                tokio::spawn(async move {
+                    let staged = writer(sink, shard, size, commit_each, until).await;
+                    done.fetch_add(staged, Ordering::Relaxed);
+                })
+            })
+            .collect();
+        let committing = (!commit_each).then(|| tokio::spawn(committer(Sink::new(&config, &storage), interval, until)));
+        for writer in writers {
+            writer.await?;
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        let stats = match committing {
+            Some(task) => task.await?,
+            None => CommitterStats::default(),
+        };
+        // What is still staged is committed now, and the table checked.
+        let last = Sink::new(&config, &storage);
+        loop {
+            let pass = last.commit_staged(&Retry::default()).await?;
+            if pass.events.links == 0 {
+                break;
+            }
+        }
+        let staged = done.load(Ordering::Relaxed);
+        let read = lake::Table::open(&table, &storage).await?;
+        let rows = read.file_stats()?.rows;
+        let version = read.delta().version().unwrap_or(0);
+        let mut waits = stats.waits_ms.clone();
+        waits.sort_unstable();
+        let (commits, committed) = if commit_each {
+            (version, staged)
+        } else {
+            (stats.commits, stats.rows)
+        };
+        println!(
+            "{shards:>6}  {:>8.0}  {:>11.0}  {commits:>7}  {:>9.2}  {:>11}  {:>6}  {:>6}  {}",
+            staged as f64 / elapsed,
+            committed as f64 / elapsed,
+            commits as f64 / elapsed,
+            percentile(&waits, 0.5),
+            percentile(&waits, 0.99),
+            waits.last().copied().unwrap_or(0),
+            if rows == staged {
+                format!("{rows} = staged")
+            } else {
+                format!("{rows} != {staged} staged")
+            }
+        );
+    }
+    Ok(())
+}
