@@ -44,7 +44,7 @@ impl Reporter {
         }
     }
 
-    /// The documents of one batch: its health (records, rows, duplicates, rejects, commits, a
+    /// The documents of one batch: its health (records, rows staged, duplicates, rejects, a
     /// failed batch, and the lag, `now_ms` minus the newest record's approximate arrival), then
     /// one document per `eventName` and platform of the events committed, with `Events` and
     /// `Bookings` aggregated by name, by platform and in total.
@@ -57,12 +57,6 @@ impl Reporter {
             .put("AlreadyCommitted", report.already_committed as f64, Unit::Count)
             .put("Rejects", report.rejected as f64, Unit::Count)
             .put("RecordsParked", report.parked as f64, Unit::Count)
-            .put("CommitAttempts", f64::from(report.commit_attempts), Unit::Count)
-            .put(
-                "PostCommitFailures",
-                f64::from(report.post_commit_failures),
-                Unit::Count,
-            )
             .put(
                 "BatchesFailed",
                 f64::from(u8::from(report.retry_from.is_some())),

@@ -1,6 +1,7 @@
 //! The real `bootstrap` binary, run as Lambda runs it: a local Runtime API feeds it the sample
-//! Kinesis batches of `events/`, its tables are on an S3 stand-in and read back with DuckDB, and
-//! a missing setting ends its init with a message a person reads.
+//! Kinesis batches of `events/`, which it stages, then its schedule's tick, on which it commits;
+//! its tables are on an S3 stand-in and read back with DuckDB, and a missing setting ends its init
+//! with a message a person reads.
 
 use std::path::Path;
 use std::time::Duration;
@@ -13,6 +14,9 @@ const BINARY: &str = env!("CARGO_BIN_EXE_game-sink-lambda");
 /// The timeout template.yaml gives the sink function.
 const TIMEOUT: Duration = Duration::from_secs(120);
 const WAIT: Duration = Duration::from_secs(120);
+/// A short timeout for the function that also commits: its schedule's tick runs committer passes
+/// until 5 s before the deadline.
+const TICK_TIMEOUT: Duration = Duration::from_secs(8);
 
 fn sample(name: &str) -> Vec<u8> {
     std::fs::read(format!("{}/../../events/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
@@ -44,13 +48,29 @@ async fn writes_the_sample_batches_and_reports_no_failures() {
     let mut vars: Vec<(&str, String)> = Function::standin_vars(standin.endpoint());
     vars.push(("GAME_EVENTS_TABLE_URI", events.clone()));
     vars.push(("GLUE_DATABASE", database.clone()));
+    vars.push(("GAME_EVENTS_COMMIT_INTERVAL_SECONDS", "1".to_owned()));
     let vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    let function = Function::start_with_timeout(Path::new(BINARY), &vars, TIMEOUT).unwrap();
+    let function = Function::start_with_timeout(Path::new(BINARY), &vars, TICK_TIMEOUT).unwrap();
 
     for name in ["kinesis-game-events.json", "kinesis-bad-record.json"] {
         let answer = tokio::task::block_in_place(|| function.invoke(&sample(name), WAIT)).unwrap();
         assert_eq!(response(answer), json!({"batchItemFailures": []}), "{name}");
     }
+    // Staged, not committed: the tables have no rows yet.
+    let count = |table: &str| {
+        duckdb(
+            standin.endpoint(),
+            &format!("SELECT count(*) FROM delta_scan('{table}')"),
+        )
+        .unwrap()
+    };
+    assert_eq!(count(&events), [[json!(0)]]);
+    // The schedule's tick: committer passes, one a second, until 5 s before its deadline.
+    let answer = tokio::task::block_in_place(|| function.invoke(&sample("scheduled-commit.json"), WAIT)).unwrap();
+    let summary = response(answer);
+    assert_eq!(summary["failed"], 0, "{summary}");
+    assert_eq!(summary["commits"], 2, "one commit per table: {summary}");
+    assert_eq!(summary["rows"], 7, "{summary}");
     // Both tables are in the catalog as Delta tables at their locations: the function registers
     // them once it has opened them, beside its first batch.
     for (name, location) in [("game_events", &events), ("game_events_rejects", &rejects)] {
