@@ -103,6 +103,8 @@ struct CommitterStats {
     commits: u64,
     rows: u64,
     waits_ms: Vec<i64>,
+    /// Each pass that committed: its links and how long it took.
+    passes_done: Vec<(usize, Duration)>,
 }
 
 async fn committer(sink: Sink, interval: Duration, until: Instant) -> CommitterStats {
@@ -116,6 +118,9 @@ async fn committer(sink: Sink, interval: Duration, until: Instant) -> CommitterS
                 stats.commits += u64::from(pass.events.version.is_some()) + u64::from(pass.rejects.version.is_some());
                 stats.rows += pass.events.rows;
                 stats.waits_ms.extend(pass.events.oldest_wait_ms);
+                if pass.events.links > 0 {
+                    stats.passes_done.push((pass.events.links, started.elapsed()));
+                }
             }
             Err(e) => eprintln!("commit pass failed: {e}"),
         }
@@ -173,7 +178,9 @@ async fn main() -> anyhow::Result<()> {
         latency.as_millis(),
         interval.as_millis()
     );
-    println!("shards  staged/s  committed/s  commits  commits/s  wait p50 ms  p99 ms  max ms  rows checked");
+    println!(
+        "shards  staged/s  committed/s  commits  commits/s  wait p50 ms  p99 ms  max ms  links/pass  pass ms (mean, max)  rows checked"
+    );
     for shards in shard_counts {
         let bucket = standin.create_bucket("shards").await?;
         let table = StandIn::s3_uri(&bucket, "game_events");
@@ -220,8 +227,13 @@ async fn main() -> anyhow::Result<()> {
         } else {
             (stats.commits, stats.rows)
         };
+        let links_per_pass =
+            stats.passes_done.iter().map(|p| p.0).sum::<usize>() as f64 / stats.passes_done.len().max(1) as f64;
+        let pass_ms: Vec<f64> = stats.passes_done.iter().map(|p| p.1.as_secs_f64() * 1e3).collect();
+        let mean_pass = pass_ms.iter().sum::<f64>() / pass_ms.len().max(1) as f64;
+        let max_pass = pass_ms.iter().copied().fold(0.0, f64::max);
         println!(
-            "{shards:>6}  {:>8.0}  {:>11.0}  {commits:>7}  {:>9.2}  {:>11}  {:>6}  {:>6}  {}",
+            "{shards:>6}  {:>8.0}  {:>11.0}  {commits:>7}  {:>9.2}  {:>11}  {:>6}  {:>6}  {links_per_pass:>10.1}  {mean_pass:>8.0}, {max_pass:>6.0}  {}",
             staged as f64 / elapsed,
             committed as f64 / elapsed,
             commits as f64 / elapsed,

@@ -36,6 +36,11 @@ impl TableTemplate {
         self.0.contains(BUCKET_PLACEHOLDER)
     }
 
+    /// The folder of the tables when there is one per bucket: the location up to `{bucket}`.
+    pub fn folder(&self) -> Option<&str> {
+        self.0.split_once(BUCKET_PLACEHOLDER).map(|(folder, _)| folder)
+    }
+
     /// The table of `bucket`.
     pub fn resolve(&self, bucket: &str) -> String {
         self.0.replace(BUCKET_PLACEHOLDER, bucket)

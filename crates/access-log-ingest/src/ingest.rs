@@ -13,8 +13,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::record_batch::RecordBatch;
-use lake::maintenance::Settle;
-use lake::{AppendOutcome, LakeError, Retry, SourceFiles, SourceWriter, StorageConfig, Table, TableSpec, now_micros};
+use lake::maintenance::{MaintenanceError, Settle};
+use lake::{
+    AppendOutcome, LakeError, Retry, SourceFiles, SourceWriter, StagedCommit, StorageConfig, Table, TableSpec,
+    now_micros,
+};
 use s3_access_log::{
     ACCESS_LOGS_UNIQUE_COLUMNS, AccessLogBatchBuilder, BATCH_ROWS, Lines, PARTITION_COLUMN, ParsedLine,
     REJECTS_UNIQUE_COLUMNS, RejectsBatchBuilder, access_logs_schema, is_blank, rejects_schema,
@@ -183,6 +186,9 @@ pub fn rejects_spec() -> TableSpec {
     TableSpec::new("access_log_rejects", rejects_schema(), &[])
 }
 
+/// What a committer pass did to each table: the table's location and its commit, or why it failed.
+pub type TablesCommitted = Vec<(String, Result<StagedCommit, LakeError>)>;
+
 /// Ingests raw log objects into the access-log tables. Keep one for the life of the process:
 /// it caches opened tables and only reads the log commits that are new on each call. Clones
 /// share that cache.
@@ -204,6 +210,9 @@ pub struct Ingestor {
     /// Whether reading stops at [`READ_SHARE`] of the time to the retry's deadline (see
     /// [`Ingestor::with_read_deadline`]).
     read_deadline: bool,
+    /// Whether each table's files are staged for a committer instead of committed (see
+    /// [`Ingestor::with_staging`]).
+    staging: bool,
     tables: Arc<Mutex<HashMap<String, Table>>>,
     /// Per table, the log objects of its files added before its `txn` ids can be trusted
     /// (read once, the first time an object that old is ingested).
@@ -241,6 +250,7 @@ impl Ingestor {
             settle: Some(Settle::default()),
             evolve_schema: true,
             read_deadline: false,
+            staging: false,
             old_object_lookup: true,
             tables: Arc::default(),
             old_sources: Arc::default(),
@@ -271,6 +281,60 @@ impl Ingestor {
     pub fn with_read_deadline(mut self, read_deadline: bool) -> Self {
         self.read_deadline = read_deadline;
         self
+    }
+
+    /// The ingestor, staging each table's files for a committer ([`Ingestor::commit_staged`])
+    /// instead of committing them (see [`lake::staging`]): what the function does, so that its
+    /// instances never contend for a table's commits. An object is then done once staged; staged
+    /// twice (a redelivery), it is committed once.
+    pub fn with_staging(mut self, staging: bool) -> Self {
+        self.staging = staging;
+        self
+    }
+
+    /// Commits what the writers staged in every access-log table (found under the location's
+    /// folder when it has one table per bucket) and the rejects table, one commit per table with
+    /// anything staged, then packs small files when due. A table that does not exist yet is
+    /// skipped; the error of one table does not stop the others.
+    pub async fn commit_staged(
+        &self,
+        retry: &Retry,
+    ) -> Result<Vec<(String, Result<StagedCommit, LakeError>)>, MaintenanceError> {
+        let mut uris = match self.table.folder() {
+            Some(folder) => lake::maintenance::discover_tables(folder, &self.storage).await?,
+            None => vec![self.table.resolve("")],
+        };
+        uris.push(self.rejects.clone());
+        uris.sort();
+        uris.dedup();
+        let mut results = Vec::with_capacity(uris.len());
+        for uri in uris {
+            let cached = self.tables.lock().await.get(&uri).cloned();
+            let table = match cached {
+                Some(table) => Ok(table),
+                None => Table::open(&uri, &self.storage).await,
+            };
+            let mut table = match table {
+                Ok(table) => table,
+                Err(e) if e.is_not_a_table() => continue,
+                Err(e) => {
+                    results.push((uri, Err(e)));
+                    continue;
+                }
+            };
+            let result = table.commit_staged(lake::staging::MAX_LINKS_PER_COMMIT, retry).await;
+            if let Ok(done) = &result
+                && done.version.is_some()
+                && let Some(settle) = &self.settle
+            {
+                table.settle_after_commit(settle, retry.deadline()).await;
+            }
+            if result.is_ok() {
+                self.tables.lock().await.insert(uri.clone(), table);
+            }
+            results.push((uri, result));
+        }
+        Ok(results)
     }
 
     /// The ingestor, looking up (the default) or refusing ([`IngestError::NeedsBackfill`]) an
@@ -486,6 +550,22 @@ impl Ingestor {
                 };
                 let mut table = target.table.clone();
                 let rows: u64 = files.iter().map(|(_, f)| f.rows()).sum();
+                if self.staging {
+                    match table.stage_sources(files.into_iter().map(|(_, f)| f).collect()).await {
+                        Ok(staged) => {
+                            info!(table = %uri, objects = indices.len(), rows = staged.rows, files = staged.files, "staged")
+                        }
+                        Err(e) => {
+                            let source = Arc::new(e);
+                            fail_all(&|object| IngestError::Commit {
+                                object,
+                                table: uri.clone(),
+                                source: Arc::clone(&source),
+                            });
+                        }
+                    }
+                    continue;
+                }
                 match table
                     .commit_sources(files.into_iter().map(|(_, f)| f).collect(), retry)
                     .await

@@ -1,5 +1,6 @@
-//! The Lambda handler: a batch of SQS messages carrying S3 notifications in, the messages to
-//! retry out.
+//! The Lambda handlers: one function, two roles by the event it is handed. A batch of SQS
+//! messages carrying S3 notifications is staged ([`handle`]: the messages to retry out); its
+//! schedule's tick runs committer passes over the tables ([`commit`]).
 
 use std::collections::HashMap;
 
@@ -32,8 +33,9 @@ pub enum HandlerError {
     },
 }
 
-/// Ingests every object the batch's notifications name, and reports as failed exactly the
-/// messages with an object that could not be read or committed, or with a body that is not a
+/// Ingests every object the batch's notifications name (staged, with an ingestor
+/// [`with_staging`](Ingestor::with_staging), for the committer), and reports as failed exactly the
+/// messages with an object that could not be read or written, or with a body that is not a
 /// notification (so that it ends in the dead-letter queue). `s3:TestEvent` messages succeed.
 /// The invocation's metrics go to standard output in `namespace` ([`crate::metrics`]).
 pub async fn handle(
@@ -109,4 +111,74 @@ impl From<HandlerError> for lambda_runtime::Diagnostic {
             error_message: e.to_string(),
         }
     }
+}
+
+/// What one invocation of the committer did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitSummary {
+    /// Passes run.
+    pub passes: u32,
+    /// Tables whose commit failed in a pass, or passes that could not find the tables.
+    pub failed: u32,
+    /// Versions committed.
+    pub commits: u32,
+    /// Links committed.
+    pub links: usize,
+    /// Rows committed.
+    pub rows: u64,
+}
+
+/// Runs committer passes ([`Ingestor::commit_staged`]) every `interval` for a
+/// [`lake::staging::TICK`], or until [`ANSWER_MARGIN`] before the invocation's deadline if that
+/// comes first; each pass's metrics go to standard output in `namespace`. Work a pass could not
+/// commit stays staged for the next; two committers at once commit each object once (its `txn`).
+pub async fn commit(
+    deadline_ms: u64,
+    ingestor: &Ingestor,
+    namespace: &str,
+    interval: std::time::Duration,
+) -> CommitSummary {
+    let stop = Retry::for_invocation(deadline_ms, ANSWER_MARGIN)
+        .deadline()
+        .min(std::time::Instant::now() + lake::staging::TICK);
+    let hard = Retry::for_invocation(deadline_ms, HARD_MARGIN).deadline();
+    let summary = std::cell::RefCell::new(CommitSummary::default());
+    let passes = lake::staging::every(interval, stop, || async {
+        let started = std::time::Instant::now();
+        let Ok(pass) = tokio::time::timeout_at(hard.into(), ingestor.commit_staged(&Retry::until(stop))).await else {
+            warn!("a commit pass was still running at the invocation's hard deadline");
+            return;
+        };
+        let mut summary = summary.borrow_mut();
+        match &pass {
+            Ok(tables) => {
+                for (table, result) in tables {
+                    match result {
+                        Ok(done) => {
+                            summary.commits += u32::from(done.version.is_some());
+                            summary.links += done.links;
+                            summary.rows += done.rows;
+                        }
+                        Err(error) => {
+                            summary.failed += 1;
+                            warn!(table, %error, "commit failed; its work stays staged for the next pass");
+                        }
+                    }
+                }
+            }
+            Err(error) => {
+                summary.failed += 1;
+                warn!(%error, "commit pass could not find the tables");
+            }
+        }
+        metrics::commit_pass(namespace, &pass, started.elapsed()).emit();
+    })
+    .await;
+    let summary = CommitSummary {
+        passes,
+        ..summary.into_inner()
+    };
+    info!(?summary, "committer done");
+    summary
 }

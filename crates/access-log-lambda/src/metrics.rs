@@ -9,6 +9,48 @@ use lake::AppendOutcome;
 /// The value of the `Function` dimension.
 pub const FUNCTION: &str = "access-log";
 
+/// The value of the `Function` dimension of the committer's passes.
+pub const COMMITTER: &str = "access-log-committer";
+
+/// The metrics of one committer pass over the access-log tables: links, rows and versions
+/// committed, tries, the longest a committed link had waited, tables whose commit failed, and a
+/// pass that could not even find the tables.
+pub fn commit_pass(
+    namespace: &str,
+    pass: &Result<access_log_ingest::TablesCommitted, lake::maintenance::MaintenanceError>,
+    took: std::time::Duration,
+) -> Metrics {
+    let mut metrics = Metrics::new(namespace).dimension("Function", COMMITTER);
+    metrics.put("CommitPassSeconds", took.as_secs_f64(), Unit::Seconds).put(
+        "CommitPassesFailed",
+        f64::from(u8::from(pass.is_err())),
+        Unit::Count,
+    );
+    if let Ok(tables) = pass {
+        let done: Vec<&lake::StagedCommit> = tables.iter().filter_map(|(_, r)| r.as_ref().ok()).collect();
+        let sum = |f: fn(&lake::StagedCommit) -> f64| done.iter().map(|t| f(t)).sum::<f64>();
+        metrics
+            .put("TablesFailed", (tables.len() - done.len()) as f64, Unit::Count)
+            .put("LinksCommitted", sum(|t| t.links as f64), Unit::Count)
+            .put("RowsCommitted", sum(|t| t.rows as f64), Unit::Count)
+            .put(
+                "Commits",
+                sum(|t| f64::from(u8::from(t.version.is_some()))),
+                Unit::Count,
+            )
+            .put("CommitAttempts", sum(|t| f64::from(t.attempts)), Unit::Count)
+            .put(
+                "PostCommitFailures",
+                sum(|t| f64::from(u8::from(t.post_commit_failed))),
+                Unit::Count,
+            );
+        if let Some(wait) = done.iter().filter_map(|t| t.oldest_wait_ms).max() {
+            metrics.put("StagedWaitSeconds", wait.max(0) as f64 / 1e3, Unit::Seconds);
+        }
+    }
+    metrics
+}
+
 /// Commits as the ingestor reports them.
 #[derive(Debug, Default)]
 pub struct Commits {

@@ -1,7 +1,8 @@
 //! The real `bootstrap` binary, run as Lambda runs it: a local Runtime API feeds it
 //! `events/sqs-s3-notification.json` (its two objects, one gzipped under a key that needs
-//! decoding, uploaded to an S3 stand-in), twice, and DuckDB reads every row once; a missing
-//! setting ends its init with a message a person reads.
+//! decoding, uploaded to an S3 stand-in) twice, which it stages, then its schedule's tick
+//! (`events/scheduled-commit.json`), on which it commits, then the notifications once more; DuckDB
+//! reads every row once. A missing setting ends its init with a message a person reads.
 
 use std::io::Write;
 use std::path::Path;
@@ -19,6 +20,9 @@ const BINARY: &str = env!("CARGO_BIN_EXE_access-log-lambda");
 /// The timeout template.yaml gives the ingest function.
 const TIMEOUT: Duration = Duration::from_secs(300);
 const WAIT: Duration = Duration::from_secs(120);
+/// A short timeout, so that the schedule's tick, which runs committer passes until 5 s before the
+/// deadline, ends in 3 s.
+const TICK_TIMEOUT: Duration = Duration::from_secs(8);
 
 /// The bucket the sample event names.
 const SAMPLE_BUCKET: &str = "raw-logs";
@@ -36,7 +40,7 @@ fn lines(seed: u64) -> Vec<u8> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ingests_the_sample_notifications_once_even_when_delivered_twice() {
+async fn ingests_the_sample_notifications_once_staged_twice_then_delivered_again() {
     let standin = StandIn::connect().await.unwrap();
     let raw = standin.create_bucket("runtime-raw").await.unwrap();
     let lake = standin.create_bucket("runtime-lake").await.unwrap();
@@ -74,9 +78,26 @@ async fn ingests_the_sample_notifications_once_even_when_delivered_twice() {
     let mut vars: Vec<(&str, String)> = Function::standin_vars(standin.endpoint());
     vars.push(("ACCESS_LOG_TABLE_URI", template));
     let vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    let function = Function::start_with_timeout(Path::new(BINARY), &vars, TIMEOUT).unwrap();
-    // SQS delivers the same messages again (a visibility timeout ran out): nothing lands twice.
-    for delivery in 0..2 {
+    let function = Function::start_with_timeout(Path::new(BINARY), &vars, TICK_TIMEOUT).unwrap();
+    let tick = std::fs::read(format!(
+        "{}/../../events/scheduled-commit.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    // SQS delivers the same messages again (a visibility timeout ran out) before the committer
+    // ran, and once more after: nothing lands twice.
+    for delivery in 0..3 {
+        if delivery == 2 {
+            let answer = tokio::task::block_in_place(|| function.invoke(&tick, WAIT)).unwrap();
+            let Answer::Response(summary) = answer else {
+                panic!("the tick failed: {answer:?}");
+            };
+            assert_eq!(summary["failed"], 0, "{summary}");
+            assert_eq!(
+                summary["commits"], 2,
+                "the rows' table and the rejects table: {summary}"
+            );
+        }
         let answer = tokio::task::block_in_place(|| function.invoke(event.as_bytes(), WAIT)).unwrap();
         let Answer::Response(response) = answer else {
             panic!("delivery {delivery}: the function failed: {answer:?}");
@@ -88,16 +109,20 @@ async fn ingests_the_sample_notifications_once_even_when_delivered_twice() {
 
     let count = |text: &[u8]| text.iter().filter(|b| **b == b'\n').count() as u64;
     let want_rows = (count(&plain) + count(&with_reject) - 1) as f64;
-    // Its metrics: the first delivery ingests both objects, the second finds them done.
+    // Its metrics: the first two deliveries stage both objects, the third finds them committed.
     let sum = |name: &str, unit: &str| exited.metric_sum("lakelog", name, unit, &[("Function", "access-log")]);
-    assert_eq!(sum("Objects", "Count"), 2.0);
+    assert_eq!(sum("Objects", "Count"), 4.0);
     assert_eq!(sum("ObjectsAlreadyIngested", "Count"), 2.0);
     assert_eq!(sum("ObjectsFailed", "Count"), 0.0);
-    assert_eq!(sum("Rows", "Count"), want_rows);
-    assert_eq!(sum("RejectedLines", "Count"), 1.0);
-    assert!(sum("Commits", "Count") >= 2.0, "the rows' table and the rejects table");
+    assert_eq!(sum("Rows", "Count"), 2.0 * want_rows);
+    assert_eq!(sum("RejectedLines", "Count"), 2.0);
+    assert_eq!(sum("Commits", "Count"), 0.0, "instances stage, they do not commit");
     assert!(sum("LagSeconds", "Seconds") > 0.0);
     assert_eq!(sum("MessagesFailed", "Count"), 0.0);
+    let committer =
+        |name: &str, unit: &str| exited.metric_sum("lakelog", name, unit, &[("Function", "access-log-committer")]);
+    assert_eq!(committer("RowsCommitted", "Count"), want_rows + 1.0, "each object once");
+    assert_eq!(committer("Commits", "Count"), 2.0);
 
     let table = StandIn::s3_uri(&lake, "access_logs/web-assets");
     let rows = duckdb(

@@ -73,31 +73,27 @@ pub struct CommitSummary {
     pub rows: u64,
 }
 
-/// How long one tick of the schedule (one a minute) runs committer passes: the next tick starts
-/// the next committer as this one ends, so there is one at a time.
-pub const TICK: Duration = Duration::from_secs(55);
-
-/// Runs committer passes ([`Sink::commit_staged`]) every `interval` for a [`TICK`], or until
-/// [`ANSWER_MARGIN`] before the invocation's deadline if that comes first. Each pass's metrics go
-/// to standard output; a pass that fails leaves its work staged for the next. Two committers at
-/// once (a tick that came late) commit nothing twice: the commits are guarded by the positions
-/// they start from.
+/// Runs committer passes ([`Sink::commit_staged`]) every `interval` for a [`lake::staging::TICK`],
+/// or until [`ANSWER_MARGIN`] before the invocation's deadline if that comes first. Each pass's
+/// metrics go to standard output; a pass that fails leaves its work staged for the next. Two
+/// committers at once (a tick that came late) commit nothing twice: the commits are guarded by the
+/// positions they start from.
 pub async fn commit(deadline_ms: u64, sink: &Sink, metrics: &Reporter, interval: Duration) -> CommitSummary {
     let stop = Retry::for_invocation(deadline_ms, ANSWER_MARGIN)
         .deadline()
-        .min(Instant::now() + TICK);
+        .min(Instant::now() + lake::staging::TICK);
     let hard = Retry::for_invocation(deadline_ms, HARD_MARGIN).deadline();
-    let mut summary = CommitSummary::default();
-    loop {
+    let summary = std::cell::RefCell::new(CommitSummary::default());
+    let passes = lake::staging::every(interval, stop, || async {
         let started = Instant::now();
-        summary.passes += 1;
         let pass = match tokio::time::timeout_at(hard.into(), sink.commit_staged(&Retry::until(stop))).await {
             Ok(pass) => pass,
             Err(_) => {
                 tracing::warn!("a commit pass was still running at the invocation's hard deadline");
-                break;
+                return;
             }
         };
+        let mut summary = summary.borrow_mut();
         match &pass {
             Ok(done) => {
                 for table in [&done.events, &done.rejects] {
@@ -112,12 +108,12 @@ pub async fn commit(deadline_ms: u64, sink: &Sink, metrics: &Reporter, interval:
             }
         }
         metrics.commit(&pass, started.elapsed()).emit();
-        let next = started + interval;
-        if next >= stop {
-            break;
-        }
-        tokio::time::sleep_until(next.into()).await;
-    }
+    })
+    .await;
+    let summary = CommitSummary {
+        passes,
+        ..summary.into_inner()
+    };
     tracing::info!(?summary, "committer done");
     summary
 }

@@ -26,6 +26,6 @@ mod sink;
 
 pub use config::{Config, ConfigError, Parking, Settle};
 pub use sink::{
-    BatchReport, EventCount, MAX_LINKS_PER_COMMIT, Parked, ParkedFor, ReplayError, Replayed, Sink, SinkCommit,
-    WriteError, events_table_spec, rejects_table_spec,
+    BatchReport, EventCount, Parked, ParkedFor, ReplayError, Replayed, Sink, SinkCommit, WriteError, events_table_spec,
+    rejects_table_spec,
 };

@@ -60,10 +60,6 @@ pub enum ReplayError {
     Write(#[from] WriteError),
 }
 
-/// Links one committer pass of a table commits at most: a commit of about this many files stays
-/// a few megabytes of log.
-pub const MAX_LINKS_PER_COMMIT: usize = 2_000;
-
 /// One table, opened (or created) at its first use: a handle for the writers, which stage one
 /// batch at a time, and one for the committer, so that staging never waits for a commit.
 #[derive(Debug)]
@@ -155,7 +151,7 @@ impl AppendTable {
     /// Commits what the writers staged, then packs the open partitions' small files when due.
     async fn commit_staged(&self, retry: &Retry) -> Result<StagedCommit, LakeError> {
         let mut table = self.committer().await?.lock().await;
-        let report = table.commit_staged(MAX_LINKS_PER_COMMIT, retry).await?;
+        let report = table.commit_staged(lake::staging::MAX_LINKS_PER_COMMIT, retry).await?;
         if report.version.is_some()
             && let Some(settle) = &self.settle
         {

@@ -144,6 +144,11 @@ pub enum LakeError {
 }
 
 impl LakeError {
+    /// Whether the error says that there is no table at the location (no `_delta_log`).
+    pub fn is_not_a_table(&self) -> bool {
+        matches!(self, LakeError::Delta { source, .. } if matches!(**source, DeltaTableError::NotATable(_)))
+    }
+
     pub(crate) fn delta(uri: impl Into<String>, source: DeltaTableError) -> Self {
         LakeError::Delta {
             uri: uri.into(),

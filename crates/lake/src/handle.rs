@@ -127,6 +127,12 @@ impl Table {
         staging::stage(&self.uri, &self.delta.object_store(), files, advance).await
     }
 
+    /// Stages the files of `sources` for the committer, which commits each source once with a
+    /// `txn` (see [`crate::staging`]).
+    pub async fn stage_sources(&self, sources: Vec<SourceFiles>) -> Result<Staged, LakeError> {
+        staging::stage_sources(&self.uri, &self.delta.object_store(), sources).await
+    }
+
     /// Commits what the writers staged, at most `max_links` links, in one version with each
     /// stream's new position (see [`crate::staging`]).
     pub async fn commit_staged(&mut self, max_links: usize, retry: &Retry) -> Result<StagedCommit, LakeError> {

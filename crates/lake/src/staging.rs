@@ -22,6 +22,11 @@
 //! nothing; a commit that lands late, or a committer killed after its commit, leaves links behind
 //! the position, which the next pass deletes. Each stream keeps its newest link (even when
 //! committed) so writers learn where the chain ends without reading the table.
+//!
+//! Writers whose rows come from sources that a `txn` each records (log objects) stage a *source
+//! link* instead ([`stage_sources`]): any name under `_lakelog_staged_sources/`, holding each
+//! source's files. Two writers handed the same source both stage it; the committer commits each
+//! source once, with its `txn`, leaving out sources the table already has and repeats of one.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -44,8 +49,15 @@ use crate::txns::Txns;
 /// The folder of the table where staged links are kept.
 pub const STAGING_DIR: &str = "_lakelog_staged";
 
+/// The folder of the table where source links are kept.
+pub const SOURCES_DIR: &str = "_lakelog_staged_sources";
+
 /// The name of the first link of a stream the table has no position of.
 const START: &str = "start";
+
+/// Links one committer pass of a table commits at most: a commit of about this many files stays
+/// a few megabytes of log.
+pub const MAX_LINKS_PER_COMMIT: usize = 2_000;
 
 /// How many links a committer reads at once.
 const READS_AT_ONCE: usize = 32;
@@ -68,6 +80,28 @@ struct Link {
     staged_at_ms: i64,
 }
 
+/// One source's files in a source link.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StagedSource {
+    /// The source, recorded by a `txn` when committed.
+    source: String,
+    /// Rows in its files.
+    rows: u64,
+    /// Its files.
+    adds: Vec<Add>,
+}
+
+/// A source link: the sources one writer staged at once.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SourcesLink {
+    /// The sources.
+    sources: Vec<StagedSource>,
+    /// When it was staged, in milliseconds since the Unix epoch.
+    staged_at_ms: i64,
+}
+
 /// A batch of a stream, staged: its link is durable and the committer will commit it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Staged {
@@ -84,7 +118,7 @@ pub struct StagedCommit {
     pub version: Option<u64>,
     /// Links committed.
     pub links: usize,
-    /// Streams moved.
+    /// Streams moved, or sources committed.
     pub streams: usize,
     /// Rows committed.
     pub rows: u64,
@@ -230,6 +264,34 @@ pub(crate) async fn staged_position(
     ))
 }
 
+/// How long one committer invocation runs its passes: a scheduled function invoked once a minute
+/// then has one committer at a time, the next starting as this one ends.
+pub const TICK: std::time::Duration = std::time::Duration::from_secs(55);
+
+/// Runs `pass` every `interval` (from the start of one to the start of the next) until `stop`,
+/// or, when a pass ends past `stop`, once more not at all; returns the passes run. A committer's
+/// loop: each pass is one [`Table::commit_staged`](crate::Table::commit_staged) of its tables.
+pub async fn every<F, Fut>(interval: std::time::Duration, stop: std::time::Instant, mut pass: F) -> u32
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut passes = 0;
+    loop {
+        let started = std::time::Instant::now();
+        if started >= stop && passes > 0 {
+            return passes;
+        }
+        passes += 1;
+        pass().await;
+        let next = started + interval;
+        if next >= stop {
+            return passes;
+        }
+        tokio::time::sleep_until(next.into()).await;
+    }
+}
+
 /// Whether two links name the same files (file names are unique to their writer).
 fn same_files(a: &[Add], b: &[Add]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.path == b.path)
@@ -306,6 +368,177 @@ pub(crate) async fn stage(
     }
 }
 
+/// Stages the files of `sources` in one source link, for the committer to commit with a `txn` per
+/// source. A source staged twice (a redelivery) is committed once. On an error the link may have
+/// been written all the same, so the files stay (VACUUM removes them if it was not).
+pub(crate) async fn stage_sources(
+    uri: &str,
+    store: &ObjectStoreRef,
+    sources: Vec<SourceFiles>,
+) -> Result<Staged, LakeError> {
+    let mut staged = Staged::default();
+    let link = SourcesLink {
+        sources: sources
+            .into_iter()
+            .map(|files| {
+                staged.rows += files.rows;
+                staged.files += files.adds.len();
+                StagedSource {
+                    source: files.source().to_owned(),
+                    rows: files.rows,
+                    adds: files.adds,
+                }
+            })
+            .collect(),
+        staged_at_ms: now_micros() / 1000,
+    };
+    if link.sources.is_empty() {
+        return Ok(staged);
+    }
+    let name = format!("{SOURCES_DIR}/{}.json", uuid::Uuid::new_v4());
+    let bytes = serde_json::to_vec(&link).map_err(|e| object_error(uri, "writing", &name, e))?;
+    store
+        .put(&deltalake::Path::from(name.as_str()), PutPayload::from(bytes))
+        .await
+        .map_err(|e| object_error(uri, "writing", &name, e))?;
+    debug!(table = uri, link = name, rows = staged.rows, "sources staged");
+    Ok(staged)
+}
+
+/// Commits the sources of every source link, each once and only if the table does not have it
+/// yet, in one version with a `txn` each; then deletes the links read. At most `max_links` links.
+async fn commit_staged_sources(
+    uri: &str,
+    table: &mut DeltaTable,
+    txns: &Txns,
+    max_links: usize,
+    retry: &Retry,
+    report: &mut StagedCommit,
+) -> Result<(), LakeError> {
+    let store = table.object_store();
+    let mut names: Vec<String> = list(uri, &store, SOURCES_DIR)
+        .await?
+        .into_iter()
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    names.sort();
+    report.left += names.len().saturating_sub(max_links);
+    names.truncate(max_links);
+    if names.is_empty() {
+        return Ok(());
+    }
+    let read: Vec<(String, Option<Vec<u8>>)> = futures::stream::iter(names)
+        .map(|name| {
+            let store = store.clone();
+            async move {
+                match store.get(&deltalake::Path::from(name.as_str())).await {
+                    Ok(object) => object
+                        .bytes()
+                        .await
+                        .map(|b| (name.clone(), Some(b.to_vec())))
+                        .map_err(|e| object_error(uri, "reading", &name, e)),
+                    Err(object_store::Error::NotFound { .. }) => Ok((name, None)),
+                    Err(e) => Err(object_error(uri, "reading", &name, e)),
+                }
+            }
+        })
+        .buffered(READS_AT_ONCE)
+        .try_collect()
+        .await?;
+    let now_ms = now_micros() / 1000;
+    let mut seen = std::collections::HashSet::new();
+    let (mut actions, mut transactions) = (Vec::new(), Vec::new());
+    let mut done: Vec<String> = Vec::new();
+    let (mut links, mut rows, mut files, mut committed_sources) = (0usize, 0u64, 0usize, 0usize);
+    let mut oldest: Option<i64> = None;
+    for (name, bytes) in read {
+        let Some(bytes) = bytes else { continue };
+        let link: SourcesLink = serde_json::from_slice(&bytes)
+            .map_err(|e| object_error(uri, "reading", &name, format!("not a staged source link: {e}")))?;
+        links += 1;
+        oldest = Some(oldest.map_or(now_ms - link.staged_at_ms, |o: i64| o.max(now_ms - link.staged_at_ms)));
+        for staged in link.sources {
+            if !seen.insert(staged.source.clone())
+                || crate::commit::is_committed(uri, table, txns, &staged.source).await?
+            {
+                // Committed already, or staged twice: these files are in no version (or are the
+                // ones a killed committer committed); VACUUM removes what no version names.
+                continue;
+            }
+            rows += staged.rows;
+            files += staged.adds.len();
+            committed_sources += 1;
+            transactions.push(deltalake::kernel::Transaction::new_with_last_update(
+                &staged.source,
+                1,
+                Some(now_ms),
+            ));
+            actions.extend(staged.adds.into_iter().map(Action::Add));
+        }
+        done.push(name);
+    }
+    if !transactions.is_empty() {
+        let partition_columns = table
+            .snapshot()
+            .map_err(|e| LakeError::delta(uri, e))?
+            .metadata()
+            .partition_columns()
+            .to_vec();
+        let to_commit = Commit {
+            uri,
+            actions,
+            transactions,
+            operation: DeltaOperation::Write {
+                mode: SaveMode::Append,
+                partition_by: (!partition_columns.is_empty()).then_some(partition_columns),
+                predicate: None,
+            },
+            metadata: Vec::new(),
+            guard: Guard::NewTransactions,
+            keep_files: true,
+        };
+        match commit(table, txns, to_commit, retry).await {
+            Ok(Landed::Version {
+                version,
+                attempts,
+                post_commit_failed,
+                ..
+            }) => {
+                report.version = Some(version);
+                report.attempts += attempts;
+                report.post_commit_failed |= post_commit_failed;
+                report.streams += committed_sources;
+                info!(table = uri, version, links, rows, "committed staged sources");
+            }
+            Ok(Landed::Refused { reason }) => {
+                return Err(LakeError::Conflict {
+                    uri: uri.to_owned(),
+                    reason,
+                });
+            }
+            Err(CommitFailure::NotCommitted(e) | CommitFailure::Unknown(e)) => return Err(e),
+        }
+        report.rows += rows;
+        report.files += files;
+    }
+    report.links += links;
+    if let Some(oldest) = oldest {
+        report.oldest_wait_ms = Some(report.oldest_wait_ms.map_or(oldest, |w| w.max(oldest)));
+    }
+    report.cleaned += done.len();
+    futures::stream::iter(done)
+        .for_each_concurrent(READS_AT_ONCE, |name| {
+            let store = store.clone();
+            async move {
+                if let Err(e) = store.delete(&deltalake::Path::from(name.as_str())).await {
+                    warn!(table = uri, link = name, error = %e, "could not delete a committed source link; the next pass leaves its sources out");
+                }
+            }
+        })
+        .await;
+    Ok(())
+}
+
 /// The links of one stream found by a committer pass.
 #[derive(Debug, Default)]
 struct StreamLinks {
@@ -337,6 +570,8 @@ pub(crate) async fn commit_staged(
         streams.entry(dir.to_owned()).or_default().links.push((from, name));
     }
     let mut report = StagedCommit::default();
+    // Source links (log objects) first: a table has one kind or the other.
+    commit_staged_sources(uri, table, txns, max_links, retry, &mut report).await?;
     if streams.is_empty() {
         return Ok(report);
     }
@@ -685,5 +920,41 @@ mod tests {
         let second = t.commit_staged(1000, &Retry::default()).await.unwrap();
         assert_eq!(second.links, 3);
         assert_eq!(rows(&t), 5);
+    }
+
+    async fn source(table: &Table, source: &str, ids: &[&str]) -> SourceFiles {
+        let mut writer = table.writer(source).unwrap();
+        writer.write(batch(ids, 19_000)).await.unwrap();
+        writer.finish().await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn staged_sources_are_committed_once_each_with_their_txn() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = table(&dir).await;
+        // Object a was committed directly; b is staged by two writers (a redelivery); c once.
+        let a = source(&t, "s3://raw/a", &["1"]).await;
+        t.commit_sources(vec![a], &Retry::default()).await.unwrap();
+        let first = vec![
+            source(&t, "s3://raw/a", &["1"]).await,
+            source(&t, "s3://raw/b", &["2", "3"]).await,
+        ];
+        t.stage_sources(first).await.unwrap();
+        let second = vec![
+            source(&t, "s3://raw/b", &["2", "3"]).await,
+            source(&t, "s3://raw/c", &["4"]).await,
+        ];
+        t.stage_sources(second).await.unwrap();
+        assert_eq!(rows(&t), 1);
+        let report = t.commit_staged(1000, &Retry::default()).await.unwrap();
+        assert_eq!((report.links, report.rows, report.streams), (2, 3, 2), "{report:?}");
+        assert_eq!(rows(&t), 4);
+        for committed in ["s3://raw/a", "s3://raw/b", "s3://raw/c"] {
+            assert!(t.is_committed(committed).await.unwrap(), "{committed}");
+        }
+        // The links are gone; the next pass has nothing to do.
+        let again = t.commit_staged(1000, &Retry::default()).await.unwrap();
+        assert_eq!((again.links, again.version), (0, None));
+        assert_eq!(rows(&t), 4);
     }
 }

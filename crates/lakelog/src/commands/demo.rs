@@ -307,7 +307,8 @@ async fn access_logs(
         .list(&uri(&raw)?)
         .await
         .with_context(|| format!("cannot list {}", raw.display()))?;
-    let ingestor = Ingestor::new(table, rejects.clone(), storage.clone(), reader, 4);
+    // The function's path: the objects are staged, then the committer commits them.
+    let ingestor = Ingestor::new(table, rejects.clone(), storage.clone(), reader, 4).with_staging(true);
     let (mut rows, mut rejected) = (0, 0);
     for (object, result) in ingestor
         .ingest(&objects, &lake::Retry::default(), &NoIngestProgress)
@@ -316,6 +317,9 @@ async fn access_logs(
         let report = result.with_context(|| format!("{object} was not ingested"))?;
         rows += report.rows;
         rejected += report.rejects;
+    }
+    for (table, result) in ingestor.commit_staged(&lake::Retry::default()).await? {
+        result.with_context(|| format!("the access logs staged for {table} were not committed"))?;
     }
     println!(
         "  ingested {} objects: {rows} rows; {rejected} malformed lines kept with their reasons in {}",

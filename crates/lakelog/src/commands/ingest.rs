@@ -73,6 +73,22 @@ pub fn run(args: &IngestArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(ingest(args))
 }
 
+/// Commits what was staged in the tables, and returns the tables whose commit failed (each named
+/// on standard error).
+async fn commit_staged(ingestor: &Ingestor, bar: &ProgressBar) -> usize {
+    match ingestor.commit_staged(&lake::Retry::default()).await {
+        Ok(tables) => tables
+            .into_iter()
+            .filter_map(|(table, result)| result.err().map(|e| (table, e)))
+            .inspect(|(table, e)| bar.println(format!("lakelog ingest: {table}: not committed: {e}")))
+            .count(),
+        Err(e) => {
+            bar.println(format!("lakelog ingest: not committed: {e}"));
+            1
+        }
+    }
+}
+
 async fn ingest(args: &IngestArgs) -> anyhow::Result<ExitCode> {
     let table = TableTemplate::parse("--table", &args.table)?;
     let rejects = match &args.rejects_table {
@@ -91,8 +107,10 @@ async fn ingest(args: &IngestArgs) -> anyhow::Result<ExitCode> {
         let found = reader.list(path).await.with_context(|| format!("cannot list {path}"))?;
         objects.extend(found);
     }
+    // The functions' path: the objects are staged, then committed, a commit per table per chunk.
     let ingestor = Ingestor::new(table, rejects, storage, reader, usize::from(args.concurrency))
-        .with_schema_changes(args.evolve_schema);
+        .with_schema_changes(args.evolve_schema)
+        .with_staging(true);
     let totals = Totals::default();
     let bar = if args.quiet {
         ProgressBar::hidden()
@@ -105,8 +123,10 @@ async fn ingest(args: &IngestArgs) -> anyhow::Result<ExitCode> {
     );
     let progress = Bar { bar, totals: &totals };
     let started = Instant::now();
+    let mut uncommitted = 0;
     for chunk in objects.chunks(args.objects_per_commit.max(1)) {
         ingestor.ingest(chunk, &lake::Retry::default(), &progress).await;
+        uncommitted += commit_staged(&ingestor, &progress.bar).await;
     }
     progress.bar.finish_and_clear();
     let seconds = started.elapsed().as_secs_f64();
@@ -123,7 +143,13 @@ async fn ingest(args: &IngestArgs) -> anyhow::Result<ExitCode> {
         seconds,
         bytes as f64 / 1e6 / seconds.max(1e-9),
     );
-    Ok(if failed == 0 {
+    if uncommitted > 0 {
+        eprintln!(
+            "lakelog ingest: {uncommitted} commits failed; their objects are staged, and the next \
+             lakelog ingest of the tables (or the deployed functions' committer) commits them"
+        );
+    }
+    Ok(if failed == 0 && uncommitted == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
