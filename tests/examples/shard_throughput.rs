@@ -15,7 +15,9 @@
 //! shape of the sink before staging (one commit per batch per shard, writers contending). After
 //! the run every staged link is committed and the table's rows are checked against the records
 //! staged. One line per shard count: records staged a second, records committed a second within
-//! the run, commits a second, and the wait of the oldest link of each pass (p50, p99, max).
+//! the run, commits a second, the wait of the oldest link of each pass (p50, p99, max), links per
+//! pass and a pass's time, and the data files written per hour into the one `eventDate` partition
+//! (the events are of the last hour).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -102,6 +104,7 @@ struct CommitterStats {
     passes: u64,
     commits: u64,
     rows: u64,
+    files: usize,
     waits_ms: Vec<i64>,
     /// Each pass that committed: its links and how long it took.
     passes_done: Vec<(usize, Duration)>,
@@ -117,6 +120,7 @@ async fn committer(sink: Sink, interval: Duration, until: Instant) -> CommitterS
             Ok(pass) => {
                 stats.commits += u64::from(pass.events.version.is_some()) + u64::from(pass.rejects.version.is_some());
                 stats.rows += pass.events.rows;
+                stats.files += pass.events.files;
                 stats.waits_ms.extend(pass.events.oldest_wait_ms);
                 if pass.events.links > 0 {
                     stats.passes_done.push((pass.events.links, started.elapsed()));
@@ -179,7 +183,7 @@ async fn main() -> anyhow::Result<()> {
         interval.as_millis()
     );
     println!(
-        "shards  staged/s  committed/s  commits  commits/s  wait p50 ms  p99 ms  max ms  links/pass  pass ms (mean, max)  rows checked"
+        "shards  staged/s  committed/s  commits  commits/s  wait p50 ms  p99 ms  max ms  links/pass  pass ms (mean, max)  files/partition-hour  rows checked"
     );
     for shards in shard_counts {
         let bucket = standin.create_bucket("shards").await?;
@@ -233,13 +237,14 @@ async fn main() -> anyhow::Result<()> {
         let mean_pass = pass_ms.iter().sum::<f64>() / pass_ms.len().max(1) as f64;
         let max_pass = pass_ms.iter().copied().fold(0.0, f64::max);
         println!(
-            "{shards:>6}  {:>8.0}  {:>11.0}  {commits:>7}  {:>9.2}  {:>11}  {:>6}  {:>6}  {links_per_pass:>10.1}  {mean_pass:>8.0}, {max_pass:>6.0}  {}",
+            "{shards:>6}  {:>8.0}  {:>11.0}  {commits:>7}  {:>9.2}  {:>11}  {:>6}  {:>6}  {links_per_pass:>10.1}  {mean_pass:>8.0}, {max_pass:>6.0}  {:>20.0}  {}",
             staged as f64 / elapsed,
             committed as f64 / elapsed,
             commits as f64 / elapsed,
             percentile(&waits, 0.5),
             percentile(&waits, 0.99),
             waits.last().copied().unwrap_or(0),
+            stats.files as f64 / elapsed * 3600.0,
             if rows == staged {
                 format!("{rows} = staged")
             } else {

@@ -184,7 +184,7 @@ async fn commit_all_staged(ingestor: &Ingestor) {
 }
 
 /// 48 objects, each delivered to three of eight instances, under the suite's faults: committed
-/// by each instance (`staged` false: the command line's way), or staged and committed by two
+/// by each instance (`staged` false: an ingestor that commits itself), or staged and committed by two
 /// committers at once (the function's way). DuckDB then counts every object's rows once.
 async fn ingest_under_faults(staged: bool) {
     let standin = StandIn::connect().await.unwrap();
@@ -870,23 +870,25 @@ const CHILD_VARS: [&str; 4] = [
     "LAKELOG_CHILD_LAKE",
 ];
 
-/// The writer that [`a_writer_killed_after_its_commit_adds_nothing_when_redelivered`] starts as a
-/// process of its own: it ingests one object, says so, and waits to be killed before it answers.
+/// The writer that [`a_writer_killed_after_staging_adds_nothing_when_redelivered`] starts as a
+/// process of its own: it stages one object as the function does, says so, and waits to be killed
+/// before it answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the writer process of a_writer_killed_after_its_commit_adds_nothing_when_redelivered"]
+#[ignore = "the writer process of a_writer_killed_after_staging_adds_nothing_when_redelivered"]
 async fn killed_writer() {
     let [endpoint, raw, key, lake] = CHILD_VARS.map(|v| std::env::var(v).unwrap_or_else(|_| panic!("{v} is not set")));
     let standin = StandIn::connect().await.unwrap();
     let outcome = ingestor(&standin, &lake, &endpoint, 1)
+        .with_staging(true)
         .ingest(&[ObjectRef::S3 { bucket: raw, key }], &retry(), &NoProgress)
         .await;
     assert!(outcome[0].1.is_ok(), "{outcome:?}");
-    println!("LAKELOG-CHILD committed");
+    println!("LAKELOG-CHILD staged");
     tokio::time::sleep(Duration::from_secs(600)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_writer_killed_after_its_commit_adds_nothing_when_redelivered() {
+async fn a_writer_killed_after_staging_adds_nothing_when_redelivered() {
     use std::io::BufRead as _;
 
     let standin = StandIn::connect().await.unwrap();
@@ -915,7 +917,7 @@ async fn a_writer_killed_after_its_commit_adds_nothing_when_redelivered() {
         .await
         .unwrap();
 
-    // The writer, a process of this test binary, killed (SIGKILL) once it has committed.
+    // The writer, a process of this test binary, killed (SIGKILL) once it has staged.
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "killed_writer", "--ignored", "--nocapture"])
         .envs(CHILD_VARS.into_iter().zip([proxy.endpoint(), &raw, &key, &lake]))
@@ -928,28 +930,32 @@ async fn a_writer_killed_after_its_commit_adds_nothing_when_redelivered() {
         std::io::BufReader::new(stdout)
             .lines()
             .map_while(Result::ok)
-            .any(|line| line.contains("LAKELOG-CHILD committed"))
+            .any(|line| line.contains("LAKELOG-CHILD staged"))
     })
     .await
     .unwrap();
     // Already gone if it failed; then `committed` says so below.
     let _ = child.kill();
     let status = child.wait().unwrap();
-    assert!(committed, "the writer never committed (exit: {status})");
+    assert!(committed, "the writer never staged (exit: {status})");
     assert!(!status.success(), "the writer was killed, it did not answer");
 
-    // Redelivered to a new instance: nothing is added.
-    let again = ingestor(&standin, &lake, proxy.endpoint(), 1)
-        .ingest(
-            &[ObjectRef::S3 {
-                bucket: raw.clone(),
-                key,
-            }],
-            &retry(),
-            &NoProgress,
-        )
+    // Redelivered to a new instance, which stages it again, before and after the committer ran:
+    // the object's rows once.
+    let object = ObjectRef::S3 {
+        bucket: raw.clone(),
+        key,
+    };
+    let instance = ingestor(&standin, &lake, proxy.endpoint(), 1).with_staging(true);
+    let again = instance
+        .ingest(std::slice::from_ref(&object), &retry(), &NoProgress)
         .await;
-    assert!(again[0].1.as_ref().is_ok_and(|r| r.already_ingested()), "{again:?}");
+    assert!(again[0].1.as_ref().is_ok_and(|r| !r.already_ingested()), "{again:?}");
+    commit_all_staged(&ingestor(&standin, &lake, proxy.endpoint(), 1)).await;
+    let after = instance
+        .ingest(std::slice::from_ref(&object), &retry(), &NoProgress)
+        .await;
+    assert!(after[0].1.as_ref().is_ok_and(|r| r.already_ingested()), "{after:?}");
     let table = format!("s3://{lake}/access_logs/web-assets");
     assert_eq!(
         per_object(standin.endpoint(), &table),

@@ -113,22 +113,6 @@ impl From<HandlerError> for lambda_runtime::Diagnostic {
     }
 }
 
-/// What one invocation of the committer did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CommitSummary {
-    /// Passes run.
-    pub passes: u32,
-    /// Tables whose commit failed in a pass, or passes that could not find the tables.
-    pub failed: u32,
-    /// Versions committed.
-    pub commits: u32,
-    /// Links committed.
-    pub links: usize,
-    /// Rows committed.
-    pub rows: u64,
-}
-
 /// Runs committer passes ([`Ingestor::commit_staged`]) every `interval` for a
 /// [`lake::staging::TICK`], or until [`ANSWER_MARGIN`] before the invocation's deadline if that
 /// comes first; each pass's metrics go to standard output in `namespace`. Work a pass could not
@@ -138,12 +122,12 @@ pub async fn commit(
     ingestor: &Ingestor,
     namespace: &str,
     interval: std::time::Duration,
-) -> CommitSummary {
+) -> lake::staging::CommitSummary {
     let stop = Retry::for_invocation(deadline_ms, ANSWER_MARGIN)
         .deadline()
         .min(std::time::Instant::now() + lake::staging::TICK);
     let hard = Retry::for_invocation(deadline_ms, HARD_MARGIN).deadline();
-    let summary = std::cell::RefCell::new(CommitSummary::default());
+    let summary = std::cell::RefCell::new(lake::staging::CommitSummary::default());
     let passes = lake::staging::every(interval, stop, || async {
         let started = std::time::Instant::now();
         let Ok(pass) = tokio::time::timeout_at(hard.into(), ingestor.commit_staged(&Retry::until(stop))).await else {
@@ -155,11 +139,7 @@ pub async fn commit(
             Ok(tables) => {
                 for (table, result) in tables {
                     match result {
-                        Ok(done) => {
-                            summary.commits += u32::from(done.version.is_some());
-                            summary.links += done.links;
-                            summary.rows += done.rows;
-                        }
+                        Ok(done) => summary.add(done),
                         Err(error) => {
                             summary.failed += 1;
                             warn!(table, %error, "commit failed; its work stays staged for the next pass");
@@ -175,7 +155,7 @@ pub async fn commit(
         metrics::commit_pass(namespace, &pass, started.elapsed()).emit();
     })
     .await;
-    let summary = CommitSummary {
+    let summary = lake::staging::CommitSummary {
         passes,
         ..summary.into_inner()
     };

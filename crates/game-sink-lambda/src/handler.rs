@@ -57,33 +57,22 @@ pub async fn handle(
     Ok(response)
 }
 
-/// What one invocation of the committer did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CommitSummary {
-    /// Passes run.
-    pub passes: u32,
-    /// Passes that failed (their staged work is committed by a later one).
-    pub failed: u32,
-    /// Versions committed, both tables.
-    pub commits: u32,
-    /// Links committed.
-    pub links: usize,
-    /// Rows committed.
-    pub rows: u64,
-}
-
 /// Runs committer passes ([`Sink::commit_staged`]) every `interval` for a [`lake::staging::TICK`],
 /// or until [`ANSWER_MARGIN`] before the invocation's deadline if that comes first. Each pass's
 /// metrics go to standard output; a pass that fails leaves its work staged for the next. Two
 /// committers at once (a tick that came late) commit nothing twice: the commits are guarded by the
 /// positions they start from.
-pub async fn commit(deadline_ms: u64, sink: &Sink, metrics: &Reporter, interval: Duration) -> CommitSummary {
+pub async fn commit(
+    deadline_ms: u64,
+    sink: &Sink,
+    metrics: &Reporter,
+    interval: Duration,
+) -> lake::staging::CommitSummary {
     let stop = Retry::for_invocation(deadline_ms, ANSWER_MARGIN)
         .deadline()
         .min(Instant::now() + lake::staging::TICK);
     let hard = Retry::for_invocation(deadline_ms, HARD_MARGIN).deadline();
-    let summary = std::cell::RefCell::new(CommitSummary::default());
+    let summary = std::cell::RefCell::new(lake::staging::CommitSummary::default());
     let passes = lake::staging::every(interval, stop, || async {
         let started = Instant::now();
         let pass = match tokio::time::timeout_at(hard.into(), sink.commit_staged(&Retry::until(stop))).await {
@@ -96,11 +85,8 @@ pub async fn commit(deadline_ms: u64, sink: &Sink, metrics: &Reporter, interval:
         let mut summary = summary.borrow_mut();
         match &pass {
             Ok(done) => {
-                for table in [&done.events, &done.rejects] {
-                    summary.commits += u32::from(table.version.is_some());
-                    summary.links += table.links;
-                    summary.rows += table.rows;
-                }
+                summary.add(&done.events);
+                summary.add(&done.rejects);
             }
             Err(error) => {
                 summary.failed += 1;
@@ -110,7 +96,7 @@ pub async fn commit(deadline_ms: u64, sink: &Sink, metrics: &Reporter, interval:
         metrics.commit(&pass, started.elapsed()).emit();
     })
     .await;
-    let summary = CommitSummary {
+    let summary = lake::staging::CommitSummary {
         passes,
         ..summary.into_inner()
     };

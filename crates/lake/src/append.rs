@@ -241,6 +241,22 @@ pub(crate) async fn commit_appends_at(
     commit_files(uri, table, txns, sources, false, advances, retry).await
 }
 
+/// The operation an append to `table` records: a write in append mode, with the table's partition
+/// columns.
+pub(crate) fn append_operation(uri: &str, table: &DeltaTable) -> Result<DeltaOperation, LakeError> {
+    let partition_columns = table
+        .snapshot()
+        .map_err(|e| LakeError::delta(uri, e))?
+        .metadata()
+        .partition_columns()
+        .to_vec();
+    Ok(DeltaOperation::Write {
+        mode: SaveMode::Append,
+        partition_by: (!partition_columns.is_empty()).then_some(partition_columns),
+        predicate: None,
+    })
+}
+
 async fn commit_files(
     uri: &str,
     table: &mut DeltaTable,
@@ -274,17 +290,7 @@ async fn commit_files(
     if actions.is_empty() && transactions.is_empty() {
         return Ok(outcome);
     }
-    let partition_columns = table
-        .snapshot()
-        .map_err(|e| LakeError::delta(uri, e))?
-        .metadata()
-        .partition_columns()
-        .to_vec();
-    let operation = DeltaOperation::Write {
-        mode: SaveMode::Append,
-        partition_by: (!partition_columns.is_empty()).then_some(partition_columns),
-        predicate: None,
-    };
+    let operation = append_operation(uri, table)?;
     let guard = if record_sources {
         Guard::NewTransactions
     } else if !advances.is_empty() {

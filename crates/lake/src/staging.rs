@@ -34,13 +34,12 @@ use std::collections::BTreeMap;
 use deltalake::DeltaTable;
 use deltalake::kernel::{Action, Add};
 use deltalake::logstore::ObjectStoreRef;
-use deltalake::protocol::{DeltaOperation, SaveMode};
 use futures::{StreamExt as _, TryStreamExt as _};
 use object_store::{ObjectStoreExt as _, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
 use tracing::{debug, info, warn};
 
-use crate::append::{SourceFiles, now_micros};
+use crate::append::{SourceFiles, append_operation, now_micros};
 use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit, delete_files};
 use crate::error::LakeError;
 use crate::progress::{self, Advance};
@@ -264,6 +263,31 @@ pub(crate) async fn staged_position(
     ))
 }
 
+/// What one committer invocation (one tick of its schedule) did, as the function answers it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitSummary {
+    /// Passes run.
+    pub passes: u32,
+    /// Passes, or tables of a pass, whose commit failed (their work stays staged for the next).
+    pub failed: u32,
+    /// Versions committed.
+    pub commits: u32,
+    /// Links committed.
+    pub links: usize,
+    /// Rows committed.
+    pub rows: u64,
+}
+
+impl CommitSummary {
+    /// Adds one table's commit of a pass.
+    pub fn add(&mut self, commit: &StagedCommit) {
+        self.commits += u32::from(commit.version.is_some());
+        self.links += commit.links;
+        self.rows += commit.rows;
+    }
+}
+
 /// How long one committer invocation runs its passes: a scheduled function invoked once a minute
 /// then has one committer at a time, the next starting as this one ends.
 pub const TICK: std::time::Duration = std::time::Duration::from_secs(55);
@@ -478,46 +502,19 @@ async fn commit_staged_sources(
         done.push(name);
     }
     if !transactions.is_empty() {
-        let partition_columns = table
-            .snapshot()
-            .map_err(|e| LakeError::delta(uri, e))?
-            .metadata()
-            .partition_columns()
-            .to_vec();
-        let to_commit = Commit {
-            uri,
-            actions,
-            transactions,
-            operation: DeltaOperation::Write {
-                mode: SaveMode::Append,
-                partition_by: (!partition_columns.is_empty()).then_some(partition_columns),
-                predicate: None,
-            },
-            metadata: Vec::new(),
-            guard: Guard::NewTransactions,
-            keep_files: true,
-        };
-        match commit(table, txns, to_commit, retry).await {
-            Ok(Landed::Version {
-                version,
-                attempts,
-                post_commit_failed,
-                ..
-            }) => {
-                report.version = Some(version);
-                report.attempts += attempts;
-                report.post_commit_failed |= post_commit_failed;
-                report.streams += committed_sources;
-                info!(table = uri, version, links, rows, "committed staged sources");
-            }
-            Ok(Landed::Refused { reason }) => {
-                return Err(LakeError::Conflict {
-                    uri: uri.to_owned(),
-                    reason,
-                });
-            }
-            Err(CommitFailure::NotCommitted(e) | CommitFailure::Unknown(e)) => return Err(e),
-        }
+        let landed =
+            commit_staged_files(uri, table, txns, actions, transactions, Guard::NewTransactions, retry).await?;
+        report.version = Some(landed.version);
+        report.attempts += landed.attempts;
+        report.post_commit_failed |= landed.post_commit_failed;
+        report.streams += committed_sources;
+        info!(
+            table = uri,
+            version = landed.version,
+            links,
+            rows,
+            "committed staged sources"
+        );
         report.rows += rows;
         report.files += files;
     }
@@ -537,6 +534,52 @@ async fn commit_staged_sources(
         })
         .await;
     Ok(())
+}
+
+/// A committer's commit that landed.
+struct Appended {
+    version: u64,
+    attempts: u32,
+    post_commit_failed: bool,
+}
+
+/// Commits staged files (`actions`) with `transactions` as one append that `guard` must allow.
+/// The files stay whatever happens: their links name them for a later pass.
+async fn commit_staged_files(
+    uri: &str,
+    table: &mut DeltaTable,
+    txns: &Txns,
+    actions: Vec<Action>,
+    transactions: Vec<deltalake::kernel::Transaction>,
+    guard: Guard<'_>,
+    retry: &Retry,
+) -> Result<Appended, LakeError> {
+    let to_commit = Commit {
+        uri,
+        actions,
+        transactions,
+        operation: append_operation(uri, table)?,
+        metadata: Vec::new(),
+        guard,
+        keep_files: true,
+    };
+    match commit(table, txns, to_commit, retry).await {
+        Ok(Landed::Version {
+            version,
+            attempts,
+            post_commit_failed,
+            ..
+        }) => Ok(Appended {
+            version,
+            attempts,
+            post_commit_failed,
+        }),
+        Ok(Landed::Refused { reason }) => Err(LakeError::Conflict {
+            uri: uri.to_owned(),
+            reason,
+        }),
+        Err(CommitFailure::NotCommitted(e) | CommitFailure::Unknown(e)) => Err(e),
+    }
 }
 
 /// The links of one stream found by a committer pass.
@@ -665,52 +708,27 @@ pub(crate) async fn commit_staged(
         for advance in &advances {
             transactions.extend(progress::transactions(uri, &advance.stream, &advance.to, now_ms)?);
         }
-        let partition_columns = table
-            .snapshot()
-            .map_err(|e| LakeError::delta(uri, e))?
-            .metadata()
-            .partition_columns()
-            .to_vec();
-        let to_commit = Commit {
+        let landed = commit_staged_files(
             uri,
+            table,
+            txns,
             actions,
             transactions,
-            operation: DeltaOperation::Write {
-                mode: SaveMode::Append,
-                partition_by: (!partition_columns.is_empty()).then_some(partition_columns),
-                predicate: None,
-            },
-            metadata: Vec::new(),
-            guard: Guard::Positions(&advances),
-            keep_files: true,
-        };
-        match commit(table, txns, to_commit, retry).await {
-            Ok(Landed::Version {
-                version,
-                attempts,
-                post_commit_failed,
-                ..
-            }) => {
-                report.version = Some(version);
-                report.attempts = attempts;
-                report.post_commit_failed = post_commit_failed;
-                info!(
-                    table = uri,
-                    version,
-                    links = report.links,
-                    streams = report.streams,
-                    rows = report.rows,
-                    "committed staged links"
-                );
-            }
-            Ok(Landed::Refused { reason }) => {
-                return Err(LakeError::Conflict {
-                    uri: uri.to_owned(),
-                    reason,
-                });
-            }
-            Err(CommitFailure::NotCommitted(e) | CommitFailure::Unknown(e)) => return Err(e),
-        }
+            Guard::Positions(&advances),
+            retry,
+        )
+        .await?;
+        report.version = Some(landed.version);
+        report.attempts = landed.attempts;
+        report.post_commit_failed = landed.post_commit_failed;
+        info!(
+            table = uri,
+            version = landed.version,
+            links = report.links,
+            streams = report.streams,
+            rows = report.rows,
+            "committed staged links"
+        );
         // The committed links are behind their streams' new positions now; each stream's last
         // one stays, as the newest link of its chain.
         let last_of_stream: Vec<String> = positions
