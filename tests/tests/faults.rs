@@ -1310,3 +1310,97 @@ async fn the_ingest_answers_by_its_deadline_when_the_store_stalls() {
         "every line of every object once"
     );
 }
+
+/// Variables that hand the killed committer its table.
+const COMMITTER_VARS: [&str; 2] = ["LAKELOG_CHILD_ENDPOINT", "LAKELOG_CHILD_EVENTS"];
+
+/// The committer that [`a_committer_killed_midway_commits_each_batch_once`] starts as a process of
+/// its own: it says when its pass has committed, then goes on (deleting the committed links,
+/// packing) until it is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the process of a_committer_killed_midway_commits_each_batch_once"]
+async fn killed_committer() {
+    let [endpoint, events] = COMMITTER_VARS.map(|v| std::env::var(v).unwrap_or_else(|_| panic!("{v} is not set")));
+    let standin = StandIn::connect().await.unwrap();
+    let config = Config::new(&events, None).unwrap().with_settle(Some(Settle::after(8)));
+    let sink = Sink::new(&config, &storage(&endpoint, &standin));
+    loop {
+        match sink.commit_staged(&retry()).await {
+            Ok(pass) if pass.events.links > 0 => println!("LAKELOG-CHILD committed"),
+            Ok(_) => println!("LAKELOG-CHILD nothing left"),
+            Err(e) => println!("LAKELOG-CHILD failed: {e}"),
+        }
+    }
+}
+
+/// Eight shards' batches staged, and a committer killed (SIGKILL) once its commit landed, while
+/// it deletes the links and packs files, as a Lambda past its timeout is: the next committer
+/// commits nothing twice and the rest once, and every batch delivered again adds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committer_killed_midway_commits_each_batch_once() {
+    use std::io::BufRead as _;
+
+    let standin = StandIn::connect().await.unwrap();
+    let (events, rejects, config) = game_lake(&standin, "killed-committer").await;
+    let direct = storage(standin.endpoint(), &standin);
+    let writer = Sink::open(&config, &direct).await.unwrap();
+    let mut synth = Synth::new(GameSynthConfig::default());
+    let shards: Vec<Vec<KinesisEventRecord>> = (0..8).map(|s| shard_records(s, 200, &mut synth)).collect();
+    for shard in &shards {
+        for batch in shard[..100].chunks(20) {
+            assert_eq!(writer.stage(batch).await.retry_from, None);
+        }
+    }
+    // Every write the committer makes after its commit (deleting links, packing) takes a while.
+    let proxy = FaultProxy::start(standin.endpoint(), 27, FaultRates::none())
+        .await
+        .unwrap();
+    proxy.set_rates(FaultRates {
+        delay: 1.0,
+        min_delay: Duration::from_millis(100),
+        max_delay: Duration::from_millis(300),
+        only_writes: true,
+        ..FaultRates::none()
+    });
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "killed_committer", "--ignored", "--nocapture"])
+        .envs(COMMITTER_VARS.into_iter().zip([proxy.endpoint(), &events]))
+        .env(lakelog_tests::ENDPOINT_VAR, standin.endpoint())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let committed = tokio::task::spawn_blocking(move || {
+        lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|line| line.contains("LAKELOG-CHILD committed"))
+    });
+    // The writers go on beside it: the second half of every shard.
+    for shard in &shards {
+        for batch in shard[100..].chunks(20) {
+            assert_eq!(writer.stage(batch).await.retry_from, None);
+        }
+    }
+    let committed = committed.await.unwrap();
+    let _ = child.kill();
+    let status = child.wait().unwrap();
+    assert!(committed, "the committer never committed (exit: {status})");
+    proxy.set_rates(FaultRates::none());
+
+    // The next committer, and every batch delivered again.
+    commit_all(&writer).await;
+    for shard in &shards {
+        let again = writer.stage(shard).await;
+        assert_eq!((again.retry_from.as_deref(), again.rows), (None, 0), "{again:?}");
+    }
+    commit_all(&writer).await;
+    let all: Vec<&KinesisEventRecord> = shards.iter().flatten().collect();
+    let expected_rejects = all.iter().filter(|r| event_id(r).is_none()).count() as u64;
+    let expected_events = all.len() as u64 - expected_rejects;
+    assert_eq!(
+        game_counts(standin.endpoint(), &events, &rejects),
+        (expected_events, expected_events, expected_rejects),
+        "every event once (rows and distinct keys) and every reject once"
+    );
+}
