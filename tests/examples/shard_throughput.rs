@@ -18,6 +18,11 @@
 //! the run, commits a second, the wait of the oldest link of each pass (p50, p99, max), links per
 //! pass and a pass's time, and the data files written per hour into the one `eventDate` partition
 //! (the events are of the last hour).
+//!
+//! MODE `staged-nopack` is `staged` with the committer's packing of small files off.
+//! MODE `pass` measures the committer alone: for each number given in place of SHARDS, that many
+//! links (batches of BATCH records over 32 shards) are staged first, then one committer pass (no
+//! packing) commits them all, timed.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -155,9 +160,9 @@ async fn main() -> anyhow::Result<()> {
         vec![1, 4, 16, 32]
     };
     let commit_each = match mode.as_str() {
-        "staged" => false,
+        "staged" | "staged-nopack" | "pass" => false,
         "commit-each" => true,
-        other => anyhow::bail!("MODE is staged or commit-each, not {other}"),
+        other => anyhow::bail!("MODE is staged, commit-each or pass, not {other}"),
     };
     let standin = StandIn::connect().await?;
     let proxy = FaultProxy::start(
@@ -182,6 +187,49 @@ async fn main() -> anyhow::Result<()> {
         latency.as_millis(),
         interval.as_millis()
     );
+    if mode == "pass" {
+        println!("links  records  pass ms  ms per link  rows checked");
+        for links in shard_counts {
+            let bucket = standin.create_bucket("pass").await?;
+            let table = StandIn::s3_uri(&bucket, "game_events");
+            let config = Config::new(&table, None)?.with_settle(None);
+            Sink::open(&config, &storage).await?;
+            let stagers: Vec<_> = (0..32)
+                .map(|shard| {
+                    let writer = Sink::new(&config, &storage);
+                    let batches = links / 32 + usize::from(shard < links % 32);
+                    tokio::spawn(async move {
+                        let pool = payloads(shard, size);
+                        for i in 0..batches {
+                            let report = writer.stage(&batch(shard, (i * size) as u64, &pool)).await;
+                            if report.retry_from.is_some() {
+                                return Err(anyhow::anyhow!("staging failed: {report:?}"));
+                            }
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            for stager in stagers {
+                stager.await??;
+            }
+            let started = Instant::now();
+            let pass = Sink::new(&config, &storage).commit_staged(&Retry::default()).await?;
+            let took = started.elapsed().as_secs_f64() * 1e3;
+            let rows = lake::Table::open(&table, &storage).await?.file_stats()?.rows;
+            println!(
+                "{links:>5}  {:>7}  {took:>7.0}  {:>11.1}  {}",
+                links * size,
+                took / links.max(1) as f64,
+                if pass.events.links == links && rows == (links * size) as u64 {
+                    "all once"
+                } else {
+                    "MISMATCH"
+                }
+            );
+        }
+        return Ok(());
+    }
     println!(
         "shards  staged/s  committed/s  commits  commits/s  wait p50 ms  p99 ms  max ms  links/pass  pass ms (mean, max)  files/partition-hour  rows checked"
     );
@@ -189,6 +237,11 @@ async fn main() -> anyhow::Result<()> {
         let bucket = standin.create_bucket("shards").await?;
         let table = StandIn::s3_uri(&bucket, "game_events");
         let config = Config::new(&table, None)?;
+        let config = if mode == "staged-nopack" {
+            config.with_settle(None)
+        } else {
+            config
+        };
         Sink::open(&config, &storage).await?;
         let started = Instant::now();
         let until = started + Duration::from_secs(seconds);

@@ -70,6 +70,8 @@ struct AppendTable {
     settle: Option<Settle>,
     table: OnceCell<Mutex<Table>>,
     committer: OnceCell<Mutex<Table>>,
+    /// Packs the table's small files beside the committer.
+    packer: lake::staging::Packer,
 }
 
 impl AppendTable {
@@ -81,6 +83,7 @@ impl AppendTable {
             settle,
             table: OnceCell::new(),
             committer: OnceCell::new(),
+            packer: lake::staging::Packer::default(),
         }
     }
 
@@ -148,14 +151,15 @@ impl AppendTable {
         Ok((Some(staged), extra, already))
     }
 
-    /// Commits what the writers staged, then packs the open partitions' small files when due.
+    /// Commits what the writers staged, then starts packing the open partitions' small files
+    /// beside the next commits when due ([`lake::staging::Packer`]).
     async fn commit_staged(&self, retry: &Retry) -> Result<StagedCommit, LakeError> {
         let mut table = self.committer().await?.lock().await;
         let report = table.commit_staged(lake::staging::MAX_LINKS_PER_COMMIT, retry).await?;
         if report.version.is_some()
-            && let Some(settle) = &self.settle
+            && let Some(settle) = self.settle
         {
-            table.settle_after_commit(settle, retry.deadline()).await;
+            self.packer.start(&table, settle, retry.deadline());
         }
         Ok(report)
     }
@@ -727,7 +731,9 @@ impl Sink {
     /// leaves the batch staged for the next pass ([`Sink::commit_staged`]).
     pub async fn process(&self, records: &[KinesisEventRecord], retry: &Retry) -> BatchReport {
         let mut report = self.stage(records).await;
-        match self.commit_staged(retry).await {
+        let committed = self.commit_staged(retry).await;
+        self.settled().await;
+        match committed {
             Ok(commit) => {
                 for table in [&commit.events, &commit.rejects] {
                     report.commit_attempts += table.attempts;
@@ -739,8 +745,14 @@ impl Sink {
         report
     }
 
+    /// Waits for the packings of small files that the commits started, if any are running.
+    pub async fn settled(&self) {
+        tokio::join!(self.events.packer.finish(), self.rejects.packer.finish());
+    }
+
     /// Commits what the writers staged in both tables: one version of each with rows (see
-    /// [`lake::staging`]). Both are tried; the first error is returned.
+    /// [`lake::staging`]); a packing of small files starts beside the next commits when due
+    /// ([`Sink::settled`] waits for it). Both tables are tried; the first error is returned.
     pub async fn commit_staged(&self, retry: &Retry) -> Result<SinkCommit, LakeError> {
         let (events, rejects) = tokio::join!(self.events.commit_staged(retry), self.rejects.commit_staged(retry));
         Ok(SinkCommit {
