@@ -11,8 +11,9 @@
 //! Each writer stages batches of BATCH (default 1,000) records of its shard as fast as it can for
 //! SECONDS (default 30), every request held LATENCY_MS (default 30). MODE `staged` (default) runs
 //! one committer beside them, a pass every INTERVAL_MS (default 5,000), as the function's schedule
-//! does; MODE `commit-each` has every writer commit its own batch after staging it, the commit
-//! shape of the sink before staging (one commit per batch per shard, writers contending). After
+//! does; MODE `commit-each` has every writer call `Sink::process` for each batch: here that stages
+//! the batch and runs a committer pass (many committers contending); built at a commit before
+//! staged writers (BENCHMARKS.md says how), it is the sink's old shape, one commit per batch. After
 //! the run every staged link is committed and the table's rows are checked against the records
 //! staged. One line per shard count: records staged a second, records committed a second within
 //! the run, commits a second, the wait of the oldest link of each pass (p50, p99, max), links per

@@ -550,19 +550,21 @@ impl Ingestor {
                 };
                 let mut table = target.table.clone();
                 let rows: u64 = files.iter().map(|(_, f)| f.rows()).sum();
+                // Every object of the table failed with the table's error.
+                let mut fail_commit = |e: LakeError| {
+                    let source = Arc::new(e);
+                    fail_all(&|object| IngestError::Commit {
+                        object,
+                        table: uri.clone(),
+                        source: Arc::clone(&source),
+                    });
+                };
                 if self.staging {
                     match table.stage_sources(files.into_iter().map(|(_, f)| f).collect()).await {
                         Ok(staged) => {
                             info!(table = %uri, objects = indices.len(), rows = staged.rows, files = staged.files, "staged")
                         }
-                        Err(e) => {
-                            let source = Arc::new(e);
-                            fail_all(&|object| IngestError::Commit {
-                                object,
-                                table: uri.clone(),
-                                source: Arc::clone(&source),
-                            });
-                        }
+                        Err(e) => fail_commit(e),
                     }
                     continue;
                 }
@@ -593,12 +595,7 @@ impl Ingestor {
                         again.extend(indices);
                     }
                     Err(e) => {
-                        let source = Arc::new(e);
-                        fail_all(&|object| IngestError::Commit {
-                            object,
-                            table: uri.clone(),
-                            source: Arc::clone(&source),
-                        });
+                        fail_commit(e);
                         self.tables.lock().await.remove(&uri);
                     }
                 }
