@@ -1404,3 +1404,93 @@ async fn a_committer_killed_midway_commits_each_batch_once() {
         "every event once (rows and distinct keys) and every reject once"
     );
 }
+
+/// Variables that hand the killed sink writer its table and shard.
+const SINK_WRITER_VARS: [&str; 2] = ["LAKELOG_CHILD_ENDPOINT", "LAKELOG_CHILD_EVENTS"];
+
+/// The sink writer that [`a_sink_writer_killed_while_staging_adds_nothing_twice`] starts as a
+/// process of its own: it stages its shard's batches one after the other, saying so after each,
+/// until it is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the process of a_sink_writer_killed_while_staging_adds_nothing_twice"]
+async fn killed_sink_writer() {
+    let [endpoint, events] = SINK_WRITER_VARS.map(|v| std::env::var(v).unwrap_or_else(|_| panic!("{v} is not set")));
+    let standin = StandIn::connect().await.unwrap();
+    let sink = Sink::new(&Config::new(&events, None).unwrap(), &storage(&endpoint, &standin));
+    let mut synth = Synth::new(GameSynthConfig::default());
+    let records = shard_records(0, 400, &mut synth);
+    for batch in records.chunks(20) {
+        let report = sink.stage(batch).await;
+        println!("LAKELOG-CHILD staged {}", report.retry_from.is_none());
+    }
+    println!("LAKELOG-CHILD done");
+}
+
+/// A sink writer killed (SIGKILL) in the middle of its batches, after some were staged and while
+/// another's files or link are being written: Kinesis hands the shard's records to a new instance
+/// from the first it was not told of; with the committer's passes, every event and reject once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sink_writer_killed_while_staging_adds_nothing_twice() {
+    use std::io::BufRead as _;
+
+    let standin = StandIn::connect().await.unwrap();
+    let (events, rejects, config) = game_lake(&standin, "killed-sink-writer").await;
+    let direct = storage(standin.endpoint(), &standin);
+    let sink = Sink::open(&config, &direct).await.unwrap();
+    // The same records the child generates (same seed and shard).
+    let mut synth = Synth::new(GameSynthConfig::default());
+    let records = shard_records(0, 400, &mut synth);
+    let proxy = FaultProxy::start(standin.endpoint(), 28, FaultRates::none())
+        .await
+        .unwrap();
+    proxy.set_rates(FaultRates {
+        delay: 1.0,
+        min_delay: Duration::from_millis(20),
+        max_delay: Duration::from_millis(200),
+        only_writes: true,
+        ..FaultRates::none()
+    });
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "killed_sink_writer", "--ignored", "--nocapture"])
+        .envs(SINK_WRITER_VARS.into_iter().zip([proxy.endpoint(), &events]))
+        .env(lakelog_tests::ENDPOINT_VAR, standin.endpoint())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    // Killed once it answered three batches, somewhere in the fourth.
+    let answered = tokio::task::spawn_blocking(move || {
+        lines
+            .map_while(Result::ok)
+            .filter(|line| line.contains("LAKELOG-CHILD staged true"))
+            .take(3)
+            .count()
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let _ = child.kill();
+    let status = child.wait().unwrap();
+    assert_eq!(
+        answered, 3,
+        "the writer staged fewer than three batches (exit: {status})"
+    );
+    assert!(!status.success(), "the writer was killed");
+
+    // A committer pass between, then the shard from the fourth batch on (Kinesis was told of
+    // three), and the whole shard once more (a lease that moved).
+    commit_all(&sink).await;
+    for from in [60, 0] {
+        for batch in records[from..].chunks(20) {
+            assert_eq!(sink.stage(batch).await.retry_from, None);
+        }
+    }
+    commit_all(&sink).await;
+    let expected_rejects = records.iter().filter(|r| event_id(r).is_none()).count() as u64;
+    let expected_events = records.len() as u64 - expected_rejects;
+    assert_eq!(
+        game_counts(standin.endpoint(), &events, &rejects),
+        (expected_events, expected_events, expected_rejects),
+        "every event once (rows and distinct keys) and every reject once"
+    );
+}

@@ -217,6 +217,8 @@ pub struct Ingestor {
     /// Per table, the log objects of its files added before its `txn` ids can be trusted
     /// (read once, the first time an object that old is ingested).
     old_sources: Arc<Mutex<HashMap<String, Arc<HashSet<String>>>>>,
+    /// Per table, the packing of small files its committer started (see [`Ingestor::settled`]).
+    packers: Arc<Mutex<HashMap<String, Arc<lake::staging::Packer>>>>,
     /// Where tables are registered for Athena, and the tables this instance registered.
     catalog: Option<(catalog::Catalog, Arc<Mutex<HashSet<String>>>)>,
 }
@@ -254,6 +256,7 @@ impl Ingestor {
             old_object_lookup: true,
             tables: Arc::default(),
             old_sources: Arc::default(),
+            packers: Arc::default(),
             catalog: None,
         }
     }
@@ -292,9 +295,17 @@ impl Ingestor {
         self
     }
 
+    /// Waits for the packings of small files that [`Ingestor::commit_staged`] started, if any are
+    /// running.
+    pub async fn settled(&self) {
+        let packers: Vec<Arc<lake::staging::Packer>> = self.packers.lock().await.values().cloned().collect();
+        futures::future::join_all(packers.iter().map(|packer| packer.finish())).await;
+    }
+
     /// Commits what the writers staged in every access-log table (found under the location's
     /// folder when it has one table per bucket) and the rejects table, one commit per table with
-    /// anything staged, then packs small files when due. A table that does not exist yet is
+    /// anything staged; a packing of small files starts beside the next commits when due
+    /// ([`Ingestor::settled`] waits for it). A table that does not exist yet is
     /// skipped; the error of one table does not stop the others.
     pub async fn commit_staged(
         &self,
@@ -325,9 +336,10 @@ impl Ingestor {
             let result = table.commit_staged(lake::staging::MAX_LINKS_PER_COMMIT, retry).await;
             if let Ok(done) = &result
                 && done.version.is_some()
-                && let Some(settle) = &self.settle
+                && let Some(settle) = self.settle
             {
-                table.settle_after_commit(settle, retry.deadline()).await;
+                let packer = Arc::clone(self.packers.lock().await.entry(uri.clone()).or_default());
+                packer.start(&table, settle, retry.deadline());
             }
             if result.is_ok() {
                 self.tables.lock().await.insert(uri.clone(), table);

@@ -155,6 +155,10 @@ pub async fn commit(
         metrics::commit_pass(namespace, &pass, started.elapsed()).emit();
     })
     .await;
+    // The packings of small files the last commits started end before the function answers.
+    if tokio::time::timeout_at(hard.into(), ingestor.settled()).await.is_err() {
+        warn!("a packing of small files was still running at the invocation's hard deadline");
+    }
     let summary = lake::staging::CommitSummary {
         passes,
         ..summary.into_inner()

@@ -321,6 +321,7 @@ async fn access_logs(
     for (table, result) in ingestor.commit_staged(&lake::Retry::default()).await? {
         result.with_context(|| format!("the access logs staged for {table} were not committed"))?;
     }
+    ingestor.settled().await;
     println!(
         "  ingested {} objects: {rows} rows; {rejected} malformed lines kept with their reasons in {}",
         objects.len(),

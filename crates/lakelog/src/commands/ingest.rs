@@ -128,6 +128,7 @@ async fn ingest(args: &IngestArgs) -> anyhow::Result<ExitCode> {
         ingestor.ingest(chunk, &lake::Retry::default(), &progress).await;
         uncommitted += commit_staged(&ingestor, &progress.bar).await;
     }
+    ingestor.settled().await;
     progress.bar.finish_and_clear();
     let seconds = started.elapsed().as_secs_f64();
     let bytes = totals.bytes.load(Ordering::Relaxed);
