@@ -1311,6 +1311,13 @@ async fn the_ingest_answers_by_its_deadline_when_the_store_stalls() {
     );
 }
 
+/// What a child process tells its test, a line on standard output; once the test stopped
+/// reading (it has what it waits for, and kills the child), the line is dropped.
+fn say(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stdout(), "{line}");
+}
+
 /// Variables that hand the killed committer its table.
 const COMMITTER_VARS: [&str; 2] = ["LAKELOG_CHILD_ENDPOINT", "LAKELOG_CHILD_EVENTS"];
 
@@ -1326,9 +1333,9 @@ async fn killed_committer() {
     let sink = Sink::new(&config, &storage(&endpoint, &standin));
     loop {
         match sink.commit_staged(&retry()).await {
-            Ok(pass) if pass.events.links > 0 => println!("LAKELOG-CHILD committed"),
-            Ok(_) => println!("LAKELOG-CHILD nothing left"),
-            Err(e) => println!("LAKELOG-CHILD failed: {e}"),
+            Ok(pass) if pass.events.links > 0 => say("LAKELOG-CHILD committed"),
+            Ok(_) => say("LAKELOG-CHILD nothing left"),
+            Err(e) => say(&format!("LAKELOG-CHILD failed: {e}")),
         }
     }
 }
@@ -1421,9 +1428,9 @@ async fn killed_sink_writer() {
     let records = shard_records(0, 400, &mut synth);
     for batch in records.chunks(20) {
         let report = sink.stage(batch).await;
-        println!("LAKELOG-CHILD staged {}", report.retry_from.is_none());
+        say(&format!("LAKELOG-CHILD staged {}", report.retry_from.is_none()));
     }
-    println!("LAKELOG-CHILD done");
+    say("LAKELOG-CHILD done");
 }
 
 /// A sink writer killed (SIGKILL) in the middle of its batches, after some were staged and while
