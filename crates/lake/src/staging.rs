@@ -217,8 +217,13 @@ async fn list(uri: &str, store: &ObjectStoreRef, prefix: &str) -> Result<Vec<Str
         .map_err(|e| object_error(uri, "listing", prefix, e))
 }
 
-/// The link at `name`; `None` when it is gone (a committer deleted it).
-async fn read_link(uri: &str, store: &ObjectStoreRef, name: &str) -> Result<Option<Link>, LakeError> {
+/// The link (of a stream, or of sources) at `name`; `None` when it is gone (a committer deleted
+/// it).
+async fn read_link<T: serde::de::DeserializeOwned>(
+    uri: &str,
+    store: &ObjectStoreRef,
+    name: &str,
+) -> Result<Option<T>, LakeError> {
     let bytes = match store.get(&deltalake::Path::from(name)).await {
         Ok(object) => object
             .bytes()
@@ -251,7 +256,7 @@ pub(crate) async fn staged_position(
         let Some((_, name)) = newest else {
             return Ok(None);
         };
-        if let Some(link) = read_link(uri, store, &name).await? {
+        if let Some(link) = read_link::<Link>(uri, store, &name).await? {
             return Ok(Some(Some(link.to)));
         }
     }
@@ -406,7 +411,7 @@ pub(crate) async fn stage(
         Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
             // The store's own retry of a write that it carried out but answered with an error
             // meets that write: then the link there is this one.
-            match read_link(uri, store, &name).await {
+            match read_link::<Link>(uri, store, &name).await {
                 Ok(Some(there)) if same_files(&there.adds, &link.adds) => {
                     debug!(table = uri, link = name, "staged (the store's retry met its own write)");
                     return Ok(staged);
@@ -490,20 +495,10 @@ async fn commit_staged_sources(
     if names.is_empty() {
         return Ok(());
     }
-    let read: Vec<(String, Option<Vec<u8>>)> = futures::stream::iter(names)
+    let read: Vec<(String, Option<SourcesLink>)> = futures::stream::iter(names)
         .map(|name| {
             let store = store.clone();
-            async move {
-                match store.get(&deltalake::Path::from(name.as_str())).await {
-                    Ok(object) => object
-                        .bytes()
-                        .await
-                        .map(|b| (name.clone(), Some(b.to_vec())))
-                        .map_err(|e| object_error(uri, "reading", &name, e)),
-                    Err(object_store::Error::NotFound { .. }) => Ok((name, None)),
-                    Err(e) => Err(object_error(uri, "reading", &name, e)),
-                }
-            }
+            async move { read_link(uri, &store, &name).await.map(|link| (name, link)) }
         })
         .buffered(READS_AT_ONCE)
         .try_collect()
@@ -514,10 +509,8 @@ async fn commit_staged_sources(
     let mut done: Vec<String> = Vec::new();
     let (mut links, mut rows, mut files, mut committed_sources) = (0usize, 0u64, 0usize, 0usize);
     let mut oldest: Option<i64> = None;
-    for (name, bytes) in read {
-        let Some(bytes) = bytes else { continue };
-        let link: SourcesLink = serde_json::from_slice(&bytes)
-            .map_err(|e| object_error(uri, "reading", &name, format!("not a staged source link: {e}")))?;
+    for (name, link) in read {
+        let Some(link) = link else { continue };
         links += 1;
         oldest = Some(oldest.map_or(now_ms - link.staged_at_ms, |o: i64| o.max(now_ms - link.staged_at_ms)));
         for staged in link.sources {
@@ -562,17 +555,24 @@ async fn commit_staged_sources(
         report.oldest_wait_ms = Some(report.oldest_wait_ms.map_or(oldest, |w| w.max(oldest)));
     }
     report.cleaned += done.len();
-    futures::stream::iter(done)
+    delete_links(uri, &store, done).await;
+    Ok(())
+}
+
+/// Deletes committed links, `READS_AT_ONCE` at a time, best effort: a link left behind is found
+/// committed (behind its stream's position, or its sources in the table) by the next pass, which
+/// deletes it then.
+async fn delete_links(uri: &str, store: &ObjectStoreRef, names: Vec<String>) {
+    futures::stream::iter(names)
         .for_each_concurrent(READS_AT_ONCE, |name| {
             let store = store.clone();
             async move {
                 if let Err(e) = store.delete(&deltalake::Path::from(name.as_str())).await {
-                    warn!(table = uri, link = name, error = %e, "could not delete a committed source link; the next pass leaves its sources out");
+                    warn!(table = uri, link = name, error = %e, "could not delete a committed link; the next pass does");
                 }
             }
         })
         .await;
-    Ok(())
 }
 
 /// A committer's commit that landed.
@@ -778,16 +778,7 @@ pub(crate) async fn commit_staged(
         behind.extend(committed.into_iter().filter(|name| !last_of_stream.contains(name)));
     }
     report.cleaned = behind.len();
-    futures::stream::iter(behind)
-        .for_each_concurrent(READS_AT_ONCE, |name| {
-            let store = store.clone();
-            async move {
-                if let Err(e) = store.delete(&deltalake::Path::from(name.as_str())).await {
-                    warn!(table = uri, link = name, error = %e, "could not delete a committed staged link; the next pass tries again");
-                }
-            }
-        })
-        .await;
+    delete_links(uri, &store, behind).await;
     Ok(report)
 }
 
