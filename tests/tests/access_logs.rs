@@ -350,3 +350,53 @@ async fn a_missing_object_fails_only_its_message() {
     assert_eq!(rows.len(), 1);
     assert!(rows.contains_key(&format!("s3://{}/access-logs/2024-06-01-00-03-00-KEPT", p.raw)));
 }
+
+/// The account that owns everything in the stand-in (moto's default).
+const STANDIN_ACCOUNT: &str = "123456789012";
+
+/// Ingestion reads only the raw-logs bucket's account: with an expected owner that is not the
+/// bucket's, S3 refuses the object, its message fails in words naming the object and the account,
+/// and nothing is written; with the bucket's own account, the object goes in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_of_a_bucket_of_another_account_are_refused() {
+    let p = Pipeline::new("e2e-owner").await;
+    p.put("access-logs/2024-06-01-00-04-00-OWNED", logs(7, 10_000, 0.0))
+        .await;
+    let messages = p.receive(1).await;
+    let ingestor = |owner: &str| {
+        let template = TableTemplate::parse("table", &format!("s3://{}/access_logs/{{bucket}}", p.lake)).unwrap();
+        let rejects = template.default_rejects();
+        let storage = StorageConfig {
+            endpoint: Some(p.standin.endpoint().to_owned()),
+            extra: p.standin.storage_options(),
+        };
+        let reader = ObjectReader::s3(p.standin.s3()).with_expected_owner(Some(owner.to_owned()));
+        Ingestor::new(template, rejects, storage, reader, 4)
+    };
+    let object = format!("s3://{}/access-logs/2024-06-01-00-04-00-OWNED", p.raw);
+    let object_ref = access_log_ingest::ObjectRef::S3 {
+        bucket: p.raw.clone(),
+        key: "access-logs/2024-06-01-00-04-00-OWNED".into(),
+    };
+    let retry = lake::Retry::within(std::time::Duration::from_secs(5));
+    let mut outcome = ingestor("111111111111")
+        .ingest(&[object_ref], &retry, &access_log_ingest::NoProgress)
+        .await;
+    let refused = outcome.remove(0).1.unwrap_err().to_string();
+    assert!(
+        refused.contains(&object) && refused.contains("must belong to account 111111111111"),
+        "{refused}"
+    );
+    let response = handle(event(&messages), &ingestor("111111111111"), NAMESPACE)
+        .await
+        .unwrap();
+    assert_eq!(failures(&response).len(), 1);
+    assert!(p.rows_per_object(&p.table("web-assets")).is_empty());
+
+    // The stand-in's own account owns the bucket: read.
+    let response = handle(event(&messages), &ingestor(STANDIN_ACCOUNT), NAMESPACE)
+        .await
+        .unwrap();
+    assert!(failures(&response).is_empty());
+    assert_eq!(p.rows_per_object(&p.table("web-assets")).len(), 1);
+}

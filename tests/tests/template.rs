@@ -686,6 +686,29 @@ fn the_stack_reaches_no_further_than_it_owns() {
         strings(source_account).iter().any(|s| s == "RawLogsBucketOwner"),
         "the notifications' source account is not checked: {source_account:?}"
     );
+    // The API function may read usage plans (which hold no key values), never a key.
+    let api_policies = serde_norway::to_string(&resources["GameEventsApiFunction"]["Properties"]["Policies"]).unwrap();
+    assert!(
+        !api_policies.contains("/apikeys"),
+        "the API function may read keys: {api_policies}"
+    );
+    assert!(api_policies.contains("::/usageplans\n"), "{api_policies}");
+    // Ingestion reads log objects of the raw-logs bucket's account only.
+    let ingest_vars = &resources["AccessLogIngestFunction"]["Properties"]["Environment"]["Variables"];
+    assert!(
+        strings(&ingest_vars["RAW_LOGS_BUCKET_OWNER"])
+            .iter()
+            .any(|s| s == "RawLogsBucketOwner"),
+        "{ingest_vars:?}"
+    );
+    // A throttled game is told when to send again.
+    let responses = &resources["GameEventsApi"]["Properties"]["GatewayResponses"];
+    for kind in ["THROTTLED", "QUOTA_EXCEEDED"] {
+        assert!(
+            responses[kind]["ResponseParameters"]["Headers"]["Retry-After"].is_string(),
+            "{kind}: {responses:?}"
+        );
+    }
     for retained in ["ApiGatewayLoggingRoleResource", "ApiGatewayAccount"] {
         assert_eq!(
             resources[retained]["DeletionPolicy"], "Retain",

@@ -88,6 +88,9 @@ pub struct Config {
     pub rejects: String,
     /// `RAW_LOGS_ROLE_ARN`: a role to assume for reading raw logs of another account.
     pub raw_logs_role_arn: Option<String>,
+    /// `RAW_LOGS_BUCKET_OWNER`: the account that owns the raw-logs bucket; objects of a bucket
+    /// it does not own are refused (unset: any bucket the role may read).
+    pub raw_logs_bucket_owner: Option<String>,
     /// `INGEST_CONCURRENCY`: objects read at once (1 to 64, default 4).
     pub concurrency: usize,
     /// `ACCESS_LOG_SETTLE_FILES`: small files in a table's open partitions after which they are
@@ -124,12 +127,23 @@ impl Config {
                 "expected a role ARN (arn:aws:iam::<account>:role/<name>)",
             ));
         }
+        let raw_logs_bucket_owner = vars.optional("RAW_LOGS_BUCKET_OWNER");
+        if let Some(owner) = &raw_logs_bucket_owner
+            && !(owner.len() == 12 && owner.bytes().all(|b| b.is_ascii_digit()))
+        {
+            return Err(ConfigError::invalid(
+                "RAW_LOGS_BUCKET_OWNER",
+                owner.as_str(),
+                "expected a 12-digit AWS account id",
+            ));
+        }
         let concurrency = vars.number("INGEST_CONCURRENCY", 4, 1..=64)? as usize;
         let settle_files = vars.number("ACCESS_LOG_SETTLE_FILES", Settle::DEFAULT_FILES as u64, 0..=1_000_000)?;
         Ok(Self {
             table,
             rejects,
             raw_logs_role_arn,
+            raw_logs_bucket_owner,
             concurrency,
             settle: (settle_files > 0).then(|| Settle::after(settle_files as usize)),
         })
@@ -160,7 +174,14 @@ mod tests {
         assert_eq!(c.rejects, "s3://lake/access_logs/_rejects");
         assert_eq!(c.concurrency, 4);
         assert_eq!(c.raw_logs_role_arn, None);
+        assert_eq!(c.raw_logs_bucket_owner, None);
         assert_eq!(c.settle, Some(Settle::default()));
+        let owned = config(&[
+            ("ACCESS_LOG_TABLE_URI", "s3://lake/t"),
+            ("RAW_LOGS_BUCKET_OWNER", " 123456789012 "),
+        ])
+        .unwrap();
+        assert_eq!(owned.raw_logs_bucket_owner.as_deref(), Some("123456789012"));
         let never = config(&[
             ("ACCESS_LOG_TABLE_URI", "s3://lake/t"),
             ("ACCESS_LOG_SETTLE_FILES", "0"),
@@ -214,6 +235,8 @@ mod tests {
         assert!(err.to_string().starts_with("ACCESS_LOG_SETTLE_FILES=\"many\""), "{err}");
         let err = config(&[("ACCESS_LOG_TABLE_URI", "s3://l/t"), ("RAW_LOGS_ROLE_ARN", "role")]).unwrap_err();
         assert!(err.to_string().starts_with("RAW_LOGS_ROLE_ARN"), "{err}");
+        let err = config(&[("ACCESS_LOG_TABLE_URI", "s3://l/t"), ("RAW_LOGS_BUCKET_OWNER", "12345")]).unwrap_err();
+        assert!(err.to_string().starts_with("RAW_LOGS_BUCKET_OWNER=\"12345\""), "{err}");
         let err = config(&[
             ("ACCESS_LOG_TABLE_URI", "s3://l/{bucket}"),
             ("ACCESS_LOG_REJECTS_TABLE_URI", "s3://l/{bucket}_rejects"),

@@ -47,7 +47,7 @@ pub async fn ingestor(config: &Config, storage: StorageConfig) -> Ingestor {
         config.table.clone(),
         config.rejects.clone(),
         storage,
-        ObjectReader::s3(client),
+        ObjectReader::s3(client).with_expected_owner(config.raw_logs_bucket_owner.clone()),
         config.concurrency,
     )
     .with_settle(config.settle)

@@ -73,6 +73,18 @@ pub enum ReadError {
         #[source]
         source: std::io::Error,
     },
+    /// S3 refused to read an object of a bucket that the expected account does not own (or that
+    /// this role may not read): ingestion reads only the raw-logs bucket it was set up for.
+    #[error(
+        "{object}: access denied: its bucket must belong to account {owner} (RAW_LOGS_BUCKET_OWNER) and be readable \
+         by this role"
+    )]
+    NotOwned {
+        /// The object.
+        object: String,
+        /// The account expected to own its bucket.
+        owner: String,
+    },
     /// An object is referenced for a client that cannot reach it (an S3 object without S3).
     #[error("{object}: no S3 client configured")]
     NoS3Client {
@@ -88,17 +100,28 @@ pub type ObjectStream = Pin<Box<dyn AsyncRead + Send>>;
 #[derive(Debug, Clone, Default)]
 pub struct ObjectReader {
     s3: Option<Client>,
+    expected_owner: Option<String>,
 }
 
 impl ObjectReader {
     /// A reader of S3 objects (and local files) with `client`.
     pub fn s3(client: Client) -> Self {
-        Self { s3: Some(client) }
+        Self {
+            s3: Some(client),
+            expected_owner: None,
+        }
     }
 
     /// A reader of local files only.
     pub fn local() -> Self {
-        Self { s3: None }
+        Self::default()
+    }
+
+    /// The same reader, reading S3 objects only from buckets that the account `owner` owns
+    /// (S3 checks it: `x-amz-expected-bucket-owner`); `None` reads any bucket the role may.
+    pub fn with_expected_owner(mut self, owner: Option<String>) -> Self {
+        self.expected_owner = owner;
+        self
     }
 
     /// The S3 client, if any.
@@ -130,9 +153,10 @@ impl ObjectReader {
                     .get_object()
                     .bucket(bucket)
                     .key(key)
+                    .set_expected_bucket_owner(self.expected_owner.clone())
                     .send()
                     .await
-                    .map_err(|e| s3_error(object, e))?;
+                    .map_err(|e| s3_error(object, self.expected_owner.as_deref(), e))?;
                 Box::pin(output.body.into_async_read())
             }
         };
@@ -169,6 +193,7 @@ impl ObjectReader {
             .list_objects_v2()
             .bucket(bucket)
             .prefix(prefix)
+            .set_expected_bucket_owner(self.expected_owner.clone())
             .into_paginator()
             .send();
         let mut out = Vec::new();
@@ -217,11 +242,19 @@ fn walk(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-fn s3_error(object: &ObjectRef, e: SdkError<GetObjectError>) -> ReadError {
-    if let SdkError::ServiceError(service) = &e
-        && matches!(service.err(), GetObjectError::NoSuchKey(_))
-    {
-        return ReadError::Missing { object: object.uri() };
+fn s3_error(object: &ObjectRef, expected_owner: Option<&str>, e: SdkError<GetObjectError>) -> ReadError {
+    if let SdkError::ServiceError(service) = &e {
+        if matches!(service.err(), GetObjectError::NoSuchKey(_)) {
+            return ReadError::Missing { object: object.uri() };
+        }
+        if let Some(owner) = expected_owner
+            && service.raw().status().as_u16() == 403
+        {
+            return ReadError::NotOwned {
+                object: object.uri(),
+                owner: owner.to_owned(),
+            };
+        }
     }
     ReadError::S3 {
         object: object.uri(),

@@ -33,8 +33,8 @@ fn response(answer: Answer) -> (u64, Value) {
 }
 
 /// A REST API with a stage, and the API Gateway keys of three games on it, as `lakelog games add`
-/// makes them, the third one revoked: returns the key ids.
-async fn three_games(apigateway: &aws_sdk_apigateway::Client) -> [String; 3] {
+/// makes them, the third one revoked: returns the API's id and the key ids.
+async fn three_games(apigateway: &aws_sdk_apigateway::Client) -> (String, [String; 3]) {
     let api = apigateway
         .create_rest_api()
         .name(unique_name("games"))
@@ -78,7 +78,7 @@ async fn three_games(apigateway: &aws_sdk_apigateway::Client) -> [String; 3] {
         .send()
         .await
         .unwrap();
-    let throttle = game_api::games::Throttle { rate: 50.0, burst: 100 };
+    let throttle = game_api::games::admin::Throttle { rate: 50.0, burst: 100 };
     let api = game_api::games::ApiStageRef {
         api_id: api_id.clone(),
         stage: "prod".into(),
@@ -91,20 +91,24 @@ async fn three_games(apigateway: &aws_sdk_apigateway::Client) -> [String; 3] {
         (revoked.clone(), 10.0),
     ] {
         let game = game_api::Game::new(&name).unwrap().with_amounts(0.0, max).unwrap();
-        let key = game_api::games::add_game(apigateway, &api, &game, throttle)
+        let key = game_api::games::admin::add_game(apigateway, &api, &game, throttle, None)
             .await
             .unwrap();
         assert!(key.key.as_deref().is_some_and(|k| k.len() >= 20), "{key:?}");
         ids.push(key.key_id);
     }
-    game_api::games::revoke_game(apigateway, &api, &revoked).await.unwrap();
-    [ids[0].clone(), ids[1].clone(), ids[2].clone()]
+    game_api::games::admin::revoke_game(apigateway, &api, &revoked)
+        .await
+        .unwrap();
+    (api_id, [ids[0].clone(), ids[1].clone(), ids[2].clone()])
 }
 
-/// The sample request `name` as sent with the key `key_id`.
-fn with_key(name: &str, key_id: &str) -> Vec<u8> {
+/// The sample request `name` as sent to the API `api_id` with the key `key_id`.
+fn with_key(name: &str, api_id: &str, key_id: &str) -> Vec<u8> {
     let mut request: Value = serde_json::from_slice(&sample(name)).unwrap();
     request["requestContext"]["identity"]["apiKeyId"] = Value::from(key_id);
+    request["requestContext"]["apiId"] = Value::from(api_id);
+    request["requestContext"]["stage"] = Value::from("prod");
     request.to_string().into_bytes()
 }
 
@@ -113,7 +117,7 @@ async fn answers_the_sample_requests_with_their_events_in_kinesis() {
     let standin = StandIn::connect().await.unwrap();
     let kinesis = aws_sdk_kinesis::Client::new(&standin.sdk_config());
     let apigateway = aws_sdk_apigateway::Client::new(&standin.sdk_config());
-    let [miners, towns, revoked] = three_games(&apigateway).await;
+    let (api_id, [miners, towns, revoked]) = three_games(&apigateway).await;
     let stream = unique_name("runtime-api");
     kinesis
         .create_stream()
@@ -135,7 +139,7 @@ async fn answers_the_sample_requests_with_their_events_in_kinesis() {
         ("apigw-batch.json", 3, &towns),
         ("apigw-gzip-base64.json", 3, &miners),
     ] {
-        let answer = tokio::task::block_in_place(|| function.invoke(&with_key(name, key), WAIT)).unwrap();
+        let answer = tokio::task::block_in_place(|| function.invoke(&with_key(name, &api_id, key), WAIT)).unwrap();
         let (status, body) = response(answer);
         assert_eq!(status, 200, "{name}: {body}");
         assert_eq!(body["written"], events, "{name}: {body}");
@@ -144,7 +148,7 @@ async fn answers_the_sample_requests_with_their_events_in_kinesis() {
     }
 
     // A body that is not JSON is refused in words, and nothing is written.
-    let mut bad: Value = serde_json::from_slice(&with_key("apigw-single-event.json", &miners)).unwrap();
+    let mut bad: Value = serde_json::from_slice(&with_key("apigw-single-event.json", &api_id, &miners)).unwrap();
     bad["body"] = Value::from("{not json");
     let answer = tokio::task::block_in_place(|| function.invoke(bad.to_string().as_bytes(), WAIT)).unwrap();
     let (status, body) = response(answer);
@@ -160,20 +164,28 @@ async fn answers_the_sample_requests_with_their_events_in_kinesis() {
         .await
         .unwrap();
     let answer = tokio::task::block_in_place(|| {
-        function.invoke(&with_key("apigw-single-event.json", stranger.id().unwrap()), WAIT)
+        function.invoke(
+            &with_key("apigw-single-event.json", &api_id, stranger.id().unwrap()),
+            WAIT,
+        )
+    })
+    .unwrap();
+    let no_game = (403, Some("the API key belongs to no game of this API"));
+    let (status, body) = response(answer);
+    assert_eq!((status, body["message"].as_str()), no_game);
+    // A revoked game's key, should API Gateway still pass it on, writes nothing either.
+    let answer =
+        tokio::task::block_in_place(|| function.invoke(&with_key("apigw-single-event.json", &api_id, &revoked), WAIT))
+            .unwrap();
+    let (status, body) = response(answer);
+    assert_eq!((status, body["message"].as_str()), no_game);
+    // Nor does a game's key on another stack's API: a key counts on its own API only.
+    let answer = tokio::task::block_in_place(|| {
+        function.invoke(&with_key("apigw-single-event.json", "other-stack", &miners), WAIT)
     })
     .unwrap();
     let (status, body) = response(answer);
-    assert_eq!(
-        (status, body["message"].as_str()),
-        (403, Some("the API key belongs to no game"))
-    );
-    // A revoked game's key, should API Gateway still pass it on, writes nothing either.
-    let answer =
-        tokio::task::block_in_place(|| function.invoke(&with_key("apigw-single-event.json", &revoked), WAIT)).unwrap();
-    let (status, body) = response(answer);
-    assert_eq!(status, 403, "{body}");
-    assert!(body["message"].as_str().unwrap().ends_with("was revoked"), "{body}");
+    assert_eq!((status, body["message"].as_str()), no_game);
 
     // Each record is stamped with the game of the key it came with, never the body's.
     let records = read_stream(&kinesis, &stream).await.unwrap();
@@ -192,10 +204,10 @@ async fn answers_the_sample_requests_with_their_events_in_kinesis() {
     let sum =
         |name: &str, unit: &str, dimensions: &[(&str, &str)]| exited.metric_sum("lakelog/test", name, unit, dimensions);
     let api = [("Function", "game-api")];
-    assert_eq!(sum("Requests", "Count", &api), 6.0);
+    assert_eq!(sum("Requests", "Count", &api), 7.0);
     assert_eq!(sum("EventsAccepted", "Count", &api), written as f64);
     assert_eq!(sum("Answered2xx", "Count", &api), 3.0);
-    assert_eq!(sum("Answered4xx", "Count", &api), 3.0);
+    assert_eq!(sum("Answered4xx", "Count", &api), 4.0);
     let per_game = [("Function", "game-api"), ("Game", miners_game.as_str())];
     assert_eq!(sum("EventsAccepted", "Count", &per_game), 4.0);
     assert_eq!(sum("Answered503", "Count", &api), 0.0);

@@ -69,7 +69,10 @@ async fn no_key_or_a_key_of_no_game_is_refused_and_nothing_is_written() {
     let event = json!({"eventName": "levelUp"});
     for (key, message) in [
         (None, "no API key: send your game's key in the x-api-key header"),
-        (Some("a-key-nobody-was-given-000"), "the API key belongs to no game"),
+        (
+            Some("a-key-nobody-was-given-000"),
+            "the API key belongs to no game of this API",
+        ),
     ] {
         let response = respond(&request(key, &event), &games, &stream, &ApiConfig::default()).await;
         assert_eq!(response.status_code, 403);

@@ -1,6 +1,7 @@
-//! `lakelog games add|list|revoke` against API Gateway (moto's): each game gets a key and a usage
-//! plan of its own, tagged with the game; revoking one game leaves the others' keys enabled, and
-//! each command acts on one API's games only, whatever another stack's games are called.
+//! `lakelog games` against API Gateway (moto's): each game gets a key and a usage plan of its own,
+//! tagged with the game; its settings change in place; revoking one game leaves the others' keys
+//! enabled, and each command acts on one API's games only, whatever another stack's games are
+//! called.
 
 use std::process::Command;
 
@@ -83,15 +84,56 @@ async fn games_are_added_listed_and_revoked_one_by_one() {
         }
     };
     assert_eq!(throttle_of(plan_id).await, (20.0, 40));
-    // ... which changes in place, the key untouched.
+    // ... which changes in place, with the quota and the amount range, the key untouched.
     let set = games(
         &standin,
         &[
-            "throttle", &miners, "--rate", "35", "--burst", "70", "--api-id", &api_id,
+            "set",
+            &miners,
+            "--rate",
+            "35",
+            "--burst",
+            "70",
+            "--quota",
+            "100000",
+            "--quota-period",
+            "week",
+            "--min-amount",
+            "0.5",
+            "--api-id",
+            &api_id,
         ],
     );
     assert_eq!((set.len(), &set[0]["keyId"]), (1, &added[0]["keyId"]));
+    assert_eq!(
+        (&set[0]["rate"], &set[0]["burst"], &set[0]["quota"]),
+        (
+            &Value::from(35.0),
+            &Value::from(70),
+            &serde_json::json!({"limit": 100000, "period": "WEEK"})
+        )
+    );
+    assert_eq!(
+        (&set[0]["minAmount"], &set[0]["maxAmount"]),
+        (&Value::from(0.5), &Value::from(99.99))
+    );
     assert_eq!(throttle_of(plan_id).await, (35.0, 70));
+    let plan = apigateway.get_usage_plan().usage_plan_id(plan_id).send().await.unwrap();
+    let tags = plan.tags().unwrap();
+    assert_eq!(
+        (tags["lakelog:min-amount"].as_str(), tags["lakelog:max-amount"].as_str()),
+        ("0.5", "99.99")
+    );
+    assert_eq!(plan.quota().map(|q| q.limit()), Some(100_000));
+    let refused = run_games(
+        standin.endpoint(),
+        &["set", &miners, "--min-amount", "500", "--api-id", &api_id],
+    );
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("amount range \"500 to 99.99\""),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
     let keys = apigateway
         .get_usage_plan_keys()
         .usage_plan_id(plan_id)
@@ -134,6 +176,13 @@ async fn games_are_added_listed_and_revoked_one_by_one() {
     };
     assert_eq!(state(&miners), [false], "the revoked key is disabled");
     assert_eq!(state(&towns), [true], "the other game's key is untouched");
+    // Its usage plan is gone.
+    let gone = apigateway.get_usage_plan().usage_plan_id(plan_id).send().await;
+    assert!(
+        gone.as_ref()
+            .is_err_and(|e| e.as_service_error().is_some_and(|s| s.is_not_found_exception())),
+        "{gone:?}"
+    );
     // The revoked key itself, as API Gateway holds it.
     let key = apigateway
         .get_api_key()
@@ -229,15 +278,28 @@ async fn a_key_rotates_with_both_keys_working_in_between() {
     assert_eq!(plan_keys, both);
 
     // The API function takes either key for the game, as API Gateway hands it the key's id.
-    let lookup = game_api::Games::ApiGateway(game_api::games::ApiGatewayGames::new(apigateway.clone()));
-    for key in [&old, &new] {
+    let lookup = game_api::Games::ApiGateway(game_api::games::ApiGatewayGames::with_ttl(
+        apigateway.clone(),
+        std::time::Duration::ZERO,
+    ));
+    let request = |key: &Value| {
         let mut request = aws_lambda_events::apigw::ApiGatewayProxyRequest::default();
         request.request_context.identity.api_key_id = key["keyId"].as_str().map(str::to_owned);
-        let resolved = lookup.resolve(&request).await.unwrap();
+        request.request_context.apiid = Some(api_id.clone());
+        request.request_context.stage = Some("prod".into());
+        request
+    };
+    for key in [&old, &new] {
+        let resolved = lookup.resolve(&request(key)).await.unwrap();
         assert_eq!(
             (resolved.id.as_str(), resolved.limits.max_amount),
             (game.as_str(), 50.0)
         );
+    }
+    // A new amount range reaches the function once its cache expires (at once here).
+    games(&standin, &["set", &game, "--max-amount", "75", "--api-id", &api_id]);
+    for key in [&old, &new] {
+        assert_eq!(lookup.resolve(&request(key)).await.unwrap().limits.max_amount, 75.0);
     }
 
     // The clients moved: the old key is retired, the new one goes on.
@@ -248,6 +310,12 @@ async fn a_key_rotates_with_both_keys_working_in_between() {
         enabled(&games(&standin, &["list", "--api-id", &api_id])),
         [new["keyId"].as_str().unwrap().to_owned()]
     );
+    // ... and names no game for the function any more; the new key still does.
+    assert_eq!(
+        lookup.resolve(&request(&old)).await,
+        Err(game_api::GameError::UnknownKey)
+    );
+    assert!(lookup.resolve(&request(&new)).await.is_ok());
     // The last key is not retired: that is what revoke is for.
     let last = run_games(
         standin.endpoint(),
@@ -258,5 +326,40 @@ async fn a_key_rotates_with_both_keys_working_in_between() {
         String::from_utf8_lossy(&last.stderr).contains("last enabled key"),
         "{}",
         String::from_utf8_lossy(&last.stderr)
+    );
+}
+
+/// `--stack NAME` reads the API from the stack's outputs: the same games as `--api-id`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stack_name_finds_its_api() {
+    let standin = StandIn::connect().await.unwrap();
+    let apigateway = aws_sdk_apigateway::Client::new(&standin.sdk_config());
+    let api_id = rest_api(&apigateway, "games-cli-stack").await;
+    let stack = unique_name("lakelog-stack");
+    let template = serde_json::json!({
+        "Resources": {"Queue": {"Type": "AWS::SQS::Queue"}},
+        "Outputs": {
+            "GameEventsApiId": {"Value": api_id},
+            "GameEventsApiStage": {"Value": "prod"}
+        }
+    });
+    aws_sdk_cloudformation::Client::new(&standin.sdk_config())
+        .create_stack()
+        .stack_name(&stack)
+        .template_body(template.to_string())
+        .send()
+        .await
+        .unwrap();
+    let game = unique_name("stacked");
+    games(&standin, &["add", &game, "--stack", &stack]);
+    let by_stack = games(&standin, &["list", "--stack", &stack]);
+    assert_eq!(by_stack, games(&standin, &["list", "--api-id", &api_id]));
+    assert_eq!((by_stack.len(), &by_stack[0]["game"]), (1, &Value::from(game.as_str())));
+
+    let missing = run_games(standin.endpoint(), &["list", "--stack", "no-such-stack"]);
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("cannot read the outputs of the stack no-such-stack"),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
     );
 }

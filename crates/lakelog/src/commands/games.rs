@@ -1,14 +1,16 @@
-//! `lakelog games add|list|revoke`: a studio's games, each with its own API key and throttle
-//! (an API Gateway key in a usage plan of its own), against the stack's game events API.
-//! Credentials, region and endpoint come from the AWS environment.
+//! `lakelog games`: a studio's games, each with its own API keys and settings (an API Gateway
+//! usage plan of its own), on one stack's game events API. Credentials, region and endpoint come
+//! from the AWS environment.
 
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use game_api::Game;
-use game_api::games::{
-    ApiStageRef, GameKey, Throttle, add_game, list_games, retire_key, revoke_game, rotate_game, set_throttle,
+use game_api::games::ApiStageRef;
+use game_api::games::admin::{
+    Changes, GameKey, Quota, QuotaPeriod, Throttle, add_game, list_games, retire_key, revoke_game, rotate_game,
+    set_game,
 };
 
 /// Arguments of `lakelog games`.
@@ -26,7 +28,8 @@ pub enum GamesCommand {
     Add(AddArgs),
     /// List the games' keys (revoked ones too) as JSON lines.
     List(ListArgs),
-    /// Disable every key of a game: its clients get 403 from then on, other games are untouched.
+    /// Disable every key of a game and delete its usage plan: its clients get 403 from then on,
+    /// other games are untouched.
     Revoke(RevokeArgs),
     /// Give a game a second key beside its current one (same throttle and range); prints the new
     /// key (shown once). Both work until `retire` disables the old one: a rotation without an
@@ -34,8 +37,8 @@ pub enum GamesCommand {
     Rotate(RotateArgs),
     /// Disable one key of a game once its clients moved to the key `rotate` gave.
     Retire(RetireArgs),
-    /// Change a game's throttle in place: its keys and clients keep working.
-    Throttle(ThrottleArgs),
+    /// Change a game's throttle, quota or amount range in place: its keys and clients keep working.
+    Set(SetArgs),
 }
 
 /// The API whose games a command acts on: one stack's. Another stack's games, of the same names
@@ -43,18 +46,74 @@ pub enum GamesCommand {
 #[derive(Debug, Args)]
 pub struct ApiArgs {
     /// The game events REST API (the stack's output GameEventsApiId).
-    #[arg(long, value_name = "ID")]
-    pub api_id: String,
+    #[arg(long, value_name = "ID", required_unless_present = "stack", conflicts_with = "stack")]
+    pub api_id: Option<String>,
     /// The API's stage.
-    #[arg(long, default_value = "prod")]
+    #[arg(long, default_value = "prod", conflicts_with = "stack")]
     pub stage: String,
+    /// The stack whose API it is: its outputs GameEventsApiId and GameEventsApiStage.
+    #[arg(long, value_name = "NAME")]
+    pub stack: Option<String>,
 }
 
 impl ApiArgs {
-    fn stage_ref(&self) -> ApiStageRef {
-        ApiStageRef {
-            api_id: self.api_id.clone(),
-            stage: self.stage.clone(),
+    /// The API stage, read from the stack's outputs when `--stack` names one.
+    async fn stage_ref(&self, sdk: &aws_config::SdkConfig) -> anyhow::Result<ApiStageRef> {
+        let Some(stack) = &self.stack else {
+            return Ok(ApiStageRef {
+                api_id: self.api_id.clone().unwrap_or_default(),
+                stage: self.stage.clone(),
+            });
+        };
+        let described = aws_sdk_cloudformation::Client::new(sdk)
+            .describe_stacks()
+            .stack_name(stack)
+            .send()
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot read the outputs of the stack {stack}: {}",
+                    aws_sdk_cloudformation::error::DisplayErrorContext(e)
+                )
+            })?;
+        let outputs: Vec<_> = described.stacks().iter().flat_map(|s| s.outputs()).collect();
+        let output = |key: &str| {
+            outputs
+                .iter()
+                .find(|o| o.output_key() == Some(key))
+                .and_then(|o| o.output_value())
+                .map(str::to_owned)
+        };
+        let api_id = output("GameEventsApiId").with_context(|| {
+            format!("the stack {stack} has no output GameEventsApiId: is it a lakelog stack with the game pipeline?")
+        })?;
+        Ok(ApiStageRef {
+            api_id,
+            stage: output("GameEventsApiStage").unwrap_or_else(|| self.stage.clone()),
+        })
+    }
+}
+
+/// A game's quota, as `add` and `set` take it.
+#[derive(Debug, Args)]
+pub struct QuotaArgs {
+    /// Requests the game's clients may send per --quota-period, all together (none by default).
+    #[arg(long, value_name = "REQUESTS")]
+    pub quota: Option<i32>,
+    /// The period of --quota: day, week or month.
+    #[arg(long, default_value = "day", value_name = "PERIOD")]
+    pub quota_period: QuotaPeriod,
+}
+
+impl QuotaArgs {
+    fn quota(&self) -> anyhow::Result<Option<Quota>> {
+        match self.quota {
+            Some(limit) if limit <= 0 => anyhow::bail!("--quota must be a positive number of requests"),
+            Some(limit) => Ok(Some(Quota {
+                limit,
+                period: self.quota_period,
+            })),
+            None => Ok(None),
         }
     }
 }
@@ -87,6 +146,9 @@ pub struct AddArgs {
     /// The most eventParams.amount of one purchase.
     #[arg(long, default_value_t = 10_000.0)]
     pub max_amount: f64,
+    /// The quota.
+    #[command(flatten)]
+    pub quota: QuotaArgs,
 }
 
 /// Arguments of `lakelog games revoke`.
@@ -121,17 +183,29 @@ pub struct RetireArgs {
     pub api: ApiArgs,
 }
 
-/// Arguments of `lakelog games throttle`.
+/// Arguments of `lakelog games set`.
 #[derive(Debug, Args)]
-pub struct ThrottleArgs {
+pub struct SetArgs {
     /// The game.
     pub game: String,
     /// Requests per second the game's clients may send together, on average.
     #[arg(long)]
-    pub rate: f64,
+    pub rate: Option<f64>,
     /// Requests the game's clients may send at once.
     #[arg(long)]
-    pub burst: i32,
+    pub burst: Option<i32>,
+    /// The quota.
+    #[command(flatten)]
+    pub quota: QuotaArgs,
+    /// Take the game's quota away.
+    #[arg(long, conflicts_with = "quota")]
+    pub no_quota: bool,
+    /// The least eventParams.amount of one purchase.
+    #[arg(long)]
+    pub min_amount: Option<f64>,
+    /// The most eventParams.amount of one purchase.
+    #[arg(long)]
+    pub max_amount: Option<f64>,
     /// The API.
     #[command(flatten)]
     pub api: ApiArgs,
@@ -156,7 +230,7 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                     rate: add.rate,
                     burst: add.burst,
                 };
-                let key = add_game(&client, &add.api.stage_ref(), &game, throttle)
+                let key = add_game(&client, &add.api.stage_ref(&sdk).await?, &game, throttle, add.quota.quota()?)
                     .await
                     .with_context(|| format!("cannot add the game {}", add.game))?;
                 print(&key)?;
@@ -166,12 +240,12 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             GamesCommand::List(list) => {
-                for key in list_games(&client, &list.api.stage_ref()).await? {
+                for key in list_games(&client, &list.api.stage_ref(&sdk).await?).await? {
                     print(&key)?;
                 }
             }
             GamesCommand::Rotate(rotate) => {
-                let key = rotate_game(&client, &rotate.api.stage_ref(), &rotate.game)
+                let key = rotate_game(&client, &rotate.api.stage_ref(&sdk).await?, &rotate.game)
                     .await
                     .with_context(|| format!("cannot rotate the key of {}", rotate.game))?;
                 print(&key)?;
@@ -182,34 +256,46 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             GamesCommand::Retire(retire) => {
-                let key = retire_key(&client, &retire.api.stage_ref(), &retire.game, &retire.key_id)
+                let key = retire_key(&client, &retire.api.stage_ref(&sdk).await?, &retire.game, &retire.key_id)
                     .await
                     .with_context(|| format!("cannot retire the key {} of {}", retire.key_id, retire.game))?;
                 print(&key)?;
             }
-            GamesCommand::Throttle(set) => {
-                anyhow::ensure!(set.rate > 0.0 && set.burst > 0, "--rate and --burst must be positive");
-                let throttle = Throttle {
+            GamesCommand::Set(set) => {
+                let changes = Changes {
                     rate: set.rate,
                     burst: set.burst,
+                    quota: if set.no_quota {
+                        Some(None)
+                    } else {
+                        set.quota.quota()?.map(Some)
+                    },
+                    min_amount: set.min_amount,
+                    max_amount: set.max_amount,
                 };
-                for key in set_throttle(&client, &set.api.stage_ref(), &set.game, throttle)
+                anyhow::ensure!(
+                    changes != Changes::default(),
+                    "nothing to change: give --rate, --burst, --quota, --no-quota, --min-amount or --max-amount"
+                );
+                for key in set_game(&client, &set.api.stage_ref(&sdk).await?, &set.game, changes)
                     .await
-                    .with_context(|| format!("cannot change the throttle of {}", set.game))?
+                    .with_context(|| format!("cannot change the settings of {}", set.game))?
                 {
                     print(&key)?;
                 }
                 eprintln!(
-                    "lakelog games: {} may now send {} requests a second, {} at once",
-                    set.game, set.rate, set.burst
+                    "lakelog games: {} changed; API Gateway applies a throttle or quota at once, the function reads an \
+                     amount range within {} minutes",
+                    set.game,
+                    game_api::games::KEY_CACHE_TTL.as_secs() / 60
                 );
             }
             GamesCommand::Revoke(revoke) => {
-                for key in revoke_game(&client, &revoke.api.stage_ref(), &revoke.game).await? {
+                for key in revoke_game(&client, &revoke.api.stage_ref(&sdk).await?, &revoke.game).await? {
                     print(&key)?;
                 }
                 eprintln!(
-                    "lakelog games: {} revoked; API Gateway refuses its key within a minute or so",
+                    "lakelog games: {} revoked and its usage plan deleted; API Gateway refuses its keys within a minute or so",
                     revoke.game
                 );
             }

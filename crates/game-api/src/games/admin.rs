@@ -1,0 +1,661 @@
+//! Managing a stack's games (`lakelog games`): each game is a usage plan on the stack's API stage
+//! (its throttle, quota and amount range) holding the game's API keys.
+//!
+//! - [`add_game`] creates a key and its plan; a step that fails undoes the earlier ones.
+//! - [`rotate_game`] adds a second key to the plan; [`retire_key`] takes the old one out later.
+//! - [`set_game`] changes the plan's settings in place.
+//! - [`revoke_game`] disables the game's keys and deletes its plan.
+//!
+//! Every call works on one API stage ([`ApiStageRef`]): another stack's games, of the same names
+//! or not, are never touched.
+
+use std::collections::HashMap;
+
+use aws_sdk_apigateway::types::{ApiStage, Op, PatchOperation, QuotaSettings, ThrottleSettings, UsagePlan};
+use game_events::Limits;
+
+use super::{
+    API_TAG, ApiStageRef, GAME_TAG, Game, GameError, MAX_AMOUNT_TAG, MIN_AMOUNT_TAG, api_error, game_with_tags,
+};
+
+type Client = aws_sdk_apigateway::Client;
+
+/// A game's key as `lakelog games` shows it, with its game's settings.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GameKey {
+    /// The game.
+    pub game: String,
+    /// The API key's id.
+    pub key_id: String,
+    /// The key itself: only when it was just created (hand it to the game's developers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Whether API Gateway accepts it: enabled, and in the game's usage plan.
+    pub enabled: bool,
+    /// The usage plan of the game, for a key in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage_plan_id: Option<String>,
+    /// The least `amount` of a purchase (of the usage plan; the default once the key left it).
+    pub min_amount: f64,
+    /// The most `amount` of a purchase.
+    pub max_amount: f64,
+    /// The game's throttle, for a key in its usage plan.
+    #[serde(skip_serializing_if = "Option::is_none", flatten)]
+    pub throttle: Option<Throttle>,
+    /// The game's quota, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<Quota>,
+}
+
+/// The throttle of a game's usage plan.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Throttle {
+    /// Requests per second, on average.
+    pub rate: f64,
+    /// Requests at once.
+    pub burst: i32,
+}
+
+/// The quota of a game's usage plan: at most `limit` requests per `period`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Quota {
+    /// Requests per period.
+    pub limit: i32,
+    /// The period.
+    pub period: QuotaPeriod,
+}
+
+/// The period of a [`Quota`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum QuotaPeriod {
+    /// A day (UTC).
+    Day,
+    /// A week.
+    Week,
+    /// A month.
+    Month,
+}
+
+impl std::str::FromStr for QuotaPeriod {
+    type Err = String;
+
+    /// `day`, `week` or `month`, in any case.
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "day" => Ok(Self::Day),
+            "week" => Ok(Self::Week),
+            "month" => Ok(Self::Month),
+            _ => Err(format!("{text:?} is not a quota period: expected day, week or month")),
+        }
+    }
+}
+
+impl QuotaPeriod {
+    /// API Gateway's name of it: `DAY`, `WEEK` or `MONTH`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QuotaPeriod::Day => "DAY",
+            QuotaPeriod::Week => "WEEK",
+            QuotaPeriod::Month => "MONTH",
+        }
+    }
+}
+
+/// What [`set_game`] changes; `None` keeps a setting as it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Changes {
+    /// Requests per second.
+    pub rate: Option<f64>,
+    /// Requests at once.
+    pub burst: Option<i32>,
+    /// A new quota (`Some(Some(_))`), or none any more (`Some(None)`).
+    pub quota: Option<Option<Quota>>,
+    /// The least `amount` of a purchase.
+    pub min_amount: Option<f64>,
+    /// The most `amount` of a purchase.
+    pub max_amount: Option<f64>,
+}
+
+/// A usage plan on the API stage, with the keys in it.
+#[derive(Debug)]
+struct Plan {
+    plan: UsagePlan,
+    keys: Vec<String>,
+}
+
+impl Plan {
+    fn id(&self) -> &str {
+        self.plan.id().unwrap_or_default()
+    }
+
+    fn tags(&self) -> Option<&HashMap<String, String>> {
+        self.plan.tags()
+    }
+
+    fn game(&self) -> Option<&str> {
+        self.tags()?.get(GAME_TAG).map(String::as_str)
+    }
+
+    /// The amount range the plan's tags give; the defaults when they give none or a bad one
+    /// (`lakelog games set` repairs it, and the function names the bad tag).
+    fn limits(&self, game: &str) -> Limits {
+        self.tags()
+            .and_then(|tags| game_with_tags(game, tags).ok())
+            .map_or_else(Limits::default, |g| g.limits)
+    }
+
+    fn throttle(&self) -> Option<Throttle> {
+        let t = self.plan.throttle()?;
+        Some(Throttle {
+            rate: t.rate_limit(),
+            burst: t.burst_limit(),
+        })
+    }
+
+    fn quota(&self) -> Option<Quota> {
+        let q = self.plan.quota()?;
+        let period = match q.period()?.as_str() {
+            "DAY" => QuotaPeriod::Day,
+            "WEEK" => QuotaPeriod::Week,
+            "MONTH" => QuotaPeriod::Month,
+            _ => return None,
+        };
+        Some(Quota {
+            limit: q.limit(),
+            period,
+        })
+    }
+}
+
+/// Every page of a paged API Gateway listing: `page(position)` answers one page's items and the
+/// next position.
+async fn all_pages<T, F, Fut>(mut page: F) -> Result<Vec<T>, GameError>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<(Vec<T>, Option<String>), GameError>>,
+{
+    let mut items = Vec::new();
+    let mut position = None;
+    loop {
+        let (mut got, next) = page(position.take()).await?;
+        let done = got.is_empty();
+        items.append(&mut got);
+        match next {
+            Some(next) if !done => position = Some(next),
+            _ => return Ok(items),
+        }
+    }
+}
+
+/// The usage plans serving `api`'s stage, with their keys.
+async fn plans_of_stage(client: &Client, api: &ApiStageRef) -> Result<Vec<Plan>, GameError> {
+    let plans = all_pages(|position| async move {
+        let page = client
+            .get_usage_plans()
+            .limit(500)
+            .set_position(position)
+            .send()
+            .await
+            .map_err(api_error("GetUsagePlans"))?;
+        Ok((page.items().to_vec(), page.position().map(str::to_owned)))
+    })
+    .await?;
+    let mut served = Vec::new();
+    for plan in plans.into_iter().filter(|p| api.served_by(p)) {
+        let id = plan.id().unwrap_or_default().to_owned();
+        let keys = all_pages(|position| {
+            let id = id.clone();
+            async move {
+                let page = client
+                    .get_usage_plan_keys()
+                    .usage_plan_id(id)
+                    .limit(500)
+                    .set_position(position)
+                    .send()
+                    .await
+                    .map_err(api_error("GetUsagePlanKeys"))?;
+                let ids = page.items().iter().filter_map(|k| k.id()).map(str::to_owned).collect();
+                Ok((ids, page.position().map(str::to_owned)))
+            }
+        })
+        .await?;
+        served.push(Plan { plan, keys });
+    }
+    Ok(served)
+}
+
+/// Every game key of `api`'s stage, by game: the keys in its games' usage plans, and the keys made
+/// for it that left them (retired, revoked: shown disabled).
+pub async fn list_games(client: &Client, api: &ApiStageRef) -> Result<Vec<GameKey>, GameError> {
+    let plans = plans_of_stage(client, api).await?;
+    let plan_of: HashMap<&str, &Plan> = plans
+        .iter()
+        .flat_map(|p| p.keys.iter().map(move |k| (k.as_str(), p)))
+        .collect();
+    let api_tag = api.tag();
+    let all_keys = all_pages(|position| async move {
+        let page = client
+            .get_api_keys()
+            .include_values(false)
+            .limit(500)
+            .set_position(position)
+            .send()
+            .await
+            .map_err(api_error("GetApiKeys"))?;
+        Ok((page.items().to_vec(), page.position().map(str::to_owned)))
+    })
+    .await?;
+    let mut keys = Vec::new();
+    for item in &all_keys {
+        let Some(key_id) = item.id() else { continue };
+        let key_tag = |tag: &str| item.tags().and_then(|t| t.get(tag)).map(String::as_str);
+        let plan = plan_of.get(key_id).filter(|p| p.game().is_some());
+        let game = match plan {
+            Some(plan) => plan.game(),
+            None if key_tag(API_TAG) == Some(api_tag.as_str()) => key_tag(GAME_TAG),
+            None => None,
+        };
+        let Some(game) = game else { continue };
+        let limits = plan.map_or_else(Limits::default, |p| p.limits(game));
+        keys.push(GameKey {
+            game: game.to_owned(),
+            key_id: key_id.to_owned(),
+            key: None,
+            enabled: item.enabled() && plan.is_some(),
+            usage_plan_id: plan.map(|p| p.id().to_owned()),
+            min_amount: limits.min_amount,
+            max_amount: limits.max_amount,
+            throttle: plan.and_then(|p| p.throttle()),
+            quota: plan.and_then(|p| p.quota()),
+        });
+    }
+    keys.sort_by(|a, b| (&a.game, !a.enabled, &a.key_id).cmp(&(&b.game, !b.enabled, &b.key_id)));
+    Ok(keys)
+}
+
+/// The enabled keys of `game` on `api`'s stage; [`GameError::NoSuchGame`] when it has none.
+async fn enabled_keys(client: &Client, api: &ApiStageRef, game: &str) -> Result<Vec<GameKey>, GameError> {
+    let keys: Vec<GameKey> = list_games(client, api)
+        .await?
+        .into_iter()
+        .filter(|k| k.game == game && k.enabled)
+        .collect();
+    if keys.is_empty() {
+        return Err(GameError::NoSuchGame { game: game.to_owned() });
+    }
+    Ok(keys)
+}
+
+/// The usage plans `keys` are in, each once.
+fn plans_of(keys: &[GameKey]) -> Vec<String> {
+    let mut plans: Vec<String> = keys.iter().filter_map(|k| k.usage_plan_id.clone()).collect();
+    plans.sort();
+    plans.dedup();
+    plans
+}
+
+/// The ARN of the API Gateway resource at `path` (`/usageplans/ID`, `/apikeys/ID`), for tagging.
+fn arn(client: &Client, path: &str) -> Result<String, GameError> {
+    let region = client
+        .config()
+        .region()
+        .map(|r| r.as_ref().to_owned())
+        .ok_or_else(|| GameError::ApiGateway {
+            operation: "TagResource",
+            reason: "no AWS region is set (AWS_REGION)".into(),
+        })?;
+    let partition = if region.starts_with("cn-") {
+        "aws-cn"
+    } else if region.starts_with("us-gov-") {
+        "aws-us-gov"
+    } else {
+        "aws"
+    };
+    Ok(format!("arn:{partition}:apigateway:{region}::{path}"))
+}
+
+/// Adds `tags` to the API Gateway resource at `path`.
+async fn tag(client: &Client, path: &str, tags: &[(&str, String)]) -> Result<(), GameError> {
+    client
+        .tag_resource()
+        .resource_arn(arn(client, path)?)
+        .set_tags(Some(tags.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect()))
+        .send()
+        .await
+        .map_err(api_error("TagResource"))?;
+    Ok(())
+}
+
+/// Creates an enabled API key of `game` for `api`'s stage, tagged with both.
+async fn create_key(
+    client: &Client,
+    api: &ApiStageRef,
+    game: &str,
+    description: String,
+) -> Result<aws_sdk_apigateway::operation::create_api_key::CreateApiKeyOutput, GameError> {
+    client
+        .create_api_key()
+        .name(format!("lakelog-{game}"))
+        .description(description)
+        .enabled(true)
+        .tags(GAME_TAG, game)
+        .tags(API_TAG, api.tag())
+        .send()
+        .await
+        .map_err(api_error("CreateApiKey"))
+}
+
+/// Puts the key `key_id` in the usage plan `plan_id`.
+async fn add_to_plan(client: &Client, plan_id: &str, key_id: &str) -> Result<(), GameError> {
+    client
+        .create_usage_plan_key()
+        .usage_plan_id(plan_id)
+        .key_id(key_id)
+        .key_type("API_KEY")
+        .send()
+        .await
+        .map_err(api_error("CreateUsagePlanKey"))?;
+    Ok(())
+}
+
+/// Deletes what a failed `add` or `rotate` created, the usage plan (if any) and then the key, and
+/// returns `error`, naming beside it anything that could not be deleted.
+async fn undo(client: &Client, error: GameError, plan_id: Option<&str>, key_id: &str) -> GameError {
+    let mut undone = Vec::new();
+    if let Some(plan_id) = plan_id
+        && let Err(e) = client.delete_usage_plan().usage_plan_id(plan_id).send().await
+    {
+        undone.push(format!("usage plan {plan_id}: {}", api_error("DeleteUsagePlan")(e)));
+    }
+    if let Err(e) = client.delete_api_key().api_key(key_id).send().await {
+        undone.push(format!("key {key_id}: {}", api_error("DeleteApiKey")(e)));
+    }
+    match error {
+        GameError::ApiGateway { operation, reason } if !undone.is_empty() => GameError::ApiGateway {
+            operation,
+            reason: format!("{reason}; and could not delete what was created: {}", undone.join("; ")),
+        },
+        error => error,
+    }
+}
+
+fn throttle_settings(throttle: Throttle) -> ThrottleSettings {
+    ThrottleSettings::builder()
+        .rate_limit(throttle.rate)
+        .burst_limit(throttle.burst)
+        .build()
+}
+
+/// Creates `game`'s API key and its usage plan on `api`'s stage (`throttle`, `quota` and the
+/// game's amount range); the key's value is in the answer, once. A game that has an enabled key
+/// on that stage already is refused ([`GameError::Exists`]); another stack's game of the same
+/// name is not this one. When a step fails, what the earlier steps created is deleted again, so
+/// that no enabled key is left behind.
+pub async fn add_game(
+    client: &Client,
+    api: &ApiStageRef,
+    game: &Game,
+    throttle: Throttle,
+    quota: Option<Quota>,
+) -> Result<GameKey, GameError> {
+    match enabled_keys(client, api, &game.id).await {
+        Ok(existing) => {
+            return Err(GameError::Exists {
+                game: game.id.clone(),
+                key_id: existing.into_iter().next().map(|k| k.key_id).unwrap_or_default(),
+            });
+        }
+        Err(GameError::NoSuchGame { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    let key = create_key(client, api, &game.id, format!("Game clients of {}", game.id)).await?;
+    let key_id = key.id().unwrap_or_default().to_owned();
+    let plan = client
+        .create_usage_plan()
+        .name(format!("lakelog-{}", game.id))
+        .description(format!("The throttle of {}", game.id))
+        .throttle(throttle_settings(throttle))
+        .set_quota(quota.map(|q| {
+            QuotaSettings::builder()
+                .limit(q.limit)
+                .period(q.period.as_str().into())
+                .build()
+        }))
+        .api_stages(ApiStage::builder().api_id(&api.api_id).stage(&api.stage).build())
+        .tags(GAME_TAG, &game.id)
+        .tags(MIN_AMOUNT_TAG, game.limits.min_amount.to_string())
+        .tags(MAX_AMOUNT_TAG, game.limits.max_amount.to_string())
+        .send()
+        .await;
+    let plan_id = match plan {
+        Ok(plan) => plan.id().unwrap_or_default().to_owned(),
+        Err(e) => return Err(undo(client, api_error("CreateUsagePlan")(e), None, &key_id).await),
+    };
+    if let Err(error) = add_to_plan(client, &plan_id, &key_id).await {
+        return Err(undo(client, error, Some(&plan_id), &key_id).await);
+    }
+    Ok(GameKey {
+        game: game.id.clone(),
+        key_id,
+        key: key.value().map(str::to_owned),
+        enabled: true,
+        usage_plan_id: Some(plan_id),
+        min_amount: game.limits.min_amount,
+        max_amount: game.limits.max_amount,
+        throttle: Some(throttle),
+        quota,
+    })
+}
+
+/// Gives `game` a second enabled key on `api`'s stage, beside the one its clients use, in the same
+/// usage plan (the same settings): clients move to it while the old key still works, and
+/// [`retire_key`] takes the old one out once they have. The new key's value is in the answer,
+/// once; if putting it in the plan fails, it is deleted again.
+pub async fn rotate_game(client: &Client, api: &ApiStageRef, game: &str) -> Result<GameKey, GameError> {
+    let current = enabled_keys(client, api, game).await?.remove(0);
+    let plan_id = current.usage_plan_id.clone().unwrap_or_default();
+    let description = format!("Game clients of {game} (rotated from {})", current.key_id);
+    let key = create_key(client, api, game, description).await?;
+    let key_id = key.id().unwrap_or_default().to_owned();
+    if let Err(error) = add_to_plan(client, &plan_id, &key_id).await {
+        return Err(undo(client, error, None, &key_id).await);
+    }
+    Ok(GameKey {
+        key_id,
+        key: key.value().map(str::to_owned),
+        ..current
+    })
+}
+
+/// Changes the settings of `game`'s usage plan on `api`'s stage in place: its keys, and the
+/// clients that hold them, keep working. API Gateway applies a throttle or quota at once; the
+/// function reads a new amount range within [`super::KEY_CACHE_TTL`]. Returns the game's enabled
+/// keys with their new settings.
+pub async fn set_game(
+    client: &Client,
+    api: &ApiStageRef,
+    game: &str,
+    changes: Changes,
+) -> Result<Vec<GameKey>, GameError> {
+    let keys = enabled_keys(client, api, game).await?;
+    let current = &keys[0];
+    let invalid = |setting: &str, value: String, expected: &str| GameError::InvalidSetting {
+        game: game.to_owned(),
+        setting: setting.into(),
+        value,
+        expected: expected.into(),
+    };
+    if let Some(rate) = changes.rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
+        return Err(invalid(
+            "rate",
+            rate.to_string(),
+            "a positive number of requests a second",
+        ));
+    }
+    if let Some(burst) = changes.burst.filter(|b| *b <= 0) {
+        return Err(invalid("burst", burst.to_string(), "a positive number of requests"));
+    }
+    if let Some(Some(quota)) = changes.quota.filter(|q| q.is_some_and(|q| q.limit <= 0)) {
+        return Err(invalid(
+            "quota",
+            quota.limit.to_string(),
+            "a positive number of requests",
+        ));
+    }
+    let amounts = (changes.min_amount.is_some() || changes.max_amount.is_some())
+        .then(|| {
+            Game::new(game)?.with_amounts(
+                changes.min_amount.unwrap_or(current.min_amount),
+                changes.max_amount.unwrap_or(current.max_amount),
+            )
+        })
+        .transpose()?;
+    let replace = |path: &str, value: String| {
+        PatchOperation::builder()
+            .op(Op::Replace)
+            .path(path)
+            .value(value)
+            .build()
+    };
+    let mut patch = Vec::new();
+    if let Some(rate) = changes.rate {
+        patch.push(replace("/throttle/rateLimit", rate.to_string()));
+    }
+    if let Some(burst) = changes.burst {
+        patch.push(replace("/throttle/burstLimit", burst.to_string()));
+    }
+    match changes.quota {
+        Some(Some(quota)) => {
+            patch.push(replace("/quota/limit", quota.limit.to_string()));
+            patch.push(replace("/quota/period", quota.period.as_str().to_owned()));
+        }
+        Some(None) if current.quota.is_some() => {
+            patch.push(PatchOperation::builder().op(Op::Remove).path("/quota").build());
+        }
+        _ => {}
+    }
+    for plan in plans_of(&keys) {
+        if !patch.is_empty() {
+            client
+                .update_usage_plan()
+                .usage_plan_id(&plan)
+                .set_patch_operations(Some(patch.clone()))
+                .send()
+                .await
+                .map_err(api_error("UpdateUsagePlan"))?;
+        }
+        if let Some(game) = &amounts {
+            let tags = [
+                (MIN_AMOUNT_TAG, game.limits.min_amount.to_string()),
+                (MAX_AMOUNT_TAG, game.limits.max_amount.to_string()),
+            ];
+            tag(client, &format!("/usageplans/{plan}"), &tags).await?;
+        }
+    }
+    Ok(list_games(client, api)
+        .await?
+        .into_iter()
+        .filter(|k| k.game == game && k.enabled)
+        .collect())
+}
+
+/// Takes `key` out of its game: tags it with `api`'s stage (so that `list` still shows it),
+/// disables it and removes it from its usage plan.
+async fn take_out(client: &Client, api: &ApiStageRef, key: &mut GameKey) -> Result<(), GameError> {
+    tag(
+        client,
+        &format!("/apikeys/{}", key.key_id),
+        &[(GAME_TAG, key.game.clone()), (API_TAG, api.tag())],
+    )
+    .await?;
+    client
+        .update_api_key()
+        .api_key(&key.key_id)
+        .patch_operations(
+            PatchOperation::builder()
+                .op(Op::Replace)
+                .path("/enabled")
+                .value("false")
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(api_error("UpdateApiKey"))?;
+    if let Some(plan) = key.usage_plan_id.take() {
+        match client
+            .delete_usage_plan_key()
+            .usage_plan_id(&plan)
+            .key_id(&key.key_id)
+            .send()
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found_exception()) => {}
+            Err(e) => return Err(api_error("DeleteUsagePlanKey")(e)),
+        }
+    }
+    key.enabled = false;
+    key.throttle = None;
+    key.quota = None;
+    Ok(())
+}
+
+/// Takes one key of `game` on `api`'s stage, `key_id`, out of use once its clients moved to the
+/// key [`rotate_game`] gave: it is disabled and leaves the game's usage plan, and the game's other
+/// keys go on working. The game's last enabled key is not retired ([`GameError::LastKey`]):
+/// [`revoke_game`] does that, on purpose.
+pub async fn retire_key(client: &Client, api: &ApiStageRef, game: &str, key_id: &str) -> Result<GameKey, GameError> {
+    let keys = enabled_keys(client, api, game).await?;
+    let mut key = keys
+        .iter()
+        .find(|k| k.key_id == key_id)
+        .cloned()
+        .ok_or_else(|| GameError::NoSuchKey {
+            game: game.to_owned(),
+            key_id: key_id.to_owned(),
+        })?;
+    if keys.len() < 2 {
+        return Err(GameError::LastKey {
+            game: game.to_owned(),
+            key_id: key_id.to_owned(),
+        });
+    }
+    take_out(client, api, &mut key).await?;
+    Ok(key)
+}
+
+/// Revokes `game` on `api`'s stage: disables its keys (API Gateway refuses them from then on,
+/// within the minute its caches take) and deletes its usage plan. The other games' keys, and
+/// another stack's game of the same name, are untouched. Returns the keys revoked.
+pub async fn revoke_game(client: &Client, api: &ApiStageRef, game: &str) -> Result<Vec<GameKey>, GameError> {
+    let mut keys = enabled_keys(client, api, game).await?;
+    let plans = plans_of(&keys);
+    for key in &mut keys {
+        take_out(client, api, key).await?;
+    }
+    for plan in plans {
+        // A usage plan is deleted once no stage uses it: take this stage out first.
+        client
+            .update_usage_plan()
+            .usage_plan_id(&plan)
+            .patch_operations(
+                PatchOperation::builder()
+                    .op(Op::Remove)
+                    .path("/apiStages")
+                    .value(format!("{}:{}", api.api_id, api.stage))
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(api_error("UpdateUsagePlan"))?;
+        client
+            .delete_usage_plan()
+            .usage_plan_id(&plan)
+            .send()
+            .await
+            .map_err(api_error("DeleteUsagePlan"))?;
+    }
+    Ok(keys)
+}
