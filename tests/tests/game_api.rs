@@ -61,7 +61,7 @@ fn answer(response: &ApiGatewayProxyResponse) -> Result<Value> {
     }
 }
 
-/// eventId -> (status, shard, sequence number) of every result of a 200 or 503.
+/// eventId -> (status, shard, sequence number) of every result of a 200, 429 or 503.
 /// One event's answer.
 #[derive(Debug, Clone)]
 struct Answered {
@@ -96,6 +96,7 @@ fn config(budget: Duration) -> ApiConfig {
             budget,
             first_backoff: Duration::from_millis(5),
             max_backoff: Duration::from_millis(50),
+            throttled_budget: budget,
         },
         ..ApiConfig::default()
     }
@@ -289,7 +290,7 @@ async fn throttled_entries_are_retried_and_each_event_is_in_the_stream_once() ->
 }
 
 #[tokio::test]
-async fn what_is_still_throttled_when_the_budget_ends_is_answered_503_and_not_acknowledged() -> Result<()> {
+async fn what_is_still_throttled_when_the_budget_ends_is_answered_429_and_not_acknowledged() -> Result<()> {
     let standin = StandIn::connect().await?;
     let client = kinesis_client(&standin.sdk_config());
     let stream = create_stream(&client, 2).await?;
@@ -307,6 +308,7 @@ async fn what_is_still_throttled_when_the_budget_ends_is_answered_503_and_not_ac
             budget: Duration::from_secs(5),
             first_backoff: Duration::from_secs(5),
             max_backoff: Duration::from_secs(5),
+            throttled_budget: Duration::from_secs(5),
         },
         ..ApiConfig::default()
     };
@@ -317,7 +319,20 @@ async fn what_is_still_throttled_when_the_budget_ends_is_answered_503_and_not_ac
         &config,
     )
     .await;
-    ensure!(response.status_code == 503, "{:?}", response.body);
+    // 429 when every unwritten event was refused for throughput; 503 when a call was cut off.
+    let codes: Vec<Value> = answer(&response)?["results"]
+        .as_array()
+        .map(|results| {
+            results
+                .iter()
+                .filter(|r| r["status"] == "failed")
+                .map(|r| r["errorCode"].clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    let throttled_only = codes.iter().all(|c| c == "ProvisionedThroughputExceededException");
+    let want = if throttled_only { 429 } else { 503 };
+    ensure!(response.status_code == want, "{:?}", response.body);
     ensure!(response.headers.contains_key("retry-after"));
     let (written, failed) = check_acknowledged(&response, &read_stream(&client, &stream).await?)?;
     ensure!(
@@ -341,7 +356,7 @@ async fn a_stream_that_fails_every_call_gets_nothing_acknowledged() -> Result<()
         &config(Duration::from_millis(500)),
     )
     .await;
-    ensure!(response.status_code == 503, "{:?}", response.body);
+    ensure!(response.status_code == 429, "{:?}", response.body);
     ensure!(failing.calls() > 1, "retried within the budget");
     let (written, failed) = check_acknowledged(&response, &read_stream(&client, &stream).await?)?;
     ensure!((written, failed) == (0, 50));

@@ -468,3 +468,181 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
     );
     Ok(())
 }
+
+/// The answers of one game's requests in the fair-share test: status and `Retry-After` of each,
+/// and the `eventId`s the API acknowledged.
+#[derive(Debug, Default)]
+struct Answers {
+    statuses: Vec<(i64, Option<String>)>,
+    acknowledged: BTreeSet<String>,
+}
+
+/// Sends `requests` requests of `events` events each with `key`, one after another, and collects
+/// the answers.
+async fn send_as(
+    key: &str,
+    requests: usize,
+    events: usize,
+    seed: u64,
+    games: &game_api::Games,
+    stream: &game_api::testing::LanedStream,
+    config: &ApiConfig,
+) -> Result<Answers> {
+    let mut synth = Synth::new(SynthConfig {
+        seed,
+        devices: 50,
+        ..SynthConfig::default()
+    });
+    let mut answers = Answers::default();
+    for _ in 0..requests {
+        let now = Utc::now();
+        let mut request = request(&synth.events(events, now), now);
+        request
+            .headers
+            .insert("x-api-key", aws_lambda_events::http::HeaderValue::from_str(key)?);
+        let response = respond(&request, games, stream, config).await;
+        let retry_after = response
+            .headers
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        answers.statuses.push((response.status_code, retry_after));
+        let body: Value = match &response.body {
+            Some(aws_lambda_events::encodings::Body::Text(text)) => serde_json::from_str(text)?,
+            other => anyhow::bail!("body {other:?}"),
+        };
+        for result in body["results"].as_array().into_iter().flatten() {
+            if result["status"] == "written" {
+                answers
+                    .acknowledged
+                    .insert(result["eventId"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+    }
+    Ok(answers)
+}
+
+/// One game floods the API with 20 times its share of the stream while another sends its usual
+/// traffic, on a stream of four bounded shards (1,000 records each, not yet consumed). With a lane
+/// each, the flood fills only its own shard: the flooding game gets 429 with `Retry-After` for what
+/// does not fit, never a 5xx; every event of the other game is written, and reaches the table
+/// through its own shard's sink while the flood's shard still holds its backlog (so it waits for
+/// nothing the flood did). Without lanes, the same flood refuses the other game too: the test sees
+/// the difference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flooding_game_cannot_crowd_out_another() -> Result<()> {
+    use game_api::testing::LanedStream;
+    use game_api::{Game, Games, Lane};
+
+    const SHARE: usize = 1_000;
+    let (flood_key, steady_key) = ("flood-key-0123456789abcdef", "steady-key-0123456789abcdef");
+    let games = |flood: Lane, steady: Lane| -> Result<Games> {
+        Ok(Games::keys([
+            (flood_key.to_owned(), Game::new("flood")?.with_lane(Some(flood))),
+            (steady_key.to_owned(), Game::new("steady")?.with_lane(Some(steady))),
+        ]))
+    };
+    let config = ApiConfig {
+        delivery: game_api::DeliveryConfig {
+            budget: std::time::Duration::from_secs(2),
+            first_backoff: std::time::Duration::from_millis(5),
+            max_backoff: std::time::Duration::from_millis(20),
+            throttled_budget: std::time::Duration::from_millis(100),
+        },
+        ..ApiConfig::default()
+    };
+    // The flood: 20 times the share, in requests of 500; the steady game: half its share.
+    let flood_and_steady = |games: Games, stream: LanedStream| {
+        let config = config.clone();
+        async move {
+            let (flood, steady) = tokio::join!(
+                send_as(flood_key, 20 * SHARE / 500, 500, 1, &games, &stream, &config),
+                send_as(steady_key, 10, SHARE / 20, 2, &games, &stream, &config),
+            );
+            Ok::<_, anyhow::Error>((flood?, steady?, stream))
+        }
+    };
+
+    // Without lanes: both games share every shard, and the flood refuses the steady game too.
+    let whole = Lane::new(0, 1).context("a lane")?;
+    let (_, steady, _) = flood_and_steady(games(whole, whole)?, LanedStream::new("shared", 4, SHARE)).await?;
+    ensure!(
+        steady.statuses.iter().any(|(status, _)| *status == 429),
+        "without lanes the flood should have crowded out the steady game: {:?}",
+        steady.statuses
+    );
+
+    // With a lane each.
+    let (flood_lane, steady_lane) = (Lane::new(0, 4).context("a lane")?, Lane::new(1, 4).context("a lane")?);
+    let (flood, steady, stream) =
+        flood_and_steady(games(flood_lane, steady_lane)?, LanedStream::new("laned", 4, SHARE)).await?;
+    ensure!(
+        steady.statuses.iter().all(|(status, _)| *status == 200),
+        "the steady game was refused: {:?}",
+        steady.statuses
+    );
+    ensure!(steady.acknowledged.len() == 10 * SHARE / 20);
+    ensure!(
+        flood
+            .statuses
+            .iter()
+            .all(|(status, _)| *status == 200 || *status == 429),
+        "the flood got something else than 200 or 429: {:?}",
+        flood.statuses
+    );
+    ensure!(
+        flood
+            .statuses
+            .iter()
+            .any(|(status, retry_after)| *status == 429 && retry_after.is_some()),
+        "{:?}",
+        flood.statuses
+    );
+    ensure!(
+        flood.acknowledged.len() == SHARE,
+        "the flood's shard took {}",
+        flood.acknowledged.len()
+    );
+    let shards: Vec<(Lane, &game_api::LocalStream)> = stream.shards().collect();
+    ensure!(shards[0].1.len() == SHARE && shards[1].1.len() == 10 * SHARE / 20);
+    ensure!(shards[2].1.is_empty() && shards[3].1.is_empty());
+
+    // The steady game's shard is drained into the table while the flood's still holds its backlog.
+    let standin = StandIn::connect().await?;
+    let bucket = standin.create_bucket("fair-lake").await?;
+    let table = StandIn::s3_uri(&bucket, "game_events");
+    let storage = StorageConfig {
+        endpoint: Some(standin.endpoint().to_owned()),
+        extra: standin.storage_options(),
+    };
+    let lake_sink = Sink::open(&Config::new(&table, None)?, &storage).await?;
+    let drain = |shard: &game_api::LocalStream| {
+        let (lake_sink, batch) = (&lake_sink, shard.drain());
+        async move {
+            for chunk in batch.chunks(300) {
+                let report = lake_sink.process(chunk, &lake::Retry::default()).await;
+                ensure!(report.retry_from.is_none() && report.rejected == 0, "{report:?}");
+            }
+            Ok(())
+        }
+    };
+    drain(shards[1].1).await?;
+    ensure!(shards[0].1.len() == SHARE, "the flood's backlog is still waiting");
+    let count = |game: &str| -> Result<(i64, i64)> {
+        let rows = duckdb(
+            standin.endpoint(),
+            &format!(
+                "SELECT count(*), count(DISTINCT \"eventId\") FROM delta_scan('{table}') WHERE \"gameId\" = '{game}'"
+            ),
+        )?;
+        Ok((rows[0][0].as_i64().unwrap_or(-1), rows[0][1].as_i64().unwrap_or(-1)))
+    };
+    let steady_rows = steady.acknowledged.len() as i64;
+    ensure!(count("steady")? == (steady_rows, steady_rows), "{:?}", count("steady")?);
+    ensure!(count("flood")? == (0, 0));
+    // Then the flood's backlog: every acknowledged event once, no more.
+    drain(shards[0].1).await?;
+    let flood_rows = flood.acknowledged.len() as i64;
+    ensure!(count("flood")? == (flood_rows, flood_rows), "{:?}", count("flood")?);
+    Ok(())
+}

@@ -7,9 +7,9 @@ use game_api::Answered;
 pub const FUNCTION: &str = "game-api";
 
 /// The documents of one request: requests, events accepted and left unwritten, answers by class
-/// (`Answered2xx`, `Answered4xx`, `Answered5xx`, `Answered503`) and the latency; for a refused
-/// request, a document counting it by `Reason`; for a request of a known game, its requests and
-/// events accepted by `Game`.
+/// (`Answered2xx`, `Answered4xx`, `Answered5xx`, `Answered429`, `Answered503`) and the latency;
+/// for a refused request, a document counting it by `Reason`; for a request of a known game, its
+/// requests and events accepted and left unwritten by `Game` (a game over its lane: unwritten).
 pub fn request(namespace: &str, answered: &Answered) -> Vec<Metrics> {
     let mut metrics = Metrics::new(namespace).dimension("Function", FUNCTION);
     let class = |low: u16| f64::from(u8::from((low..low + 100).contains(&answered.status)));
@@ -20,6 +20,7 @@ pub fn request(namespace: &str, answered: &Answered) -> Vec<Metrics> {
         .put("Answered2xx", class(200), Unit::Count)
         .put("Answered4xx", class(400), Unit::Count)
         .put("Answered5xx", class(500), Unit::Count)
+        .put("Answered429", f64::from(u8::from(answered.status == 429)), Unit::Count)
         .put("Answered503", f64::from(u8::from(answered.status == 503)), Unit::Count)
         .put("Latency", answered.elapsed.as_secs_f64() * 1e3, Unit::Milliseconds);
     let mut documents = vec![metrics];
@@ -37,7 +38,8 @@ pub fn request(namespace: &str, answered: &Answered) -> Vec<Metrics> {
             .dimension("Game", game);
         per_game
             .put("Requests", 1.0, Unit::Count)
-            .put("EventsAccepted", answered.written as f64, Unit::Count);
+            .put("EventsAccepted", answered.written as f64, Unit::Count)
+            .put("EventsUnwritten", answered.failed as f64, Unit::Count);
         documents.push(per_game);
     }
     documents

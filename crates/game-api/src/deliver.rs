@@ -8,7 +8,10 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
-use crate::sink::{EntryFailure, MAX_BYTES_PER_CALL, MAX_RECORDS_PER_CALL, PutEntry, RecordSink, SinkError, Written};
+use crate::sink::{
+    EntryFailure, MAX_BYTES_PER_CALL, MAX_RECORDS_PER_CALL, PutEntry, RecordSink, SinkError, THROUGHPUT_EXCEEDED,
+    Written,
+};
 
 /// How hard to try.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +23,10 @@ pub struct DeliveryConfig {
     pub first_backoff: Duration,
     /// The largest backoff ceiling.
     pub max_backoff: Duration,
+    /// Time after which records refused only for throughput (the game's lane of the stream is
+    /// full) are not retried any more: the client is told to come back (429) rather than holding
+    /// a function instance, which every game shares, for the whole budget.
+    pub throttled_budget: Duration,
 }
 
 impl Default for DeliveryConfig {
@@ -28,6 +35,7 @@ impl Default for DeliveryConfig {
             budget: Duration::from_secs(10),
             first_backoff: Duration::from_millis(50),
             max_backoff: Duration::from_secs(2),
+            throttled_budget: Duration::from_secs(1),
         }
     }
 }
@@ -69,6 +77,16 @@ impl Delivery {
     pub fn failed(&self) -> usize {
         self.outcomes.len() - self.written()
     }
+
+    /// Whether records were not written, every one of them refused for throughput: the stream
+    /// (the game's lane of it) is full, and the client should slow down.
+    pub fn throttled(&self) -> bool {
+        self.failed() > 0
+            && self.outcomes.iter().all(|o| match o {
+                Outcome::Written(_) => true,
+                Outcome::Failed(failure) => failure.code == THROUGHPUT_EXCEEDED,
+            })
+    }
 }
 
 /// Groups the `pending` entries into calls of at most [`MAX_RECORDS_PER_CALL`] records and
@@ -99,9 +117,11 @@ fn calls(entries: &[PutEntry], pending: &[usize]) -> Vec<Vec<usize>> {
 /// drawn uniformly between zero and a ceiling that doubles from `first_backoff` up to
 /// `max_backoff`. Nothing starts after `budget` has passed, and a call still running then is
 /// abandoned: its records count as failed (they may have been written; `eventId` makes a resend
-/// safe). A non-retryable call error (missing stream, denied permission) ends the retries at once.
+/// safe). A non-retryable call error (missing stream, denied permission) ends the retries at once,
+/// and so does `throttled_budget` when every record left was refused for throughput.
 pub async fn deliver<S: RecordSink>(sink: &S, entries: &[PutEntry], config: &DeliveryConfig) -> Delivery {
-    let deadline = Instant::now() + config.budget;
+    let started = Instant::now();
+    let deadline = started + config.budget;
     let mut rng = SmallRng::seed_from_u64(RandomState::new().hash_one(entries.len()));
     let mut outcomes: Vec<Option<Outcome>> = vec![None; entries.len()];
     let mut last_error: Vec<Option<EntryFailure>> = vec![None; entries.len()];
@@ -193,6 +213,12 @@ pub async fn deliver<S: RecordSink>(sink: &S, entries: &[PutEntry], config: &Del
         if pending.is_empty() || give_up {
             break 'rounds;
         }
+        let only_throttled = pending
+            .iter()
+            .all(|&i| last_error[i].as_ref().is_some_and(|e| e.code == THROUGHPUT_EXCEEDED));
+        if only_throttled && started.elapsed() >= config.throttled_budget {
+            break 'rounds;
+        }
         let backoff = Duration::from_secs_f64(rng.random_range(0.0..=ceiling.as_secs_f64()));
         if Instant::now() + backoff >= deadline {
             break 'rounds;
@@ -236,6 +262,7 @@ mod tests {
             .map(|i| PutEntry {
                 data: Bytes::from(vec![b'x'; size]),
                 partition_key: format!("{i:04}"),
+                explicit_hash_key: None,
             })
             .collect()
     }
@@ -245,6 +272,7 @@ mod tests {
             budget: Duration::from_secs(5),
             first_backoff: Duration::from_millis(1),
             max_backoff: Duration::from_millis(4),
+            throttled_budget: Duration::from_secs(5),
         }
     }
 

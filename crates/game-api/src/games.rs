@@ -25,6 +25,8 @@ use std::time::{Duration, Instant};
 
 use aws_lambda_events::apigw::ApiGatewayProxyRequest;
 use game_events::Limits;
+
+use crate::lane::Lane;
 use serde::Deserialize;
 
 /// The tag of a usage plan (and of its API keys) that names its game.
@@ -33,6 +35,9 @@ pub const GAME_TAG: &str = "lakelog:game";
 pub const MIN_AMOUNT_TAG: &str = "lakelog:min-amount";
 /// The tag of a game's usage plan with the most `amount` its purchases may carry (default 10000).
 pub const MAX_AMOUNT_TAG: &str = "lakelog:max-amount";
+/// The tag of a game's usage plan with its lane of the stream (`K/N`, see [`Lane`]; none: the
+/// whole stream).
+pub const LANE_TAG: &str = "lakelog:lane";
 /// The tag of an API key with the API stage it was made for (`API_ID/STAGE`): a key keeps it
 /// after it left its usage plan (retired, revoked), so that `lakelog games list` still shows it.
 pub const API_TAG: &str = "lakelog:api";
@@ -50,6 +55,8 @@ pub struct Game {
     pub id: String,
     /// What one of its events may carry.
     pub limits: Limits,
+    /// Its share of the stream; `None`: the whole stream, shared with every game without a lane.
+    pub lane: Option<Lane>,
 }
 
 impl Game {
@@ -59,7 +66,14 @@ impl Game {
         Ok(Self {
             id: id.to_owned(),
             limits: Limits::default(),
+            lane: None,
         })
+    }
+
+    /// The same game, writing its records in `lane` of the stream.
+    pub fn with_lane(mut self, lane: Option<Lane>) -> Self {
+        self.lane = lane;
+        self
     }
 
     /// The same game with purchases' `amount` between `min` and `max`; `Err` unless
@@ -195,6 +209,8 @@ struct KeyEntry {
     min_amount: Option<f64>,
     #[serde(default)]
     max_amount: Option<f64>,
+    #[serde(default)]
+    lane: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -242,6 +258,13 @@ impl Games {
                     )
                 })
                 .map_err(|e| bad(e.to_string()))?;
+            let lane = entry
+                .lane
+                .as_deref()
+                .map(str::parse::<Lane>)
+                .transpose()
+                .map_err(|e| bad(format!("{}: {e}", game.id)))?;
+            let game = game.with_lane(lane);
             if entry.key.len() < 20 {
                 return Err(bad(format!("the key of {} is shorter than 20 characters", game.id)));
             }
@@ -420,10 +443,21 @@ pub(crate) fn game_with_tags(id: &str, tags: &HashMap<String, String>) -> Result
             expected: "a number".into(),
         }),
     };
-    Game::new(id)?.with_amounts(
-        amount(MIN_AMOUNT_TAG, defaults.min_amount)?,
-        amount(MAX_AMOUNT_TAG, defaults.max_amount)?,
-    )
+    let lane = match tags.get(LANE_TAG) {
+        None => None,
+        Some(text) => Some(text.parse::<Lane>().map_err(|_| GameError::InvalidSetting {
+            game: id.to_owned(),
+            setting: format!("tag {LANE_TAG}"),
+            value: text.clone(),
+            expected: "a lane K/N, 0 <= K < N <= 1024".into(),
+        })?),
+    };
+    Ok(Game::new(id)?
+        .with_amounts(
+            amount(MIN_AMOUNT_TAG, defaults.min_amount)?,
+            amount(MAX_AMOUNT_TAG, defaults.max_amount)?,
+        )?
+        .with_lane(lane))
 }
 
 #[cfg(test)]

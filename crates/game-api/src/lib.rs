@@ -18,6 +18,7 @@
 pub mod config;
 pub mod deliver;
 pub mod games;
+pub mod lane;
 pub mod local;
 pub mod request;
 pub mod respond;
@@ -28,6 +29,7 @@ pub mod testing;
 pub use config::{ApiConfig, Config, ConfigError, PartitionKey};
 pub use deliver::{Delivery, DeliveryConfig, Outcome, deliver};
 pub use games::{Game, GameError, Games};
+pub use lane::Lane;
 pub use local::{ForeignSequence, LOCAL_SHARD_ID, LocalStream};
 pub use respond::{Answered, ApiError, Prepared, answer, prepare, respond};
 pub use sink::{

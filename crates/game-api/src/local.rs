@@ -82,6 +82,7 @@ fn sequence_number(n: u128) -> String {
 pub struct LocalStream {
     name: String,
     arn: String,
+    shard_id: String,
     capacity: usize,
     state: Mutex<State>,
     arrived: Notify,
@@ -95,9 +96,17 @@ impl LocalStream {
 
     /// A stream named `name` holding at most `capacity` records not yet consumed.
     pub fn with_capacity(name: &str, capacity: usize) -> Self {
+        Self::shard(name, 0, capacity)
+    }
+
+    /// The shard `shardId-<index>` of a stream named `name`, holding at most `capacity` records
+    /// not yet consumed: several of them make a stream of several shards (see
+    /// [`crate::testing::LanedStream`]).
+    pub fn shard(name: &str, index: u32, capacity: usize) -> Self {
         Self {
             name: name.to_owned(),
             arn: format!("arn:aws:kinesis:{LOCAL_REGION}:000000000000:stream/{name}"),
+            shard_id: format!("shardId-{index:012}"),
             capacity,
             state: Mutex::new(State::default()),
             arrived: Notify::new(),
@@ -196,7 +205,7 @@ impl LocalStream {
         let mut record = KinesisEventRecord::default();
         record.aws_region = Some(LOCAL_REGION.to_owned());
         let sequence_number = sequence_number(stored.sequence);
-        record.event_id = Some(format!("{LOCAL_SHARD_ID}:{sequence_number}"));
+        record.event_id = Some(format!("{}:{sequence_number}", self.shard_id));
         record.event_name = Some("aws:kinesis:record".to_owned());
         record.event_source = Some("aws:kinesis".to_owned());
         record.event_source_arn = Some(self.arn.clone());
@@ -240,7 +249,7 @@ impl RecordSink for LocalStream {
                 });
                 state.received += 1;
                 results.push(Ok(Written {
-                    shard_id: LOCAL_SHARD_ID.to_owned(),
+                    shard_id: self.shard_id.clone(),
                     sequence_number: sequence_number(sequence),
                 }));
             }
@@ -262,6 +271,7 @@ mod tests {
         PutEntry {
             data: Bytes::from_static(data.as_bytes()),
             partition_key: key.into(),
+            explicit_hash_key: None,
         }
     }
 

@@ -12,6 +12,7 @@
 //! | 405 | not a POST |
 //! | 413 | body over 10 MiB (decoded), over 500 events, or an event whose record would pass Kinesis' 1 MiB |
 //! | 415 | a content type other than JSON in UTF-8, an encoding other than gzip |
+//! | 429 | some events unwritten because the game's lane of the stream is full (every failure a throughput one, after `throttled_budget`); `Retry-After`, and `results` says which: resend only those, later |
 //! | 503 | some events still unwritten when the time budget ran out; `Retry-After`, and `results` says which (status `failed`): resend only those, with the `eventId` the response gives |
 
 use std::time::Instant;
@@ -139,7 +140,7 @@ pub struct Answered {
     pub status: u16,
     /// Events written to the stream.
     pub written: usize,
-    /// Events of a valid request still unwritten when the time budget ran out (a 503).
+    /// Events of a valid request left unwritten (a 429 or 503).
     pub failed: usize,
     /// Why the request was refused ([`ApiError::reason`]); `None` when it was valid.
     pub refused: Option<&'static str>,
@@ -236,6 +237,7 @@ pub fn prepare(
         .into_iter()
         .map(|(range, partition_key)| PutEntry {
             data: buffer.slice(range),
+            explicit_hash_key: game.lane.map(|lane| lane.hash_key(&partition_key)),
             partition_key,
         })
         .collect();
@@ -304,19 +306,19 @@ pub async fn answer<S: RecordSink>(
     } else {
         warn!(
             request_id,
-            status = 503,
+            status = delivery_status(&delivery),
             events = prepared.entries.len(),
             written = delivery.written(),
             failed = delivery.failed(),
             calls = delivery.calls,
             rounds = delivery.rounds,
             elapsed_ms,
-            "events not written within the budget"
+            "events not written"
         );
     }
     let answered = Answered {
         game: game_id,
-        status: if delivery.failed() == 0 { 200 } else { 503 },
+        status: delivery_status(&delivery),
         written: delivery.written(),
         failed: delivery.failed(),
         refused: None,
@@ -388,7 +390,19 @@ pub fn error_response(error: &ApiError) -> ApiGatewayProxyResponse {
     json_response(status, &body, &headers)
 }
 
-/// 200 when every event was written, else 503 with `Retry-After`; both list every event.
+/// The status of a delivery: 200 when every event was written, 429 when the others were refused
+/// for throughput only, else 503.
+fn delivery_status(delivery: &Delivery) -> u16 {
+    if delivery.failed() == 0 {
+        200
+    } else if delivery.throttled() {
+        429
+    } else {
+        503
+    }
+}
+
+/// 200 when every event was written, else 429 or 503 with `Retry-After`; each lists every event.
 pub fn delivery_response(prepared: &Prepared, delivery: &Delivery, config: &ApiConfig) -> ApiGatewayProxyResponse {
     let (written, failed) = (delivery.written(), delivery.failed());
     if failed == 0 {
@@ -408,13 +422,22 @@ pub fn delivery_response(prepared: &Prepared, delivery: &Delivery, config: &ApiC
         text_response(200, body, &[])
     } else {
         let retry_after = config.retry_after_seconds();
+        let why = if delivery.throttled() {
+            "this game's share of the stream is full: slow down"
+        } else {
+            "the stream did not take them in time"
+        };
         let message = format!(
-            "{failed} of {} events could not be written; resend only the events with status \"failed\", \
+            "{failed} of {} events could not be written ({why}); resend only the events with status \"failed\", \
              with the eventId given here, after {retry_after} s",
             written + failed
         );
         let body = delivery_body(&message, written, failed, &prepared.event_ids, &delivery.outcomes);
-        text_response(503, body, &[(header::RETRY_AFTER, retry_after.to_string())])
+        text_response(
+            delivery_status(delivery),
+            body,
+            &[(header::RETRY_AFTER, retry_after.to_string())],
+        )
     }
 }
 

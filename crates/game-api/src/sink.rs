@@ -29,8 +29,11 @@ pub const THROUGHPUT_EXCEEDED: &str = "ProvisionedThroughputExceededException";
 pub struct PutEntry {
     /// The record's data.
     pub data: Bytes,
-    /// The key that picks the shard.
+    /// The key that picks the shard, unless `explicit_hash_key` is given.
     pub partition_key: String,
+    /// The hash key that picks the shard in place of the partition key's MD5: the game's lane
+    /// ([`crate::Lane`]).
+    pub explicit_hash_key: Option<u128>,
 }
 
 impl PutEntry {
@@ -212,6 +215,7 @@ impl RecordSink for KinesisSink {
             let record = PutRecordsRequestEntry::builder()
                 .data(Blob::new(entry.data.to_vec()))
                 .partition_key(&entry.partition_key)
+                .set_explicit_hash_key(entry.explicit_hash_key.map(|k| k.to_string()))
                 .build()
                 .map_err(|e| SinkError {
                     code: "ConstructionFailure".into(),
@@ -281,6 +285,7 @@ mod tests {
         let entry = PutEntry {
             data: Bytes::from_static(b"12345"),
             partition_key: "abc".into(),
+            explicit_hash_key: Some(1 << 127),
         };
         assert_eq!(entry.size(), 8);
     }

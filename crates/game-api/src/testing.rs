@@ -1,5 +1,6 @@
 //! Sinks that inject faults, for tests and load experiments: what the handler must survive without
-//! acknowledging an event that was not written.
+//! acknowledging an event that was not written; and a stream of several bounded shards, on which a
+//! game's lane can be seen to fill while the others' do not.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -7,7 +8,9 @@ use std::sync::{Mutex, PoisonError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::LocalStream;
 use crate::games::{Game, Games};
+use crate::lane::Lane;
 use crate::sink::{EntryFailure, EntryResult, PutEntry, RecordSink, SinkError, THROUGHPUT_EXCEEDED};
 
 /// The API key of the sample requests in `events/` (their `x-api-key` header).
@@ -160,6 +163,51 @@ impl<S: RecordSink> RecordSink for LostReplySink<S> {
     }
 }
 
+/// A stream of several shards, each a [`LocalStream`] of bounded capacity covering an equal part
+/// of the hash key range, as Kinesis' `CreateStream` cuts it: a record goes to the shard that
+/// holds its explicit hash key, or the MD5 of its partition key. A full shard refuses records with
+/// `ProvisionedThroughputExceededException`, as a throttled Kinesis shard does, and only its own.
+#[derive(Debug)]
+pub struct LanedStream {
+    shards: Vec<(Lane, LocalStream)>,
+}
+
+impl LanedStream {
+    /// A stream `name` of `shards` shards (1 to 1024), each holding at most `capacity` records not
+    /// yet consumed.
+    pub fn new(name: &str, shards: u32, capacity: usize) -> Self {
+        let shards = (0..shards)
+            .filter_map(|index| Some((Lane::new(index, shards)?, LocalStream::shard(name, index, capacity))))
+            .collect();
+        Self { shards }
+    }
+
+    /// The shards, each with the part of the hash key range it holds.
+    pub fn shards(&self) -> impl Iterator<Item = (Lane, &LocalStream)> {
+        self.shards.iter().map(|(lane, shard)| (*lane, shard))
+    }
+}
+
+impl RecordSink for LanedStream {
+    async fn put_records(&self, entries: &[PutEntry]) -> Result<Vec<EntryResult>, SinkError> {
+        let mut results = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let key = entry
+                .explicit_hash_key
+                .unwrap_or_else(|| crate::lane::md5_of(&entry.partition_key));
+            let Some((_, shard)) = self.shards.iter().find(|(lane, _)| lane.holds(key)) else {
+                return Err(SinkError {
+                    code: "ValidationException".into(),
+                    message: format!("no shard holds the hash key {key}"),
+                    retryable: false,
+                });
+            };
+            results.extend(shard.put_records(std::slice::from_ref(entry)).await?);
+        }
+        Ok(results)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use bytes::Bytes;
@@ -172,6 +220,7 @@ mod tests {
             .map(|i| PutEntry {
                 data: Bytes::from(i.to_string()),
                 partition_key: "k".into(),
+                explicit_hash_key: None,
             })
             .collect()
     }

@@ -45,6 +45,7 @@ fn quick() -> ApiConfig {
             budget: Duration::from_secs(5),
             first_backoff: Duration::from_millis(1),
             max_backoff: Duration::from_millis(5),
+            throttled_budget: Duration::from_secs(5),
         },
         ..ApiConfig::default()
     }
@@ -417,18 +418,20 @@ async fn throttled_entries_are_retried_until_all_are_written() {
 }
 
 #[tokio::test]
-async fn events_still_unwritten_after_the_budget_get_503_and_are_not_acknowledged() {
+async fn events_still_throttled_after_the_budget_get_429_and_are_not_acknowledged() {
     let sink = FlakySink::new(LocalStream::new("game-events"), 0.5, 3);
     let config = ApiConfig {
         delivery: DeliveryConfig {
             budget: Duration::from_millis(30),
             first_backoff: Duration::from_millis(20),
             max_backoff: Duration::from_millis(20),
+            throttled_budget: Duration::from_millis(30),
         },
         ..ApiConfig::default()
     };
     let response = call(with_body(&synth_batch(200, 2)), &sink, &config).await;
-    assert_eq!(response.status_code, 503, "{:?}", response.body);
+    // Refused for throughput only: the client is told to slow down, not that the API failed.
+    assert_eq!(response.status_code, 429, "{:?}", response.body);
     assert_eq!(response.headers["retry-after"], "1");
     let answer = body(&response);
     let written = ids_with_status(&response, "written");
@@ -440,7 +443,7 @@ async fn events_still_unwritten_after_the_budget_get_503_and_are_not_acknowledge
         answer["message"]
             .as_str()
             .unwrap()
-            .contains("resend only the events with status \"failed\"")
+            .contains("share of the stream is full: slow down); resend only the events with status \"failed\"")
     );
     for result in answer["results"].as_array().unwrap() {
         if result["status"] == "failed" {
@@ -454,18 +457,19 @@ async fn events_still_unwritten_after_the_budget_get_503_and_are_not_acknowledge
 }
 
 #[tokio::test]
-async fn a_stream_that_fails_every_call_acknowledges_nothing() {
+async fn a_stream_that_throttles_every_call_acknowledges_nothing() {
     let sink = FailingSink::throttled();
     let config = ApiConfig {
         delivery: DeliveryConfig {
             budget: Duration::from_millis(200),
             first_backoff: Duration::from_millis(5),
             max_backoff: Duration::from_millis(20),
+            throttled_budget: Duration::from_millis(200),
         },
         ..ApiConfig::default()
     };
     let response = call(request("apigw-batch.json"), &sink, &config).await;
-    assert_eq!(response.status_code, 503);
+    assert_eq!(response.status_code, 429);
     assert!(ids_with_status(&response, "written").is_empty());
     assert_eq!(ids_with_status(&response, "failed").len(), 3);
     assert!(sink.calls() > 2, "retried: {}", sink.calls());
@@ -480,6 +484,7 @@ async fn a_lost_reply_is_not_an_acknowledgement() {
             budget: Duration::from_millis(50),
             first_backoff: Duration::from_millis(10),
             max_backoff: Duration::from_millis(10),
+            throttled_budget: Duration::from_millis(50),
         },
         ..ApiConfig::default()
     };

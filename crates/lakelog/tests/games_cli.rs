@@ -70,7 +70,12 @@ async fn games_are_added_listed_and_revoked_one_by_one() {
     assert_eq!(added[0]["game"], miners.as_str());
     assert_eq!(added[0]["maxAmount"], 99.99);
     assert!(added[0]["key"].as_str().is_some_and(|k| k.len() >= 20), "{}", added[0]);
-    games(&standin, &["add", &towns, "--api-id", &api_id]);
+    let towns_added = games(&standin, &["add", &towns, "--api-id", &api_id]);
+    // Each game gets a lane of the stream of its own: the least used one.
+    assert_eq!(
+        (&added[0]["lane"], &towns_added[0]["lane"]),
+        (&Value::from("0/4"), &Value::from("1/4"))
+    );
 
     // Each key is in a usage plan of its own, with the game's throttle.
     let plan_id = added[0]["usagePlanId"].as_str().unwrap();
@@ -100,10 +105,13 @@ async fn games_are_added_listed_and_revoked_one_by_one() {
             "week",
             "--min-amount",
             "0.5",
+            "--lane",
+            "2/4",
             "--api-id",
             &api_id,
         ],
     );
+    assert_eq!(set[0]["lane"], "2/4");
     assert_eq!((set.len(), &set[0]["keyId"]), (1, &added[0]["keyId"]));
     assert_eq!(
         (&set[0]["rate"], &set[0]["burst"], &set[0]["quota"]),
@@ -121,8 +129,12 @@ async fn games_are_added_listed_and_revoked_one_by_one() {
     let plan = apigateway.get_usage_plan().usage_plan_id(plan_id).send().await.unwrap();
     let tags = plan.tags().unwrap();
     assert_eq!(
-        (tags["lakelog:min-amount"].as_str(), tags["lakelog:max-amount"].as_str()),
-        ("0.5", "99.99")
+        (
+            tags["lakelog:min-amount"].as_str(),
+            tags["lakelog:max-amount"].as_str(),
+            tags["lakelog:lane"].as_str()
+        ),
+        ("0.5", "99.99", "2/4")
     );
     assert_eq!(plan.quota().map(|q| q.limit()), Some(100_000));
     let refused = run_games(

@@ -15,8 +15,14 @@ use aws_sdk_apigateway::types::{ApiStage, Op, PatchOperation, QuotaSettings, Thr
 use game_events::Limits;
 
 use super::{
-    API_TAG, ApiStageRef, GAME_TAG, Game, GameError, MAX_AMOUNT_TAG, MIN_AMOUNT_TAG, api_error, game_with_tags,
+    API_TAG, ApiStageRef, GAME_TAG, Game, GameError, LANE_TAG, MAX_AMOUNT_TAG, MIN_AMOUNT_TAG, api_error,
+    game_with_tags,
 };
+use crate::lane::Lane;
+
+/// The lanes a stream is cut into when no game of the stage has a lane yet: the four shards an
+/// on-demand stream starts with.
+pub const DEFAULT_LANES: u32 = 4;
 
 type Client = aws_sdk_apigateway::Client;
 
@@ -46,6 +52,9 @@ pub struct GameKey {
     /// The game's quota, if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quota: Option<Quota>,
+    /// The game's lane of the stream (`K/N`); none: the whole stream.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
 }
 
 /// The throttle of a game's usage plan.
@@ -116,6 +125,8 @@ pub struct Changes {
     pub min_amount: Option<f64>,
     /// The most `amount` of a purchase.
     pub max_amount: Option<f64>,
+    /// A new lane of the stream.
+    pub lane: Option<Lane>,
 }
 
 /// A usage plan on the API stage, with the keys in it.
@@ -138,12 +149,10 @@ impl Plan {
         self.tags()?.get(GAME_TAG).map(String::as_str)
     }
 
-    /// The amount range the plan's tags give; the defaults when they give none or a bad one
-    /// (`lakelog games set` repairs it, and the function names the bad tag).
-    fn limits(&self, game: &str) -> Limits {
-        self.tags()
-            .and_then(|tags| game_with_tags(game, tags).ok())
-            .map_or_else(Limits::default, |g| g.limits)
+    /// The game the plan's tags give; `None` when they give a bad setting (`lakelog games set`
+    /// repairs it, and the function names the bad tag).
+    fn settings(&self, game: &str) -> Option<Game> {
+        self.tags().and_then(|tags| game_with_tags(game, tags).ok())
     }
 
     fn throttle(&self) -> Option<Throttle> {
@@ -258,7 +267,8 @@ pub async fn list_games(client: &Client, api: &ApiStageRef) -> Result<Vec<GameKe
             None => None,
         };
         let Some(game) = game else { continue };
-        let limits = plan.map_or_else(Limits::default, |p| p.limits(game));
+        let settings = plan.and_then(|p| p.settings(game));
+        let limits = settings.as_ref().map_or_else(Limits::default, |g| g.limits.clone());
         keys.push(GameKey {
             game: game.to_owned(),
             key_id: key_id.to_owned(),
@@ -269,6 +279,7 @@ pub async fn list_games(client: &Client, api: &ApiStageRef) -> Result<Vec<GameKe
             max_amount: limits.max_amount,
             throttle: plan.and_then(|p| p.throttle()),
             quota: plan.and_then(|p| p.quota()),
+            lane: settings.and_then(|g| g.lane).map(|l| l.to_string()),
         });
     }
     keys.sort_by(|a, b| (&a.game, !a.enabled, &a.key_id).cmp(&(&b.game, !b.enabled, &b.key_id)));
@@ -388,8 +399,33 @@ fn throttle_settings(throttle: Throttle) -> ThrottleSettings {
         .build()
 }
 
-/// Creates `game`'s API key and its usage plan on `api`'s stage (`throttle`, `quota` and the
-/// game's amount range); the key's value is in the answer, once. A game that has an enabled key
+/// The lane a new game gets when none is asked for: of the lane count most of the stage's games
+/// use (else [`DEFAULT_LANES`]), the one fewest of them have, the lowest of those.
+pub fn free_lane(keys: &[GameKey]) -> Lane {
+    let mut games: Vec<(&str, Lane)> = keys
+        .iter()
+        .filter(|k| k.enabled)
+        .filter_map(|k| Some((k.game.as_str(), k.lane.as_deref()?.parse::<Lane>().ok()?)))
+        .collect();
+    games.sort_unstable_by_key(|(game, lane)| (*game, lane.index(), lane.count()));
+    games.dedup_by_key(|(game, _)| *game);
+    let mut counts: HashMap<u32, usize> = HashMap::new();
+    for (_, lane) in &games {
+        *counts.entry(lane.count()).or_default() += 1;
+    }
+    let count = counts
+        .into_iter()
+        .max_by_key(|&(count, games)| (games, std::cmp::Reverse(count)))
+        .map_or(DEFAULT_LANES, |(count, _)| count);
+    (0..count)
+        .filter_map(|index| Lane::new(index, count))
+        .min_by_key(|lane| (games.iter().filter(|(_, l)| l == lane).count(), lane.index()))
+        .unwrap_or(Lane::WHOLE)
+}
+
+/// Creates `game`'s API key and its usage plan on `api`'s stage (`throttle`, `quota`, the game's
+/// amount range and its lane: the one it has, else [`free_lane`]); the key's value is in the
+/// answer, once. A game that has an enabled key
 /// on that stage already is refused ([`GameError::Exists`]); another stack's game of the same
 /// name is not this one. When a step fails, what the earlier steps created is deleted again, so
 /// that no enabled key is left behind.
@@ -400,16 +436,14 @@ pub async fn add_game(
     throttle: Throttle,
     quota: Option<Quota>,
 ) -> Result<GameKey, GameError> {
-    match enabled_keys(client, api, &game.id).await {
-        Ok(existing) => {
-            return Err(GameError::Exists {
-                game: game.id.clone(),
-                key_id: existing.into_iter().next().map(|k| k.key_id).unwrap_or_default(),
-            });
-        }
-        Err(GameError::NoSuchGame { .. }) => {}
-        Err(e) => return Err(e),
+    let keys = list_games(client, api).await?;
+    if let Some(existing) = keys.iter().find(|k| k.game == game.id && k.enabled) {
+        return Err(GameError::Exists {
+            game: game.id.clone(),
+            key_id: existing.key_id.clone(),
+        });
     }
+    let lane = game.lane.unwrap_or_else(|| free_lane(&keys));
     let key = create_key(client, api, &game.id, format!("Game clients of {}", game.id)).await?;
     let key_id = key.id().unwrap_or_default().to_owned();
     let plan = client
@@ -427,6 +461,7 @@ pub async fn add_game(
         .tags(GAME_TAG, &game.id)
         .tags(MIN_AMOUNT_TAG, game.limits.min_amount.to_string())
         .tags(MAX_AMOUNT_TAG, game.limits.max_amount.to_string())
+        .tags(LANE_TAG, lane.to_string())
         .send()
         .await;
     let plan_id = match plan {
@@ -446,6 +481,7 @@ pub async fn add_game(
         max_amount: game.limits.max_amount,
         throttle: Some(throttle),
         quota,
+        lane: Some(lane.to_string()),
     })
 }
 
@@ -546,11 +582,15 @@ pub async fn set_game(
                 .await
                 .map_err(api_error("UpdateUsagePlan"))?;
         }
+        let mut tags = Vec::new();
         if let Some(game) = &amounts {
-            let tags = [
-                (MIN_AMOUNT_TAG, game.limits.min_amount.to_string()),
-                (MAX_AMOUNT_TAG, game.limits.max_amount.to_string()),
-            ];
+            tags.push((MIN_AMOUNT_TAG, game.limits.min_amount.to_string()));
+            tags.push((MAX_AMOUNT_TAG, game.limits.max_amount.to_string()));
+        }
+        if let Some(lane) = changes.lane {
+            tags.push((LANE_TAG, lane.to_string()));
+        }
+        if !tags.is_empty() {
             tag(client, &format!("/usageplans/{plan}"), &tags).await?;
         }
     }
@@ -599,6 +639,7 @@ async fn take_out(client: &Client, api: &ApiStageRef, key: &mut GameKey) -> Resu
     key.enabled = false;
     key.throttle = None;
     key.quota = None;
+    key.lane = None;
     Ok(())
 }
 
@@ -658,4 +699,45 @@ pub async fn revoke_game(client: &Client, api: &ApiStageRef, game: &str) -> Resu
             .map_err(api_error("DeleteUsagePlan"))?;
     }
     Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(game: &str, lane: Option<&str>, enabled: bool) -> GameKey {
+        GameKey {
+            game: game.into(),
+            key_id: format!("{game}-key"),
+            key: None,
+            enabled,
+            usage_plan_id: None,
+            min_amount: 0.0,
+            max_amount: 1.0,
+            throttle: None,
+            quota: None,
+            lane: lane.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_new_game_gets_the_least_used_lane() {
+        assert_eq!(free_lane(&[]), Lane::new(0, DEFAULT_LANES).unwrap());
+        let keys = [
+            key("a", Some("0/4"), true),
+            key("a", Some("0/4"), true), // a rotated key: one game still
+            key("b", Some("1/4"), true),
+            key("c", Some("0/4"), true),
+            key("gone", Some("2/4"), false),
+            key("old", None, true),
+        ];
+        assert_eq!(free_lane(&keys), Lane::new(2, 4).unwrap());
+        // The lane count most games use wins.
+        let keys = [
+            key("a", Some("0/2"), true),
+            key("b", Some("1/2"), true),
+            key("c", Some("3/8"), true),
+        ];
+        assert_eq!(free_lane(&keys), Lane::new(0, 2).unwrap());
+    }
 }

@@ -6,12 +6,12 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use game_api::Game;
 use game_api::games::ApiStageRef;
 use game_api::games::admin::{
     Changes, GameKey, Quota, QuotaPeriod, Throttle, add_game, list_games, retire_key, revoke_game, rotate_game,
     set_game,
 };
+use game_api::{Game, Lane};
 
 /// Arguments of `lakelog games`.
 #[derive(Debug, Args)]
@@ -149,6 +149,10 @@ pub struct AddArgs {
     /// The quota.
     #[command(flatten)]
     pub quota: QuotaArgs,
+    /// The game's lane of the stream, K/N: the Kth of N equal parts of its shards' hash keys
+    /// (docs/games.md). Default: the lane fewest of the stage's games have (of 4 when none has one).
+    #[arg(long, value_name = "K/N")]
+    pub lane: Option<Lane>,
 }
 
 /// Arguments of `lakelog games revoke`.
@@ -206,6 +210,9 @@ pub struct SetArgs {
     /// The most eventParams.amount of one purchase.
     #[arg(long)]
     pub max_amount: Option<f64>,
+    /// The game's lane of the stream, K/N (0/1: the whole stream).
+    #[arg(long, value_name = "K/N")]
+    pub lane: Option<Lane>,
     /// The API.
     #[command(flatten)]
     pub api: ApiArgs,
@@ -225,7 +232,9 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
         match &args.command {
             GamesCommand::Add(add) => {
                 anyhow::ensure!(add.rate > 0.0 && add.burst > 0, "--rate and --burst must be positive");
-                let game = Game::new(&add.game)?.with_amounts(add.min_amount, add.max_amount)?;
+                let game = Game::new(&add.game)?
+                    .with_amounts(add.min_amount, add.max_amount)?
+                    .with_lane(add.lane);
                 let throttle = Throttle {
                     rate: add.rate,
                     burst: add.burst,
@@ -272,10 +281,11 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                     },
                     min_amount: set.min_amount,
                     max_amount: set.max_amount,
+                    lane: set.lane,
                 };
                 anyhow::ensure!(
                     changes != Changes::default(),
-                    "nothing to change: give --rate, --burst, --quota, --no-quota, --min-amount or --max-amount"
+                    "nothing to change: give --rate, --burst, --quota, --no-quota, --min-amount, --max-amount or --lane"
                 );
                 for key in set_game(&client, &set.api.stage_ref(&sdk).await?, &set.game, changes)
                     .await
@@ -284,8 +294,8 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                     print(&key)?;
                 }
                 eprintln!(
-                    "lakelog games: {} changed; API Gateway applies a throttle or quota at once, the function reads an \
-                     amount range within {} minutes",
+                    "lakelog games: {} changed; API Gateway applies a throttle or quota at once, the function reads a lane or \
+                     an amount range within {} minutes",
                     set.game,
                     game_api::games::KEY_CACHE_TTL.as_secs() / 60
                 );
