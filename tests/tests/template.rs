@@ -9,9 +9,15 @@
 
 use serde_norway::{Mapping, Value};
 
-/// The logical id a `!Ref X`, `!GetAtt X.Arn` or `{"Fn::GetAtt": [X, Arn]}` points to.
+/// The logical id a `!Ref X`, `!GetAtt X.Arn` or `{"Fn::GetAtt": [X, Arn]}` points to, also as
+/// the first branch of `!If [cond, !Ref X, ...]` (a resource of a pipeline that may be left out).
 fn referenced_id(value: &Value) -> Option<String> {
     match value {
+        Value::Tagged(tagged) if tagged.tag == "If" => tagged
+            .value
+            .as_sequence()
+            .and_then(|parts| parts.get(1))
+            .and_then(referenced_id),
         Value::Tagged(tagged) if tagged.tag == "Ref" => tagged.value.as_str().map(str::to_owned),
         Value::Tagged(tagged) if tagged.tag == "GetAtt" => match &tagged.value {
             Value::String(s) => s.split('.').next().map(str::to_owned),
@@ -713,6 +719,46 @@ fn the_stack_reaches_no_further_than_it_owns() {
         assert_eq!(
             resources[retained]["DeletionPolicy"], "Retain",
             "{retained} goes with the stack, and with it every API's logs"
+        );
+    }
+}
+
+/// `Pipelines` leaves out one pipeline: each resource of it carries its condition (cfn-lint then
+/// checks that nothing unconditional refers to it, on each choice), and no alarm fires on silence
+/// alone except the one on maintenance, which runs on a schedule whatever the traffic.
+#[test]
+fn each_pipeline_can_be_left_out_and_idle_raises_no_alarm() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
+    let template = parse(&std::fs::read_to_string(path).unwrap());
+    let declared = &template["Resources"];
+    let condition = |name: &str| declared[name]["Condition"].as_str().map(str::to_owned);
+    for name in [
+        "RawLogsQueue",
+        "RawLogsDeadLetterQueue",
+        "AccessLogIngestFunction",
+        "RawLogsQueueAgeAlarm",
+    ] {
+        assert_eq!(condition(name).as_deref(), Some("AccessLogPipeline"), "{name}");
+    }
+    for name in [
+        "GameEventsStream",
+        "GameEventsApi",
+        "GameEventsApiFunction",
+        "GameEventsSinkFunction",
+        "FirstGameUsagePlan",
+        "GameEventsSinkLagAlarm",
+        "GameEventsPerHourQuery",
+    ] {
+        assert_eq!(condition(name).as_deref(), Some("GameEventsPipeline"), "{name}");
+    }
+    for (name, resource) in resources(&template) {
+        if resource_type(resource) != "AWS::CloudWatch::Alarm" || name == "TablesNotMaintainedAlarm" {
+            continue;
+        }
+        assert_eq!(
+            resource["Properties"]["TreatMissingData"].as_str(),
+            Some("notBreaching"),
+            "{name} fires on silence"
         );
     }
 }
