@@ -370,7 +370,7 @@ async fn objects_of_a_bucket_of_another_account_are_refused() {
             endpoint: Some(p.standin.endpoint().to_owned()),
             extra: p.standin.storage_options(),
         };
-        let reader = ObjectReader::s3(p.standin.s3()).with_expected_owner(Some(owner.to_owned()));
+        let reader = ObjectReader::s3(p.standin.s3()).with_expected_owners(vec![owner.to_owned()]);
         Ingestor::new(template, rejects, storage, reader, 4)
     };
     let object = format!("s3://{}/access-logs/2024-06-01-00-04-00-OWNED", p.raw);
@@ -399,4 +399,101 @@ async fn objects_of_a_bucket_of_another_account_are_refused() {
         .unwrap();
     assert!(failures(&response).is_empty());
     assert_eq!(p.rows_per_object(&p.table("web-assets")).len(), 1);
+}
+
+/// Logs of several accounts and regions into one lake: with S3's partitioned key format
+/// (`ACCOUNT/REGION/BUCKET/YYYY/MM/DD/`) and `{account}_{region}_{bucket}` in the table location,
+/// the logs of two buckets of the same name (here in two regions) go to two tables, each row
+/// once; each object is read only from its own account's bucket, and one whose key names an
+/// account that does not own the bucket is refused. A simple key cannot be placed, and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_of_several_accounts_and_regions_stay_apart() {
+    let p = Pipeline::new("e2e-accounts").await;
+    let west = format!("logs/{STANDIN_ACCOUNT}/eu-west-1/web-assets/2024/06/01/2024-06-01-00-05-00-WEST");
+    let east = format!("logs/{STANDIN_ACCOUNT}/us-east-1/web-assets/2024/06/01/2024-06-01-00-05-01-EAST");
+    let foreign = "logs/111111111111/eu-west-1/web-assets/2024/06/01/2024-06-01-00-05-02-FOREIGN";
+    let simple = "logs/2024-06-01-00-05-03-SIMPLE";
+    let (west_data, east_data) = (logs(21, 20_000, 0.0), logs(22, 30_000, 0.0));
+    p.put(&west, west_data.clone()).await;
+    p.put(&east, east_data.clone()).await;
+    p.put(foreign, logs(23, 10_000, 0.0)).await;
+    p.put(simple, logs(24, 10_000, 0.0)).await;
+    let messages = p.receive(4).await;
+
+    let template = TableTemplate::parse(
+        "table",
+        &format!("s3://{}/access_logs/{{account}}_{{region}}_{{bucket}}", p.lake),
+    )
+    .unwrap();
+    let storage = StorageConfig {
+        endpoint: Some(p.standin.endpoint().to_owned()),
+        extra: p.standin.storage_options(),
+    };
+    let owners = vec![STANDIN_ACCOUNT.to_owned(), "111111111111".to_owned()];
+    let reader = ObjectReader::s3(p.standin.s3()).with_expected_owners(owners);
+    let ingestor = Ingestor::new(template.clone(), template.default_rejects(), storage, reader, 4);
+    let response = handle(event(&messages), &ingestor, NAMESPACE).await.unwrap();
+    let failed: Vec<String> = failures(&response);
+    let key_of = |id: &String| {
+        messages
+            .iter()
+            .find(|m| m["messageId"].as_str() == Some(id.as_str()))
+            .map(|m| m["body"].as_str().unwrap().to_owned())
+            .unwrap()
+    };
+    let mut failed_keys: Vec<String> = failed.iter().map(key_of).collect();
+    failed_keys.sort();
+    assert_eq!(failed_keys.len(), 2, "{failed_keys:?}");
+    assert!(failed_keys.iter().any(|b| b.contains("FOREIGN")) && failed_keys.iter().any(|b| b.contains("SIMPLE")));
+
+    let table = |region: &str| format!("s3://{}/access_logs/{STANDIN_ACCOUNT}_{region}_web-assets", p.lake);
+    let rows = |region: &str| p.rows_per_object(&table(region));
+    assert_eq!(
+        rows("eu-west-1"),
+        HashMap::from([(format!("s3://{}/{west}", p.raw), expected(&west_data).0["web-assets"])])
+    );
+    assert_eq!(
+        rows("us-east-1"),
+        HashMap::from([(format!("s3://{}/{east}", p.raw), expected(&east_data).0["web-assets"])])
+    );
+
+    // The refusals, in words.
+    let retry = lake::Retry::within(std::time::Duration::from_secs(5));
+    let object = |key: &str| access_log_ingest::ObjectRef::S3 {
+        bucket: p.raw.clone(),
+        key: key.to_owned(),
+    };
+    let outcomes = ingestor
+        .ingest(
+            &[object(foreign), object(simple)],
+            &retry,
+            &access_log_ingest::NoProgress,
+        )
+        .await;
+    let foreign_error = outcomes[0].1.as_ref().unwrap_err().to_string();
+    assert!(
+        foreign_error.contains("refused: its bucket must belong to one of the accounts"),
+        "{foreign_error}"
+    );
+    let simple_error = outcomes[1].1.as_ref().unwrap_err().to_string();
+    assert!(simple_error.contains("partitioned format"), "{simple_error}");
+    // With one owner the simple key is read, and then cannot be placed in a table.
+    let one_owner = Ingestor::new(
+        template.clone(),
+        template.default_rejects(),
+        StorageConfig {
+            endpoint: Some(p.standin.endpoint().to_owned()),
+            extra: p.standin.storage_options(),
+        },
+        ObjectReader::s3(p.standin.s3()).with_expected_owners(vec![STANDIN_ACCOUNT.to_owned()]),
+        4,
+    );
+    let outcomes = one_owner
+        .ingest(&[object(simple)], &retry, &access_log_ingest::NoProgress)
+        .await;
+    let unplaced = outcomes[0].1.as_ref().unwrap_err().to_string();
+    assert!(
+        unplaced.contains("needs the observed bucket's account and region"),
+        "{unplaced}"
+    );
 }

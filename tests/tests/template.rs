@@ -707,6 +707,24 @@ fn the_stack_reaches_no_further_than_it_owns() {
             .any(|s| s == "RawLogsBucketOwner"),
         "{ingest_vars:?}"
     );
+    // Other accounts' raw-logs buckets: only buckets those accounts own may notify and be read.
+    let ingest_policies =
+        serde_norway::to_string(&resources["AccessLogIngestFunction"]["Properties"]["Policies"]).unwrap();
+    let queue_policy = serde_norway::to_string(&resources["RawLogsQueuePolicy"]["Properties"]).unwrap();
+    for (what, text, key) in [
+        (
+            "ingest reads",
+            &ingest_policies,
+            "s3:ResourceAccount: !Ref ObservedAccounts",
+        ),
+        (
+            "queue admits",
+            &queue_policy,
+            "aws:SourceAccount: !Ref ObservedAccounts",
+        ),
+    ] {
+        assert!(text.contains(key), "{what} other accounts' buckets unchecked: {text}");
+    }
     // A throttled game is told when to send again.
     let responses = &resources["GameEventsApi"]["Properties"]["GatewayResponses"];
     for kind in ["THROTTLED", "QUOTA_EXCEEDED"] {

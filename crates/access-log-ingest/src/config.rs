@@ -6,10 +6,20 @@ pub use env_config::ConfigError;
 use env_config::{TABLE_LOCATION_FORMS, Vars, is_table_location};
 use lake::maintenance::Settle;
 
+use crate::objects::LogSource;
+
 /// The placeholder that makes one table per observed bucket.
 pub const BUCKET_PLACEHOLDER: &str = "{bucket}";
+/// The placeholder of the observed bucket's account, from the log object's key ([`LogSource`]).
+pub const ACCOUNT_PLACEHOLDER: &str = "{account}";
+/// The placeholder of the observed bucket's region, from the log object's key ([`LogSource`]).
+pub const REGION_PLACEHOLDER: &str = "{region}";
 
-/// Where access-log rows go: a table location, with `{bucket}` for one table per observed bucket.
+/// Where access-log rows go: a table location, with `{bucket}` for one table per observed bucket,
+/// and `{account}` and `{region}` to keep the buckets of several accounts and regions apart
+/// (bucket names repeat across partitions, and a deleted bucket's name can be taken by another
+/// account). The placeholders are in the location's last path segment, so that the tables are the
+/// folders of one place: `s3://lake/access_logs/{account}_{region}_{bucket}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableTemplate(String);
 
@@ -21,9 +31,15 @@ impl TableTemplate {
         if value.is_empty() {
             return Err(ConfigError::Missing { name });
         }
-        let without = value.replace(BUCKET_PLACEHOLDER, "");
+        let without = value
+            .replace(BUCKET_PLACEHOLDER, "")
+            .replace(ACCOUNT_PLACEHOLDER, "")
+            .replace(REGION_PLACEHOLDER, "");
         if without.contains('{') || without.contains('}') {
-            return Err(invalid("the only placeholder is {bucket}"));
+            return Err(invalid("the placeholders are {bucket}, {account} and {region}"));
+        }
+        if value.split_once('{').is_some_and(|(_, after)| after.contains('/')) {
+            return Err(invalid("the placeholders go in the last path segment"));
         }
         if !is_table_location(value) {
             return Err(invalid(TABLE_LOCATION_FORMS));
@@ -31,28 +47,50 @@ impl TableTemplate {
         Ok(Self(value.to_owned()))
     }
 
-    /// Whether the location gives one table per observed bucket.
+    /// Whether the location gives several tables (it has a placeholder).
     pub fn per_bucket(&self) -> bool {
-        self.0.contains(BUCKET_PLACEHOLDER)
+        self.0.contains('{')
     }
 
-    /// The folder of the tables when there is one per bucket: the location up to `{bucket}`.
+    /// Whether the location needs the log object's [`LogSource`] (`{account}` or `{region}`).
+    pub fn needs_source(&self) -> bool {
+        self.0.contains(ACCOUNT_PLACEHOLDER) || self.0.contains(REGION_PLACEHOLDER)
+    }
+
+    /// The folder of the tables when there are several: the location up to its first placeholder.
     pub fn folder(&self) -> Option<&str> {
-        self.0.split_once(BUCKET_PLACEHOLDER).map(|(folder, _)| folder)
+        self.0.split_once('{').map(|(folder, _)| folder)
     }
 
-    /// The table of `bucket`.
-    pub fn resolve(&self, bucket: &str) -> String {
-        self.0.replace(BUCKET_PLACEHOLDER, bucket)
+    /// The table of `bucket`'s rows from a log object of `source`; `None` when the location needs
+    /// a source and there is none.
+    pub fn resolve(&self, bucket: &str, source: Option<&LogSource>) -> Option<String> {
+        let mut table = self.0.replace(BUCKET_PLACEHOLDER, bucket);
+        if self.needs_source() {
+            let source = source?;
+            table = table
+                .replace(ACCOUNT_PLACEHOLDER, &source.account)
+                .replace(REGION_PLACEHOLDER, &source.region);
+        }
+        Some(table)
     }
 
-    /// The default rejects table: `_rejects` appended to the last path segment, with a `{bucket}`
-    /// placeholder dropped (bucket names cannot contain `_`, so it never names a bucket's table):
+    /// The default rejects table: `_rejects` appended to the last path segment without its
+    /// placeholders (bucket names cannot contain `_`, so it never names a bucket's table):
     /// `s3://lake/access_logs/{bucket}` -> `s3://lake/access_logs/_rejects`.
     pub fn default_rejects(&self) -> String {
         let trimmed = self.0.trim_end_matches('/');
         let (parent, last) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
-        let last = last.replace(BUCKET_PLACEHOLDER, "");
+        let last = last
+            .replace(BUCKET_PLACEHOLDER, "")
+            .replace(ACCOUNT_PLACEHOLDER, "")
+            .replace(REGION_PLACEHOLDER, "");
+        // What separated the placeholders alone is no name.
+        let last = if last.bytes().all(|b| b == b'_') {
+            ""
+        } else {
+            last.as_str()
+        };
         if parent.is_empty() {
             format!("{last}_rejects")
         } else {
@@ -88,9 +126,9 @@ pub struct Config {
     pub rejects: String,
     /// `RAW_LOGS_ROLE_ARN`: a role to assume for reading raw logs of another account.
     pub raw_logs_role_arn: Option<String>,
-    /// `RAW_LOGS_BUCKET_OWNER`: the account that owns the raw-logs bucket; objects of a bucket
-    /// it does not own are refused (unset: any bucket the role may read).
-    pub raw_logs_bucket_owner: Option<String>,
+    /// `RAW_LOGS_BUCKET_OWNER`: the accounts that own the raw-logs buckets, separated by commas;
+    /// objects of a bucket none of them owns are refused (unset: any bucket the role may read).
+    pub raw_logs_bucket_owners: Vec<String>,
     /// `INGEST_CONCURRENCY`: objects read at once (1 to 64, default 4).
     pub concurrency: usize,
     /// `ACCESS_LOG_SETTLE_FILES`: small files in a table's open partitions after which they are
@@ -127,15 +165,19 @@ impl Config {
                 "expected a role ARN (arn:aws:iam::<account>:role/<name>)",
             ));
         }
-        let raw_logs_bucket_owner = vars.optional("RAW_LOGS_BUCKET_OWNER");
-        if let Some(owner) = &raw_logs_bucket_owner
-            && !(owner.len() == 12 && owner.bytes().all(|b| b.is_ascii_digit()))
-        {
-            return Err(ConfigError::invalid(
-                "RAW_LOGS_BUCKET_OWNER",
-                owner.as_str(),
-                "expected a 12-digit AWS account id",
-            ));
+        let owners_text = vars.optional("RAW_LOGS_BUCKET_OWNER").unwrap_or_default();
+        let mut raw_logs_bucket_owners = Vec::new();
+        for owner in owners_text.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+            if !(owner.len() == 12 && owner.bytes().all(|b| b.is_ascii_digit())) {
+                return Err(ConfigError::invalid(
+                    "RAW_LOGS_BUCKET_OWNER",
+                    owners_text.as_str(),
+                    "expected 12-digit AWS account ids, separated by commas",
+                ));
+            }
+            if !raw_logs_bucket_owners.iter().any(|o| o == owner) {
+                raw_logs_bucket_owners.push(owner.to_owned());
+            }
         }
         let concurrency = vars.number("INGEST_CONCURRENCY", 4, 1..=64)? as usize;
         let settle_files = vars.number("ACCESS_LOG_SETTLE_FILES", Settle::DEFAULT_FILES as u64, 0..=1_000_000)?;
@@ -143,7 +185,7 @@ impl Config {
             table,
             rejects,
             raw_logs_role_arn,
-            raw_logs_bucket_owner,
+            raw_logs_bucket_owners,
             concurrency,
             settle: (settle_files > 0).then(|| Settle::after(settle_files as usize)),
         })
@@ -170,18 +212,21 @@ mod tests {
     fn defaults_and_templates() {
         let c = config(&[("ACCESS_LOG_TABLE_URI", "s3://lake/access_logs/{bucket}")]).unwrap();
         assert!(c.table.per_bucket());
-        assert_eq!(c.table.resolve("web-assets"), "s3://lake/access_logs/web-assets");
+        assert_eq!(
+            c.table.resolve("web-assets", None).as_deref(),
+            Some("s3://lake/access_logs/web-assets")
+        );
         assert_eq!(c.rejects, "s3://lake/access_logs/_rejects");
         assert_eq!(c.concurrency, 4);
         assert_eq!(c.raw_logs_role_arn, None);
-        assert_eq!(c.raw_logs_bucket_owner, None);
+        assert!(c.raw_logs_bucket_owners.is_empty());
         assert_eq!(c.settle, Some(Settle::default()));
         let owned = config(&[
             ("ACCESS_LOG_TABLE_URI", "s3://lake/t"),
-            ("RAW_LOGS_BUCKET_OWNER", " 123456789012 "),
+            ("RAW_LOGS_BUCKET_OWNER", " 123456789012 ,111111111111,,123456789012"),
         ])
         .unwrap();
-        assert_eq!(owned.raw_logs_bucket_owner.as_deref(), Some("123456789012"));
+        assert_eq!(owned.raw_logs_bucket_owners, ["123456789012", "111111111111"]);
         let never = config(&[
             ("ACCESS_LOG_TABLE_URI", "s3://lake/t"),
             ("ACCESS_LOG_SETTLE_FILES", "0"),
@@ -205,6 +250,22 @@ mod tests {
             (c.concurrency, c.raw_logs_role_arn, c.rejects.as_str()),
             (4, None, "s3://lake/t_rejects")
         );
+        let accounts = TableTemplate::parse("X", "s3://lake/access_logs/{account}_{region}_{bucket}").unwrap();
+        assert!(accounts.per_bucket() && accounts.needs_source());
+        assert_eq!(accounts.folder(), Some("s3://lake/access_logs/"));
+        assert_eq!(accounts.default_rejects(), "s3://lake/access_logs/_rejects");
+        assert_eq!(accounts.resolve("web", None), None);
+        let source = LogSource {
+            account: "123456789012".into(),
+            region: "eu-west-1".into(),
+        };
+        assert_eq!(
+            accounts.resolve("web", Some(&source)).as_deref(),
+            Some("s3://lake/access_logs/123456789012_eu-west-1_web")
+        );
+        for bad in ["s3://lake/{account}/{bucket}", "s3://lake/{owner}", "s3://lake/{bucket"] {
+            assert!(TableTemplate::parse("X", bad).is_err(), "{bad}");
+        }
         let c = config(&[("ACCESS_LOG_TABLE_URI", "./lake/access_logs")]).unwrap();
         assert_eq!(c.rejects, "./lake/access_logs_rejects");
         assert_eq!(

@@ -28,7 +28,7 @@ use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use crate::config::{TableTemplate, is_bucket_name};
-use crate::objects::{ObjectReader, ObjectRef, ReadError};
+use crate::objects::{LogSource, ObjectReader, ObjectRef, ReadError};
 
 /// Bytes read from an object at a time.
 const CHUNK: usize = 1 << 20;
@@ -53,6 +53,18 @@ pub enum IngestError {
     /// The object could not be read.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// The table location has `{account}` or `{region}`, and the object's key does not name them.
+    #[error(
+        "{object}: {table} needs the observed bucket's account and region, and the key is not in S3's \
+         date-based partitioned format (PREFIX/ACCOUNT/REGION/BUCKET/YYYY/MM/DD/...): choose that log object key \
+         format in the bucket's server access logging"
+    )]
+    NoLogSource {
+        /// The object.
+        object: String,
+        /// The table location.
+        table: String,
+    },
     /// A table could not be opened, created or written.
     #[error("{object}: {source}")]
     Table {
@@ -313,7 +325,7 @@ impl Ingestor {
     ) -> Result<Vec<(String, Result<StagedCommit, LakeError>)>, MaintenanceError> {
         let mut uris = match self.table.folder() {
             Some(folder) => lake::maintenance::discover_tables(folder, &self.storage).await?,
-            None => vec![self.table.resolve("")],
+            None => vec![self.table.to_string()],
         };
         uris.push(self.rejects.clone());
         uris.sort();
@@ -831,6 +843,7 @@ impl Session {
         let mut state = ObjectState {
             session: self,
             source: object.uri(),
+            log_source: object.log_source(),
             now: now_micros(),
             rows: Vec::new(),
             by_bucket: HashMap::new(),
@@ -851,6 +864,8 @@ impl Session {
 struct ObjectState<'s> {
     session: &'s Session,
     source: String,
+    /// The account and region of the observed bucket, when the object's key names them.
+    log_source: Option<LogSource>,
     now: i64,
     rows: Vec<Output<AccessLogBatchBuilder>>,
     /// Index into `rows` of each bucket seen (all buckets share one entry without `{bucket}`).
@@ -951,7 +966,12 @@ impl ObjectState<'_> {
                 return self.reject(number, line, &reason).await;
             }
             None => {
-                let uri = template.resolve(bucket);
+                let Some(uri) = template.resolve(bucket, self.log_source.as_ref()) else {
+                    return Err(IngestError::NoLogSource {
+                        object: self.source.clone(),
+                        table: template.to_string(),
+                    });
+                };
                 let existing = self.rows.iter().position(|o| o.target.uri == uri);
                 let i = match existing {
                     Some(i) => i,

@@ -18,7 +18,7 @@ use lake::StorageConfig;
 
 pub use config::{Config, ConfigError, TableTemplate};
 pub use ingest::{IngestError, Ingestor, NoProgress, ObjectReport, Progress, TablesCommitted};
-pub use objects::{ObjectReader, ObjectRef, ReadError};
+pub use objects::{LogSource, ObjectReader, ObjectRef, ReadError};
 
 /// An S3 client from the environment's AWS configuration; with `role_arn`, its credentials come
 /// from assuming that role (raw logs in another account). With an endpoint override (local
@@ -47,7 +47,7 @@ pub async fn ingestor(config: &Config, storage: StorageConfig) -> Ingestor {
         config.table.clone(),
         config.rejects.clone(),
         storage,
-        ObjectReader::s3(client).with_expected_owner(config.raw_logs_bucket_owner.clone()),
+        ObjectReader::s3(client).with_expected_owners(config.raw_logs_bucket_owners.clone()),
         config.concurrency,
     )
     .with_settle(config.settle)

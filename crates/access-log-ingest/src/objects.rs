@@ -36,6 +36,54 @@ impl ObjectRef {
     pub fn uri(&self) -> String {
         self.to_string()
     }
+
+    /// The account and region of the bucket whose access log this is, when its key (or path) is in
+    /// S3's date-based partitioned format; `None` for the simple format.
+    pub fn log_source(&self) -> Option<LogSource> {
+        match self {
+            ObjectRef::S3 { key, .. } => LogSource::of_key(key),
+            ObjectRef::Local(path) => LogSource::of_key(&path.to_string_lossy()),
+        }
+    }
+}
+
+/// The account and region of an observed bucket, as S3's date-based partitioned key format of
+/// server access logs (`TargetObjectKeyFormat` `PartitionedPrefix`) names them:
+/// `PREFIX` `ACCOUNT/REGION/BUCKET/YYYY/MM/DD/` `YYYY-MM-DD-hh-mm-ss-UNIQUE`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LogSource {
+    /// The observed bucket's account (12 digits).
+    pub account: String,
+    /// The observed bucket's region.
+    pub region: String,
+}
+
+impl LogSource {
+    /// The source named by the last seven segments of `key`, if they are in the partitioned
+    /// format.
+    pub fn of_key(key: &str) -> Option<Self> {
+        let segments: Vec<&str> = key.rsplit('/').take(7).collect();
+        let [_name, day, month, year, bucket, region, account] = segments.as_slice() else {
+            return None;
+        };
+        let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+        let region_ok = region.len() >= 4
+            && region.contains('-')
+            && region.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+            && region
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        (digits(account, 12)
+            && region_ok
+            && !bucket.is_empty()
+            && digits(year, 4)
+            && digits(month, 2)
+            && digits(day, 2))
+        .then(|| Self {
+            account: (*account).to_owned(),
+            region: (*region).to_owned(),
+        })
+    }
 }
 
 impl fmt::Display for ObjectRef {
@@ -73,17 +121,17 @@ pub enum ReadError {
         #[source]
         source: std::io::Error,
     },
-    /// S3 refused to read an object of a bucket that the expected account does not own (or that
-    /// this role may not read): ingestion reads only the raw-logs bucket it was set up for.
+    /// An object of a bucket that none of the expected accounts owns (S3 refused it, or its key
+    /// names another account), or that this role may not read: ingestion reads only the raw-logs
+    /// buckets it was set up for.
     #[error(
-        "{object}: access denied: its bucket must belong to account {owner} (RAW_LOGS_BUCKET_OWNER) and be readable \
-         by this role"
+        "{object}: refused: its bucket must belong to {owners} (RAW_LOGS_BUCKET_OWNER) and be readable by this role"
     )]
     NotOwned {
         /// The object.
         object: String,
-        /// The account expected to own its bucket.
-        owner: String,
+        /// The accounts expected, in words.
+        owners: String,
     },
     /// An object is referenced for a client that cannot reach it (an S3 object without S3).
     #[error("{object}: no S3 client configured")]
@@ -100,7 +148,7 @@ pub type ObjectStream = Pin<Box<dyn AsyncRead + Send>>;
 #[derive(Debug, Clone, Default)]
 pub struct ObjectReader {
     s3: Option<Client>,
-    expected_owner: Option<String>,
+    expected_owners: Vec<String>,
 }
 
 impl ObjectReader {
@@ -108,7 +156,7 @@ impl ObjectReader {
     pub fn s3(client: Client) -> Self {
         Self {
             s3: Some(client),
-            expected_owner: None,
+            expected_owners: Vec::new(),
         }
     }
 
@@ -117,11 +165,40 @@ impl ObjectReader {
         Self::default()
     }
 
-    /// The same reader, reading S3 objects only from buckets that the account `owner` owns
-    /// (S3 checks it: `x-amz-expected-bucket-owner`); `None` reads any bucket the role may.
-    pub fn with_expected_owner(mut self, owner: Option<String>) -> Self {
-        self.expected_owner = owner;
+    /// The same reader, reading S3 objects only from buckets that one of `owners` owns (none:
+    /// any bucket the role may read). S3 checks it (`x-amz-expected-bucket-owner`): for the
+    /// account the object's key names ([`LogSource`]), which must be one of them, or for the one
+    /// owner given. With several owners, an object whose key names no account is refused.
+    pub fn with_expected_owners(mut self, owners: Vec<String>) -> Self {
+        self.expected_owners = owners;
         self
+    }
+
+    /// The account S3 is to check owns `object`'s bucket; `Err` when none of the expected can.
+    fn expected_owner(&self, object: &ObjectRef) -> Result<Option<String>, ReadError> {
+        if self.expected_owners.is_empty() {
+            return Ok(None);
+        }
+        let refused = || ReadError::NotOwned {
+            object: object.uri(),
+            owners: self.owners_in_words(),
+        };
+        match (object.log_source(), self.expected_owners.as_slice()) {
+            (Some(source), owners) if owners.contains(&source.account) => Ok(Some(source.account)),
+            (Some(_), _) => Err(refused()),
+            (None, [only]) => Ok(Some(only.clone())),
+            (None, _) => Err(refused()),
+        }
+    }
+
+    fn owners_in_words(&self) -> String {
+        match self.expected_owners.as_slice() {
+            [only] => format!("account {only}"),
+            owners => format!(
+                "one of the accounts {} (the key in S3's partitioned format names it)",
+                owners.join(", ")
+            ),
+        }
     }
 
     /// The S3 client, if any.
@@ -153,10 +230,10 @@ impl ObjectReader {
                     .get_object()
                     .bucket(bucket)
                     .key(key)
-                    .set_expected_bucket_owner(self.expected_owner.clone())
+                    .set_expected_bucket_owner(self.expected_owner(object)?)
                     .send()
                     .await
-                    .map_err(|e| s3_error(object, self.expected_owner.as_deref(), e))?;
+                    .map_err(|e| s3_error(object, self, e))?;
                 Box::pin(output.body.into_async_read())
             }
         };
@@ -193,7 +270,10 @@ impl ObjectReader {
             .list_objects_v2()
             .bucket(bucket)
             .prefix(prefix)
-            .set_expected_bucket_owner(self.expected_owner.clone())
+            .set_expected_bucket_owner(match self.expected_owners.as_slice() {
+                [only] => Some(only.clone()),
+                _ => None,
+            })
             .into_paginator()
             .send();
         let mut out = Vec::new();
@@ -242,17 +322,15 @@ fn walk(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-fn s3_error(object: &ObjectRef, expected_owner: Option<&str>, e: SdkError<GetObjectError>) -> ReadError {
+fn s3_error(object: &ObjectRef, reader: &ObjectReader, e: SdkError<GetObjectError>) -> ReadError {
     if let SdkError::ServiceError(service) = &e {
         if matches!(service.err(), GetObjectError::NoSuchKey(_)) {
             return ReadError::Missing { object: object.uri() };
         }
-        if let Some(owner) = expected_owner
-            && service.raw().status().as_u16() == 403
-        {
+        if !reader.expected_owners.is_empty() && service.raw().status().as_u16() == 403 {
             return ReadError::NotOwned {
                 object: object.uri(),
-                owner: owner.to_owned(),
+                owners: reader.owners_in_words(),
             };
         }
     }
@@ -308,6 +386,69 @@ mod tests {
         };
         assert!(matches!(read(&reader, &s3).await, Err(ReadError::NoS3Client { .. })));
         assert_eq!(s3.uri(), "s3://b/k");
+    }
+
+    #[test]
+    fn partitioned_keys_name_the_account_and_region() {
+        let s3 = |key: &str| ObjectRef::S3 {
+            bucket: "raw".into(),
+            key: key.into(),
+        };
+        let source = |account: &str, region: &str| LogSource {
+            account: account.into(),
+            region: region.into(),
+        };
+        assert_eq!(
+            s3("logs/123456789012/eu-west-1/web-assets/2024/06/01/2024-06-01-00-00-00-ABCDEF").log_source(),
+            Some(source("123456789012", "eu-west-1"))
+        );
+        assert_eq!(
+            s3("111122223333/us-gov-west-1/b/2024/06/01/2024-06-01-00-00-00-X").log_source(),
+            Some(source("111122223333", "us-gov-west-1"))
+        );
+        assert_eq!(
+            ObjectRef::Local("/tmp/raw/123456789012/cn-north-1/b/2024/06/01/f".into()).log_source(),
+            Some(source("123456789012", "cn-north-1"))
+        );
+        for simple in [
+            "access-logs/2024-06-01-00-00-00-ABCDEF",
+            "logs/12345/eu-west-1/b/2024/06/01/f",
+            "logs/123456789012/EU/b/2024/06/01/f",
+            "logs/123456789012/eu-west-1/b/2024/6/01/f",
+            "123456789012/eu-west-1/b/2024/06/01",
+        ] {
+            assert_eq!(s3(simple).log_source(), None, "{simple}");
+        }
+    }
+
+    #[test]
+    fn the_owner_s3_checks_is_the_one_the_key_names() {
+        let reader = |owners: &[&str]| {
+            ObjectReader::local().with_expected_owners(owners.iter().map(|o| o.to_string()).collect())
+        };
+        let partitioned = ObjectRef::S3 {
+            bucket: "raw".into(),
+            key: "p/111111111111/eu-west-1/b/2024/06/01/f".into(),
+        };
+        let simple = ObjectRef::S3 {
+            bucket: "raw".into(),
+            key: "p/2024-06-01-00-00-00-X".into(),
+        };
+        assert_eq!(reader(&[]).expected_owner(&partitioned).unwrap(), None);
+        let two = reader(&["222222222222", "111111111111"]);
+        assert_eq!(
+            two.expected_owner(&partitioned).unwrap().as_deref(),
+            Some("111111111111")
+        );
+        let refused = two.expected_owner(&simple).unwrap_err().to_string();
+        assert!(
+            refused.contains("one of the accounts 222222222222, 111111111111"),
+            "{refused}"
+        );
+        let one = reader(&["222222222222"]);
+        assert_eq!(one.expected_owner(&simple).unwrap().as_deref(), Some("222222222222"));
+        let other = one.expected_owner(&partitioned).unwrap_err().to_string();
+        assert!(other.contains("must belong to account 222222222222"), "{other}");
     }
 
     #[tokio::test]
