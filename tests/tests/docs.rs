@@ -13,6 +13,10 @@
 //! - build/lambda/Makefile does not build exactly the template's functions, or what it builds
 //!   together links DataFusion (only the reports use it), or the API function links Delta Lake,
 //!   Arrow or Parquet (its zip, documented under 5 MB, stays small without them).
+//! - docs/tables.md's column tables do not give exactly the columns of the tables' Arrow schemas,
+//!   each with its type and whether it may be null;
+//! - docs/client-api.md leaves out a status the API answers (the status table of
+//!   crates/game-api/src/respond.rs) or one API Gateway answers itself.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -411,4 +415,125 @@ fn the_makefile_builds_every_function_of_the_template_and_nothing_else() {
         ));
     }
     check(problems);
+}
+
+/// A column type in the words of Athena and Spark SQL.
+fn sql_type(data_type: &arrow::datatypes::DataType) -> String {
+    use arrow::datatypes::DataType as T;
+    match data_type {
+        T::Utf8 | T::LargeUtf8 | T::Utf8View => "string".into(),
+        T::Int64 => "bigint".into(),
+        T::Int32 => "int".into(),
+        T::Int16 => "smallint".into(),
+        T::Float64 => "double".into(),
+        T::Float32 => "float".into(),
+        T::Boolean => "boolean".into(),
+        T::Date32 => "date".into(),
+        T::Timestamp(_, Some(_)) => "timestamp (UTC)".into(),
+        T::Timestamp(_, None) => "timestamp_ntz".into(),
+        T::Binary | T::LargeBinary => "binary".into(),
+        T::Struct(_) => "struct".into(),
+        T::List(item) | T::LargeList(item) => format!("array<{}>", sql_type(item.data_type())),
+        T::Map(entries, _) => match entries.data_type() {
+            T::Struct(kv) if kv.len() == 2 => {
+                format!("map<{}, {}>", sql_type(kv[0].data_type()), sql_type(kv[1].data_type()))
+            }
+            other => format!("{other}"),
+        },
+        other => format!("{other}"),
+    }
+}
+
+/// The rows of a column table for `schema`: each column (a struct's fields as `column.field`), its
+/// type and whether it may be null.
+fn column_rows(schema: &arrow::datatypes::Schema) -> Vec<[String; 3]> {
+    fn add(prefix: &str, field: &arrow::datatypes::Field, rows: &mut Vec<[String; 3]>) {
+        let name = format!("{prefix}{}", field.name());
+        rows.push([
+            format!("`{name}`"),
+            sql_type(field.data_type()),
+            if field.is_nullable() { "yes" } else { "no" }.to_owned(),
+        ]);
+        if let arrow::datatypes::DataType::Struct(children) = field.data_type() {
+            for child in children {
+                add(&format!("{name}."), child, rows);
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for field in schema.fields() {
+        add("", field, &mut rows);
+    }
+    rows
+}
+
+#[test]
+fn the_column_tables_give_every_column_with_its_type() {
+    let tables = [
+        ("access_logs column", s3_access_log::access_logs_schema()),
+        ("access-log rejects column", s3_access_log::rejects_schema()),
+        ("game_events column", game_events::batch::game_events_schema()),
+        (
+            "game_events_rejects column",
+            game_events::batch::game_events_rejects_schema(),
+        ),
+    ];
+    let mut problems = Vec::new();
+    for (header, schema) in tables {
+        let want = column_rows(&schema);
+        let got: Vec<[String; 3]> = table("docs/tables.md", header)
+            .into_iter()
+            .map(|row| [0, 1, 2].map(|i| row.get(i).cloned().unwrap_or_default()))
+            .collect();
+        if got != want {
+            let rows: Vec<String> = want
+                .iter()
+                .map(|[name, ty, null]| format!("| {name} | {ty} | {null} |"))
+                .collect();
+            problems.push(format!(
+                "docs/tables.md: the `{header}` table does not give the table's columns; they are:\n| {header} | type | null |\n|---|---|---|\n{}",
+                rows.join("\n")
+            ));
+        }
+    }
+    check(problems);
+}
+
+/// The statuses of a Markdown table's first column in `text` (lines `| 200 | ...`, or `//! | 200 |`
+/// in a module's documentation; `502, 504` gives both).
+fn statuses(text: &str) -> BTreeSet<u16> {
+    text.lines()
+        .map(|l| l.trim_start_matches("//!").trim())
+        .filter_map(|l| cells(l).into_iter().next())
+        .flat_map(|cell| {
+            cell.split([',', '/'])
+                .filter_map(|s| s.trim().parse::<u16>().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn the_client_contract_gives_every_status_the_api_answers() {
+    let code = statuses(&read("crates/game-api/src/respond.rs"));
+    let documented = statuses(&read("docs/client-api.md"));
+    assert!(
+        code.len() >= 8,
+        "the status table of respond.rs was not found: {code:?}"
+    );
+    let missing: Vec<String> = code
+        .difference(&documented)
+        .map(|s| {
+            format!(
+                "docs/client-api.md: status {s}, which the API answers (crates/game-api/src/respond.rs), is missing"
+            )
+        })
+        .collect();
+    // API Gateway's own answers, before or instead of the function's.
+    let gateway: Vec<String> = [403, 429, 502, 504]
+        .into_iter()
+        .filter(|s| !documented.contains(s))
+        .map(|s| format!("docs/client-api.md: status {s}, which API Gateway answers itself, is missing"))
+        .collect();
+    check(missing.into_iter().chain(gateway).collect());
 }

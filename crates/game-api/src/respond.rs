@@ -13,7 +13,8 @@
 //! | 413 | body over 10 MiB (decoded), over 500 events, or an event whose record would pass Kinesis' 1 MiB |
 //! | 415 | a content type other than JSON in UTF-8, an encoding other than gzip |
 //! | 429 | some events unwritten because the game's lane of the stream is full (every failure a throughput one, after `throttled_budget`); `Retry-After`, and `results` says which: resend only those, later |
-//! | 503 | some events still unwritten when the time budget ran out; `Retry-After`, and `results` says which (status `failed`): resend only those, with the `eventId` the response gives |
+//! | 500 | a defect: a record could not be assembled |
+//! | 503 | some events still unwritten when the time budget ran out; `Retry-After`, and `results` says which (status `failed`): resend only those, with the `eventId` the response gives; or the game of the key could not be looked up |
 
 use std::time::Instant;
 

@@ -135,7 +135,8 @@ pub struct ReportOutputArgs {
     /// Start of the range: RFC 3339 (2024-06-01T12:00:00Z) or a date (its start, UTC).
     #[arg(long, value_name = "T")]
     pub from: Option<String>,
-    /// End of the range, exclusive: RFC 3339 or a date (the whole day is included).
+    /// End of the range: an RFC 3339 time, itself not included; or a date, included whole (the
+    /// range ends where the next day starts).
     #[arg(long, value_name = "T")]
     pub to: Option<String>,
     /// Also write the charts (SVG) and an index.html report into this directory.
