@@ -5,9 +5,9 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-/// The Python that has DuckDB and its delta extension: the one of `$LAKELOG_CACHE/venv`, which
-/// `scripts/test` installs, or else `python3` from `PATH`.
-fn python() -> PathBuf {
+/// The Python that has DuckDB and its delta extension (and boto3, with moto): the one of
+/// `$LAKELOG_CACHE/venv`, which `scripts/test` installs, or else `python3` from `PATH`.
+pub fn python() -> PathBuf {
     let cache = std::env::var_os("LAKELOG_CACHE")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/lakelog")));

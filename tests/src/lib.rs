@@ -37,7 +37,7 @@ mod duckdb;
 pub mod faults;
 mod kinesis;
 pub mod runtime_api;
-pub use duckdb::{SessionDay, duckdb, duckdb_sessions_are_the_report};
+pub use duckdb::{SessionDay, duckdb, duckdb_sessions_are_the_report, python};
 pub use kinesis::{StreamRecord, read_stream};
 
 use std::collections::HashMap;

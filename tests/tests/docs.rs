@@ -16,7 +16,8 @@
 //! - docs/tables.md's column tables do not give exactly the columns of the tables' Arrow schemas,
 //!   each with its type and whether it may be null;
 //! - docs/client-api.md leaves out a status the API answers (the status table of
-//!   crates/game-api/src/respond.rs) or one API Gateway answers itself.
+//!   crates/game-api/src/respond.rs) or one API Gateway answers itself;
+//! - docs/cost.md's tables are not what `scripts/cost --markdown` prints.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -536,4 +537,26 @@ fn the_client_contract_gives_every_status_the_api_answers() {
         .map(|s| format!("docs/client-api.md: status {s}, which API Gateway answers itself, is missing"))
         .collect();
     check(missing.into_iter().chain(gateway).collect());
+}
+
+#[test]
+fn the_cost_tables_are_what_the_model_computes() {
+    let out = std::process::Command::new(lakelog_tests::python())
+        .arg(format!("{ROOT}/scripts/cost"))
+        .arg("--markdown")
+        .output()
+        .expect("cannot run scripts/cost");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let computed = String::from_utf8(out.stdout).unwrap();
+    let doc = read("docs/cost.md");
+    let block = doc
+        .split_once("<!-- scripts/cost --markdown -->\n")
+        .and_then(|(_, rest)| rest.split_once("\n<!-- end -->"))
+        .map(|(block, _)| block)
+        .expect("docs/cost.md: no block between <!-- scripts/cost --markdown --> and <!-- end -->");
+    assert_eq!(
+        block.trim(),
+        computed.trim(),
+        "docs/cost.md: the tables are not what scripts/cost --markdown prints now: paste its output"
+    );
 }

@@ -128,3 +128,51 @@ async fn of_concurrent_puts_if_absent_on_one_key_exactly_one_wins() -> Result<()
     }
     Ok(())
 }
+
+/// `scripts/cost --cloudwatch STACK` reads a deployment's rates from the metrics its functions
+/// write: events, requests and raw-log bytes over the last days, here a day's worth put into the
+/// stand-in's CloudWatch.
+#[test]
+fn cost_reads_a_deployments_rates_from_its_metrics() {
+    let standin = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(lakelog_tests::StandIn::connect())
+        .unwrap();
+    let namespace = lakelog_tests::unique_name("cost");
+    let put = format!(
+        r#"
+import boto3, datetime
+cw = boto3.client("cloudwatch")
+now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1)
+for name, function, value in [("EventsAccepted", "game-api", 86400 * 250.0), ("Requests", "game-api", 86400 * 5.0),
+                              ("BytesRead", "access-log-ingest", 2e9)]:
+    cw.put_metric_data(Namespace="{namespace}", MetricData=[{{"MetricName": name, "Timestamp": now, "Value": value,
+        "Dimensions": [{{"Name": "Function", "Value": function}}]}}])
+"#
+    );
+    let env = [
+        ("AWS_ENDPOINT_URL", standin.endpoint()),
+        ("AWS_ACCESS_KEY_ID", lakelog_tests::ACCESS_KEY_ID),
+        ("AWS_SECRET_ACCESS_KEY", lakelog_tests::SECRET_ACCESS_KEY),
+        ("AWS_DEFAULT_REGION", lakelog_tests::REGION),
+    ];
+    let status = std::process::Command::new(lakelog_tests::python())
+        .args(["-c", &put])
+        .envs(env)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = std::process::Command::new(lakelog_tests::python())
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/cost"))
+        .args(["--cloudwatch", "my-stack", "--days", "1", "--namespace", &namespace])
+        .envs(env)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("my-stack, last 1 days: 250.0 events/s, 50.0 events a request, 2.00 GB of raw logs a day"),
+        "{text}"
+    );
+    assert!(text.contains("total a month"), "{text}");
+}
