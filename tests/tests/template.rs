@@ -780,3 +780,60 @@ fn each_pipeline_can_be_left_out_and_idle_raises_no_alarm() {
         );
     }
 }
+
+/// Every saved Athena query parses in Athena's dialect (Trino's SQL, as sqlglot's `athena`
+/// dialect reads it), with the template's `${...}` names in place of the stack's; the game and
+/// access tests run them on DuckDB against the reports.
+#[test]
+fn the_saved_queries_parse_as_athena_sql() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
+    let template = parse(&std::fs::read_to_string(path).unwrap());
+    let names = regex::Regex::new(r"\$\{(\w+)\}").unwrap();
+    let mut queries = serde_json::Map::new();
+    for (name, resource) in resources(&template) {
+        if resource_type(resource) != "AWS::Athena::NamedQuery" {
+            continue;
+        }
+        let sql = match &resource["Properties"]["QueryString"] {
+            Value::Tagged(sub) if sub.tag == "Sub" => sub.value.as_str().unwrap_or_default().to_owned(),
+            Value::String(sql) => sql.clone(),
+            other => panic!("{name}: a QueryString that is not SQL: {other:?}"),
+        };
+        let sql = names.replace_all(&sql, "stack_$1").into_owned();
+        queries.insert(name, serde_json::Value::String(sql));
+    }
+    assert!(queries.len() >= 20, "{} saved queries", queries.len());
+    let check = r#"
+import json, sys
+import sqlglot
+failed = []
+for name, sql in json.load(sys.stdin).items():
+    try:
+        sqlglot.parse_one(sql, read="athena", error_level=sqlglot.ErrorLevel.RAISE)
+    except Exception as e:
+        failed.append(f"{name}: {e}")
+print("\n".join(failed))
+sys.exit(1 if failed else 0)
+"#;
+    let mut child = std::process::Command::new(lakelog_tests::python())
+        .args(["-c", check])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::Value::Object(queries).to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "saved queries that Athena's dialect does not parse:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
