@@ -378,28 +378,25 @@ impl ApiGatewayGames {
         {
             return Ok(game.clone());
         }
-        let mut position: Option<String> = None;
+        let mut plans = self
+            .client
+            .get_usage_plans()
+            .key_id(key_id)
+            .into_paginator()
+            .page_size(500)
+            .items()
+            .send();
         let game = loop {
-            let page = self
-                .client
-                .get_usage_plans()
-                .key_id(key_id)
-                .limit(500)
-                .set_position(position.take())
-                .send()
-                .await
-                .map_err(api_error("GetUsagePlans"))?;
-            let found = page
-                .items()
-                .iter()
-                .filter(|plan| api.served_by(plan))
-                .find_map(|plan| game_of_tags(plan.tags()));
-            if let Some(game) = found {
-                break game?;
-            }
-            match page.position() {
-                Some(next) if !page.items().is_empty() => position = Some(next.to_owned()),
-                _ => return Err(GameError::UnknownKey),
+            match plans.next().await {
+                Some(plan) => {
+                    let plan = plan.map_err(api_error("GetUsagePlans"))?;
+                    if api.served_by(&plan)
+                        && let Some(game) = game_of_tags(plan.tags())
+                    {
+                        break game?;
+                    }
+                }
+                None => return Err(GameError::UnknownKey),
             }
         };
         let game = Arc::new(game);

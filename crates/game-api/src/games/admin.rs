@@ -178,58 +178,32 @@ impl Plan {
     }
 }
 
-/// Every page of a paged API Gateway listing: `page(position)` answers one page's items and the
-/// next position.
-async fn all_pages<T, F, Fut>(mut page: F) -> Result<Vec<T>, GameError>
-where
-    F: FnMut(Option<String>) -> Fut,
-    Fut: std::future::Future<Output = Result<(Vec<T>, Option<String>), GameError>>,
-{
-    let mut items = Vec::new();
-    let mut position = None;
-    loop {
-        let (mut got, next) = page(position.take()).await?;
-        let done = got.is_empty();
-        items.append(&mut got);
-        match next {
-            Some(next) if !done => position = Some(next),
-            _ => return Ok(items),
-        }
-    }
-}
-
 /// The usage plans serving `api`'s stage, with their keys.
 async fn plans_of_stage(client: &Client, api: &ApiStageRef) -> Result<Vec<Plan>, GameError> {
-    let plans = all_pages(|position| async move {
-        let page = client
-            .get_usage_plans()
-            .limit(500)
-            .set_position(position)
-            .send()
-            .await
-            .map_err(api_error("GetUsagePlans"))?;
-        Ok((page.items().to_vec(), page.position().map(str::to_owned)))
-    })
-    .await?;
+    let plans = client
+        .get_usage_plans()
+        .into_paginator()
+        .page_size(500)
+        .items()
+        .send()
+        .try_collect()
+        .await
+        .map_err(api_error("GetUsagePlans"))?;
     let mut served = Vec::new();
     for plan in plans.into_iter().filter(|p| api.served_by(p)) {
-        let id = plan.id().unwrap_or_default().to_owned();
-        let keys = all_pages(|position| {
-            let id = id.clone();
-            async move {
-                let page = client
-                    .get_usage_plan_keys()
-                    .usage_plan_id(id)
-                    .limit(500)
-                    .set_position(position)
-                    .send()
-                    .await
-                    .map_err(api_error("GetUsagePlanKeys"))?;
-                let ids = page.items().iter().filter_map(|k| k.id()).map(str::to_owned).collect();
-                Ok((ids, page.position().map(str::to_owned)))
-            }
-        })
-        .await?;
+        let keys = client
+            .get_usage_plan_keys()
+            .usage_plan_id(plan.id().unwrap_or_default())
+            .into_paginator()
+            .page_size(500)
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(api_error("GetUsagePlanKeys"))?
+            .into_iter()
+            .filter_map(|k| k.id)
+            .collect();
         served.push(Plan { plan, keys });
     }
     Ok(served)
@@ -244,18 +218,16 @@ pub async fn list_games(client: &Client, api: &ApiStageRef) -> Result<Vec<GameKe
         .flat_map(|p| p.keys.iter().map(move |k| (k.as_str(), p)))
         .collect();
     let api_tag = api.tag();
-    let all_keys = all_pages(|position| async move {
-        let page = client
-            .get_api_keys()
-            .include_values(false)
-            .limit(500)
-            .set_position(position)
-            .send()
-            .await
-            .map_err(api_error("GetApiKeys"))?;
-        Ok((page.items().to_vec(), page.position().map(str::to_owned)))
-    })
-    .await?;
+    let all_keys = client
+        .get_api_keys()
+        .include_values(false)
+        .into_paginator()
+        .page_size(500)
+        .items()
+        .send()
+        .try_collect()
+        .await
+        .map_err(api_error("GetApiKeys"))?;
     let mut keys = Vec::new();
     for item in &all_keys {
         let Some(key_id) = item.id() else { continue };
