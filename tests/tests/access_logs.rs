@@ -497,3 +497,34 @@ async fn logs_of_several_accounts_and_regions_stay_apart() {
         "{unplaced}"
     );
 }
+
+/// With `remote_ip` truncation on, the table holds networks only: every address of the logs,
+/// IPv4 and IPv6, reads back as its /24 or /48, and the rows are all there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncated_addresses_reach_the_table_as_networks_only() {
+    let p = Pipeline::new("e2e-truncate").await;
+    let data = logs(31, 30_000, 0.0);
+    p.put("access-logs/2024-06-01-00-06-00-TRUNCATED", data.clone()).await;
+    let messages = p.receive(1).await;
+    let ingestor = p.instance().with_truncated_ips(true);
+    let response = handle(event(&messages), &ingestor, NAMESPACE).await.unwrap();
+    assert!(failures(&response).is_empty());
+    let table = p.table("web-assets");
+    let rows = duckdb(
+        p.standin.endpoint(),
+        &format!(
+            "SELECT count(*), count(remote_ip), \
+                    count(*) FILTER (WHERE remote_ip IS NOT NULL AND remote_ip NOT LIKE '%.0' AND remote_ip NOT LIKE '%::') \
+             FROM delta_scan('{table}')"
+        ),
+    )
+    .unwrap();
+    let (all, with_ip, whole) = (
+        rows[0][0].as_u64().unwrap(),
+        rows[0][1].as_u64().unwrap(),
+        rows[0][2].as_u64().unwrap(),
+    );
+    assert_eq!(all, expected(&data).0["web-assets"]);
+    assert!(with_ip > 0, "the logs had addresses");
+    assert_eq!(whole, 0, "addresses kept whole");
+}

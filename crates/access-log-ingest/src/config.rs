@@ -129,6 +129,9 @@ pub struct Config {
     /// `RAW_LOGS_BUCKET_OWNER`: the accounts that own the raw-logs buckets, separated by commas;
     /// objects of a bucket none of them owns are refused (unset: any bucket the role may read).
     pub raw_logs_bucket_owners: Vec<String>,
+    /// `ACCESS_LOG_TRUNCATE_IP`: `true` keeps of each `remote_ip` its network only (default
+    /// `false`).
+    pub truncate_ips: bool,
     /// `INGEST_CONCURRENCY`: objects read at once (1 to 64, default 4).
     pub concurrency: usize,
     /// `ACCESS_LOG_SETTLE_FILES`: small files in a table's open partitions after which they are
@@ -179,6 +182,17 @@ impl Config {
                 raw_logs_bucket_owners.push(owner.to_owned());
             }
         }
+        let truncate_ips = match vars.optional("ACCESS_LOG_TRUNCATE_IP").as_deref() {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    "ACCESS_LOG_TRUNCATE_IP",
+                    other,
+                    "expected true or false",
+                ));
+            }
+        };
         let concurrency = vars.number("INGEST_CONCURRENCY", 4, 1..=64)? as usize;
         let settle_files = vars.number("ACCESS_LOG_SETTLE_FILES", Settle::DEFAULT_FILES as u64, 0..=1_000_000)?;
         Ok(Self {
@@ -186,6 +200,7 @@ impl Config {
             rejects,
             raw_logs_role_arn,
             raw_logs_bucket_owners,
+            truncate_ips,
             concurrency,
             settle: (settle_files > 0).then(|| Settle::after(settle_files as usize)),
         })
@@ -220,6 +235,19 @@ mod tests {
         assert_eq!(c.concurrency, 4);
         assert_eq!(c.raw_logs_role_arn, None);
         assert!(c.raw_logs_bucket_owners.is_empty());
+        assert!(!c.truncate_ips);
+        let truncated = config(&[
+            ("ACCESS_LOG_TABLE_URI", "s3://lake/t"),
+            ("ACCESS_LOG_TRUNCATE_IP", "true"),
+        ])
+        .unwrap();
+        assert!(truncated.truncate_ips);
+        let err = config(&[
+            ("ACCESS_LOG_TABLE_URI", "s3://lake/t"),
+            ("ACCESS_LOG_TRUNCATE_IP", "yes"),
+        ])
+        .unwrap_err();
+        assert!(err.to_string().starts_with("ACCESS_LOG_TRUNCATE_IP=\"yes\""), "{err}");
         assert_eq!(c.settle, Some(Settle::default()));
         let owned = config(&[
             ("ACCESS_LOG_TABLE_URI", "s3://lake/t"),

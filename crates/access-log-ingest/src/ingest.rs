@@ -225,6 +225,8 @@ pub struct Ingestor {
     /// Whether each table's files are staged for a committer instead of committed (see
     /// [`Ingestor::with_staging`]).
     staging: bool,
+    /// Whether `remote_ip` keeps only its network (see [`Ingestor::with_truncated_ips`]).
+    truncate_ips: bool,
     tables: Arc<Mutex<HashMap<String, Table>>>,
     /// Per table, the log objects of its files added before its `txn` ids can be trusted
     /// (read once, the first time an object that old is ingested).
@@ -265,12 +267,20 @@ impl Ingestor {
             evolve_schema: true,
             read_deadline: false,
             staging: false,
+            truncate_ips: false,
             old_object_lookup: true,
             tables: Arc::default(),
             old_sources: Arc::default(),
             packers: Arc::default(),
             catalog: None,
         }
+    }
+
+    /// The ingestor, keeping of each request's `remote_ip` only its network (IPv4 /24, IPv6 /48:
+    /// [`s3_access_log::truncate_ip`]) when `on`: the tables then hold no requester's address.
+    pub fn with_truncated_ips(mut self, on: bool) -> Self {
+        self.truncate_ips = on;
+        self
     }
 
     /// The ingestor, packing the small files of each table's open partitions after its commits
@@ -976,7 +986,8 @@ impl ObjectState<'_> {
                 let i = match existing {
                     Some(i) => i,
                     None => {
-                        let builder = AccessLogBatchBuilder::with_capacity(self.now, BATCH_ROWS);
+                        let builder = AccessLogBatchBuilder::with_capacity(self.now, BATCH_ROWS)
+                            .with_truncated_ips(self.session.ingestor.truncate_ips);
                         let output = self
                             .session
                             .output(

@@ -51,4 +51,5 @@ pub async fn ingestor(config: &Config, storage: StorageConfig) -> Ingestor {
         config.concurrency,
     )
     .with_settle(config.settle)
+    .with_truncated_ips(config.truncate_ips)
 }

@@ -286,10 +286,28 @@ fn copy_short(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
     }
 }
 
+/// The network of an IP address, which identifies no one requester as the address may: an IPv4
+/// address to its /24 (`192.0.2.0`), an IPv6 one to its /48 (`2001:db8:85a3::`). `None` for text
+/// that is not an address, so that nothing identifying is kept by mistake.
+pub fn truncate_ip(text: &str) -> Option<String> {
+    match text.trim().parse::<std::net::IpAddr>().ok()? {
+        std::net::IpAddr::V4(v4) => {
+            let [a, b, c, _] = v4.octets();
+            Some(std::net::Ipv4Addr::new(a, b, c, 0).to_string())
+        }
+        std::net::IpAddr::V6(v6) => {
+            let s = v6.segments();
+            Some(std::net::Ipv6Addr::new(s[0], s[1], s[2], 0, 0, 0, 0, 0).to_string())
+        }
+    }
+}
+
 /// Appends records, column by column, into an `access_logs` batch.
 #[derive(Debug)]
 pub struct AccessLogBatchBuilder {
     ingested_at: i64,
+    /// Whether `remote_ip` is kept to its network only ([`truncate_ip`]).
+    truncate_ips: bool,
     bucket_owner: TextColumn,
     bucket: TextColumn,
     request_time: Numbers<TimestampMicrosecondType>,
@@ -345,6 +363,12 @@ impl AccessLogBatchBuilder {
         Self::sized(ingested_at, rows, None)
     }
 
+    /// The same builder, keeping of each `remote_ip` only its network when `on` ([`truncate_ip`]).
+    pub fn with_truncated_ips(mut self, on: bool) -> Self {
+        self.truncate_ips = on;
+        self
+    }
+
     /// Builders with room for `rows` rows, and for as many bytes in each text column as `like` holds
     /// or a guess per row, whichever is more.
     fn sized(ingested_at: i64, rows: usize, like: Option<&Self>) -> Self {
@@ -355,6 +379,7 @@ impl AccessLogBatchBuilder {
         let long = || Numbers::with_capacity(rows);
         Self {
             ingested_at,
+            truncate_ips: like.is_some_and(|like| like.truncate_ips),
             bucket_owner: s(64, |b| &b.bucket_owner),
             bucket: s(16, |b| &b.bucket),
             request_time: Numbers::with_capacity(rows),
@@ -420,7 +445,13 @@ impl AccessLogBatchBuilder {
         put(&mut self.bucket_owner, text(Field::BucketOwner), m);
         put(&mut self.bucket, text(Field::Bucket), m);
         self.request_time.push(t.request_time);
-        put(&mut self.remote_ip, text(Field::RemoteIp), m);
+        let remote_ip = text(Field::RemoteIp);
+        let remote_ip = if self.truncate_ips {
+            remote_ip.and_then(|ip| truncate_ip(&ip)).map(Cow::Owned)
+        } else {
+            remote_ip
+        };
+        put(&mut self.remote_ip, remote_ip, m);
         put(&mut self.requester, text(Field::Requester), m);
         put(&mut self.request_id, text(Field::RequestId), m);
         put(&mut self.operation, text(Field::Operation), m);
@@ -624,6 +655,35 @@ mod tests {
         // The builder is reusable after finish.
         b.append(&record, "s3://raw/log2", 1);
         assert_eq!(b.finish().unwrap().num_rows(), 1);
+    }
+
+    #[test]
+    fn truncated_ips_keep_the_network_only() {
+        assert_eq!(truncate_ip("192.0.2.3").as_deref(), Some("192.0.2.0"));
+        assert_eq!(
+            truncate_ip("2001:db8:85a3:8d3:1319:8a2e:370:7348").as_deref(),
+            Some("2001:db8:85a3::")
+        );
+        assert_eq!(truncate_ip("::ffff:192.0.2.3").as_deref(), Some("::"));
+        assert_eq!(truncate_ip("not an address"), None);
+        let record = ParsedLine::parse(LINE).unwrap();
+        let mut b = AccessLogBatchBuilder::new(42).with_truncated_ips(true);
+        b.append(&record, "s3://raw/log1", 7);
+        let batch = b.finish().unwrap();
+        let ips = batch
+            .column_by_name("remote_ip")
+            .unwrap()
+            .as_string::<i32>()
+            .value(0)
+            .to_owned();
+        assert_eq!(ips, "192.0.2.0");
+        // The next batch of the builder truncates too.
+        b.append(&record, "s3://raw/log1", 8);
+        let next = b.finish().unwrap();
+        assert_eq!(
+            next.column_by_name("remote_ip").unwrap().as_string::<i32>().value(0),
+            "192.0.2.0"
+        );
     }
 
     #[test]

@@ -35,7 +35,7 @@ mod tokenizer;
 
 pub use batch::{
     ACCESS_LOGS_UNIQUE_COLUMNS, AccessLogBatchBuilder, BATCH_ROWS, PARTITION_COLUMN, REJECTS_UNIQUE_COLUMNS,
-    RejectsBatchBuilder, UTC, access_logs_schema, rejects_schema,
+    RejectsBatchBuilder, UTC, access_logs_schema, rejects_schema, truncate_ip,
 };
 pub use error::ParseError;
 pub use field::Field;
