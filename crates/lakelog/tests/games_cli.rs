@@ -76,6 +76,31 @@ async fn games_are_added_listed_and_revoked_one_by_one() {
         (&added[0]["lane"], &towns_added[0]["lane"]),
         (&Value::from("0/4"), &Value::from("1/4"))
     );
+    // A game without a lane (the stack's first game) shares every shard: adding another says so.
+    let lanes_api = rest_api(&apigateway, "games-cli-lanes").await;
+    let first = unique_name("first");
+    let first_added = games(&standin, &["add", &first, "--api-id", &lanes_api]);
+    let first_plan = first_added[0]["usagePlanId"].as_str().unwrap();
+    apigateway
+        .untag_resource()
+        .resource_arn(format!(
+            "arn:aws:apigateway:{}::/usageplans/{first_plan}",
+            lakelog_tests::REGION
+        ))
+        .tag_keys("lakelog:lane")
+        .send()
+        .await
+        .unwrap();
+    let another = run_games(
+        standin.endpoint(),
+        &["add", &unique_name("another"), "--api-id", &lanes_api],
+    );
+    let said = String::from_utf8_lossy(&another.stderr);
+    assert!(another.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("{first} has no lane: it shares every shard")),
+        "{said}"
+    );
 
     // Each key is in a usage plan of its own, with the game's throttle.
     let plan_id = added[0]["usagePlanId"].as_str().unwrap();

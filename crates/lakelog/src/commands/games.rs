@@ -239,14 +239,26 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                     rate: add.rate,
                     burst: add.burst,
                 };
-                let key = add_game(&client, &add.api.stage_ref(&sdk).await?, &game, throttle, add.quota.quota()?)
+                let stage = add.api.stage_ref(&sdk).await?;
+                let key = add_game(&client, &stage, &game, throttle, add.quota.quota()?)
                     .await
                     .with_context(|| format!("cannot add the game {}", add.game))?;
                 print(&key)?;
                 eprintln!(
-                    "lakelog games: {} added; give its clients the key above (x-api-key), it is not shown again",
-                    key.game
+                    "lakelog games: {} added in lane {} of the stream; give its clients the key above (x-api-key), it \
+                     is not shown again",
+                    key.game,
+                    key.lane.as_deref().unwrap_or("(all)")
                 );
+                for other in list_games(&client, &stage).await? {
+                    if other.enabled && other.lane.is_none() && other.game != key.game {
+                        eprintln!(
+                            "lakelog games: {} has no lane: it shares every shard, {}'s too; give it one: lakelog games \
+                             set {} --lane K/N",
+                            other.game, key.game, other.game
+                        );
+                    }
+                }
             }
             GamesCommand::List(list) => {
                 for key in list_games(&client, &list.api.stage_ref(&sdk).await?).await? {
