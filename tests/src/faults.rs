@@ -151,6 +151,18 @@ impl FaultRates {
         }
     }
 
+    /// No faults, but every write held between `min` and `max` (drawn uniformly): a process
+    /// doing writes takes a while at each, so that it can be killed in the middle.
+    pub fn delaying_writes(min: Duration, max: Duration) -> Self {
+        Self {
+            delay: 1.0,
+            min_delay: min,
+            max_delay: max,
+            only_writes: true,
+            ..Self::none()
+        }
+    }
+
     /// Whether any request can be faulted (delays aside).
     pub fn any(&self) -> bool {
         [self.slow_down, self.fail_after, self.drop_after, self.late_write]

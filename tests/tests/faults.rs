@@ -761,12 +761,8 @@ async fn a_slow_checkpoint_stops_at_the_deadline() {
         assert_eq!((report.retry_from.as_deref(), report.post_commit_failures), (None, 0));
     }
     proxy.set_rates(FaultRates {
-        delay: 1.0,
-        min_delay: Duration::from_secs(8),
-        max_delay: Duration::from_secs(8),
         only_paths: Some("checkpoint".into()),
-        only_writes: true,
-        ..FaultRates::none()
+        ..FaultRates::delaying_writes(Duration::from_secs(8), Duration::from_secs(8))
     });
     // Version 10 writes a checkpoint after the commit; the invocation has two seconds.
     let near = Retry::within(Duration::from_secs(2)).with_delays(Duration::from_millis(10), Duration::from_millis(100));
@@ -862,6 +858,19 @@ async fn commits_answered_500_after_landing_are_kept() {
     assert_eq!(per_object(standin.endpoint(), &table), expected);
 }
 
+/// Runs the ignored test `name` of this binary as a child process, with `values` in the
+/// variables `names` and the stand-in's endpoint, its standard output piped for its
+/// `LAKELOG-CHILD` lines: a writer, committer or compactor that the test kills mid-way.
+fn spawn_child<const N: usize>(name: &str, names: [&str; N], values: [&str; N], standin: &str) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--ignored", "--nocapture"])
+        .envs(names.into_iter().zip(values))
+        .env(lakelog_tests::ENDPOINT_VAR, standin)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Variables that hand the killed writer its work.
 const CHILD_VARS: [&str; 4] = [
     "LAKELOG_CHILD_ENDPOINT",
@@ -918,13 +927,12 @@ async fn a_writer_killed_after_staging_adds_nothing_when_redelivered() {
         .unwrap();
 
     // The writer, a process of this test binary, killed (SIGKILL) once it has staged.
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "killed_writer", "--ignored", "--nocapture"])
-        .envs(CHILD_VARS.into_iter().zip([proxy.endpoint(), &raw, &key, &lake]))
-        .env(lakelog_tests::ENDPOINT_VAR, standin.endpoint())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_child(
+        "killed_writer",
+        CHILD_VARS,
+        [proxy.endpoint(), &raw, &key, &lake],
+        standin.endpoint(),
+    );
     let stdout = child.stdout.take().unwrap();
     let committed = tokio::task::spawn_blocking(move || {
         std::io::BufReader::new(stdout)
@@ -1023,20 +1031,16 @@ async fn a_compaction_killed_midway_loses_nothing() {
     let proxy = FaultProxy::start(standin.endpoint(), 24, FaultRates::none())
         .await
         .unwrap();
-    proxy.set_rates(FaultRates {
-        delay: 1.0,
-        min_delay: Duration::from_millis(150),
-        max_delay: Duration::from_millis(400),
-        only_writes: true,
-        ..FaultRates::none()
-    });
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "killed_compactor", "--ignored", "--nocapture"])
-        .envs(COMPACTOR_VARS.into_iter().zip([proxy.endpoint(), &events]))
-        .env(lakelog_tests::ENDPOINT_VAR, standin.endpoint())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    proxy.set_rates(FaultRates::delaying_writes(
+        Duration::from_millis(150),
+        Duration::from_millis(400),
+    ));
+    let mut child = spawn_child(
+        "killed_compactor",
+        COMPACTOR_VARS,
+        [proxy.endpoint(), &events],
+        standin.endpoint(),
+    );
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let (committed, mut lines) = tokio::task::spawn_blocking(move || {
         let committed = lines
@@ -1118,13 +1122,8 @@ async fn vacuum_beside_a_reader_and_a_writer_loses_nothing() {
         .await
         .unwrap();
     proxy.set_rates(FaultRates {
-        delay: 1.0,
-        min_delay: Duration::from_secs(4),
-        max_delay: Duration::from_secs(4),
-        target_rates: Vec::new(),
         only_paths: Some("_delta_log/0".into()),
-        only_writes: true,
-        ..FaultRates::none()
+        ..FaultRates::delaying_writes(Duration::from_secs(4), Duration::from_secs(4))
     });
     let writer = Sink::open(&config, &storage(proxy.endpoint(), &standin)).await.unwrap();
     let write = deliver(&writer, &records[300..]);
@@ -1362,20 +1361,16 @@ async fn a_committer_killed_midway_commits_each_batch_once() {
     let proxy = FaultProxy::start(standin.endpoint(), 27, FaultRates::none())
         .await
         .unwrap();
-    proxy.set_rates(FaultRates {
-        delay: 1.0,
-        min_delay: Duration::from_millis(100),
-        max_delay: Duration::from_millis(300),
-        only_writes: true,
-        ..FaultRates::none()
-    });
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "killed_committer", "--ignored", "--nocapture"])
-        .envs(COMMITTER_VARS.into_iter().zip([proxy.endpoint(), &events]))
-        .env(lakelog_tests::ENDPOINT_VAR, standin.endpoint())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    proxy.set_rates(FaultRates::delaying_writes(
+        Duration::from_millis(100),
+        Duration::from_millis(300),
+    ));
+    let mut child = spawn_child(
+        "killed_committer",
+        COMMITTER_VARS,
+        [proxy.endpoint(), &events],
+        standin.endpoint(),
+    );
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let committed = tokio::task::spawn_blocking(move || {
         lines
@@ -1450,20 +1445,16 @@ async fn a_sink_writer_killed_while_staging_adds_nothing_twice() {
     let proxy = FaultProxy::start(standin.endpoint(), 28, FaultRates::none())
         .await
         .unwrap();
-    proxy.set_rates(FaultRates {
-        delay: 1.0,
-        min_delay: Duration::from_millis(20),
-        max_delay: Duration::from_millis(200),
-        only_writes: true,
-        ..FaultRates::none()
-    });
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "killed_sink_writer", "--ignored", "--nocapture"])
-        .envs(SINK_WRITER_VARS.into_iter().zip([proxy.endpoint(), &events]))
-        .env(lakelog_tests::ENDPOINT_VAR, standin.endpoint())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    proxy.set_rates(FaultRates::delaying_writes(
+        Duration::from_millis(20),
+        Duration::from_millis(200),
+    ));
+    let mut child = spawn_child(
+        "killed_sink_writer",
+        SINK_WRITER_VARS,
+        [proxy.endpoint(), &events],
+        standin.endpoint(),
+    );
     let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     // Killed once it answered three batches, somewhere in the fourth.
     let answered = tokio::task::spawn_blocking(move || {
