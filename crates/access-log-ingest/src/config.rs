@@ -31,10 +31,7 @@ impl TableTemplate {
         if value.is_empty() {
             return Err(ConfigError::Missing { name });
         }
-        let without = value
-            .replace(BUCKET_PLACEHOLDER, "")
-            .replace(ACCOUNT_PLACEHOLDER, "")
-            .replace(REGION_PLACEHOLDER, "");
+        let without = without_placeholders(value);
         if without.contains('{') || without.contains('}') {
             return Err(invalid("the placeholders are {bucket}, {account} and {region}"));
         }
@@ -81,10 +78,7 @@ impl TableTemplate {
     pub fn default_rejects(&self) -> String {
         let trimmed = self.0.trim_end_matches('/');
         let (parent, last) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
-        let last = last
-            .replace(BUCKET_PLACEHOLDER, "")
-            .replace(ACCOUNT_PLACEHOLDER, "")
-            .replace(REGION_PLACEHOLDER, "");
+        let last = without_placeholders(last);
         // What separated the placeholders alone is no name.
         let last = if last.bytes().all(|b| b == b'_') {
             ""
@@ -97,6 +91,13 @@ impl TableTemplate {
             format!("{parent}/{last}_rejects")
         }
     }
+}
+
+/// `text` without the placeholders of a table location.
+fn without_placeholders(text: &str) -> String {
+    text.replace(BUCKET_PLACEHOLDER, "")
+        .replace(ACCOUNT_PLACEHOLDER, "")
+        .replace(REGION_PLACEHOLDER, "")
 }
 
 impl fmt::Display for TableTemplate {

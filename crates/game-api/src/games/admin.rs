@@ -371,6 +371,35 @@ fn throttle_settings(throttle: Throttle) -> ThrottleSettings {
         .build()
 }
 
+/// Checks a game's throttle and quota, those given: a positive, finite rate, a positive burst
+/// and a positive quota.
+fn check_limits(game: &str, rate: Option<f64>, burst: Option<i32>, quota: Option<Quota>) -> Result<(), GameError> {
+    let invalid = |setting: &str, value: String, expected: &str| GameError::InvalidSetting {
+        game: game.to_owned(),
+        setting: setting.into(),
+        value,
+        expected: expected.into(),
+    };
+    if let Some(rate) = rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
+        return Err(invalid(
+            "rate",
+            rate.to_string(),
+            "a positive number of requests a second",
+        ));
+    }
+    if let Some(burst) = burst.filter(|b| *b <= 0) {
+        return Err(invalid("burst", burst.to_string(), "a positive number of requests"));
+    }
+    if let Some(quota) = quota.filter(|q| q.limit <= 0) {
+        return Err(invalid(
+            "quota",
+            quota.limit.to_string(),
+            "a positive number of requests",
+        ));
+    }
+    Ok(())
+}
+
 /// The lane a new game gets when none is asked for: of the lane count most of the stage's games
 /// use (else [`DEFAULT_LANES`]), the one fewest of them have, the lowest of those.
 pub fn free_lane(keys: &[GameKey]) -> Lane {
@@ -408,6 +437,7 @@ pub async fn add_game(
     throttle: Throttle,
     quota: Option<Quota>,
 ) -> Result<GameKey, GameError> {
+    check_limits(&game.id, Some(throttle.rate), Some(throttle.burst), quota)?;
     let keys = list_games(client, api).await?;
     if let Some(existing) = keys.iter().find(|k| k.game == game.id && k.enabled) {
         return Err(GameError::Exists {
@@ -489,29 +519,7 @@ pub async fn set_game(
 ) -> Result<Vec<GameKey>, GameError> {
     let keys = enabled_keys(client, api, game).await?;
     let current = &keys[0];
-    let invalid = |setting: &str, value: String, expected: &str| GameError::InvalidSetting {
-        game: game.to_owned(),
-        setting: setting.into(),
-        value,
-        expected: expected.into(),
-    };
-    if let Some(rate) = changes.rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
-        return Err(invalid(
-            "rate",
-            rate.to_string(),
-            "a positive number of requests a second",
-        ));
-    }
-    if let Some(burst) = changes.burst.filter(|b| *b <= 0) {
-        return Err(invalid("burst", burst.to_string(), "a positive number of requests"));
-    }
-    if let Some(Some(quota)) = changes.quota.filter(|q| q.is_some_and(|q| q.limit <= 0)) {
-        return Err(invalid(
-            "quota",
-            quota.limit.to_string(),
-            "a positive number of requests",
-        ));
-    }
+    check_limits(game, changes.rate, changes.burst, changes.quota.flatten())?;
     let amounts = (changes.min_amount.is_some() || changes.max_amount.is_some())
         .then(|| {
             Game::new(game)?.with_amounts(
@@ -690,6 +698,24 @@ mod tests {
             quota: None,
             lane: lane.map(str::to_owned),
         }
+    }
+
+    #[test]
+    fn throttles_and_quotas_are_positive() {
+        let quota = |limit| Quota {
+            limit,
+            period: QuotaPeriod::Day,
+        };
+        assert!(check_limits("g", Some(10.5), Some(20), Some(quota(1))).is_ok());
+        assert!(check_limits("g", None, None, None).is_ok());
+        let err = |rate, burst, q| check_limits("g", rate, burst, q).unwrap_err().to_string();
+        assert_eq!(
+            err(Some(0.0), None, None),
+            "game g: rate \"0\": expected a positive number of requests a second"
+        );
+        assert!(err(Some(f64::INFINITY), None, None).contains("rate"));
+        assert!(err(None, Some(0), None).contains("burst \"0\""));
+        assert!(err(None, None, Some(quota(-5))).contains("quota \"-5\""));
     }
 
     #[test]

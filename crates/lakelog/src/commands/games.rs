@@ -106,15 +106,12 @@ pub struct QuotaArgs {
 }
 
 impl QuotaArgs {
-    fn quota(&self) -> anyhow::Result<Option<Quota>> {
-        match self.quota {
-            Some(limit) if limit <= 0 => anyhow::bail!("--quota must be a positive number of requests"),
-            Some(limit) => Ok(Some(Quota {
-                limit,
-                period: self.quota_period,
-            })),
-            None => Ok(None),
-        }
+    /// The quota asked for (its bounds are checked where it is set, by `add_game` and `set_game`).
+    fn quota(&self) -> Option<Quota> {
+        self.quota.map(|limit| Quota {
+            limit,
+            period: self.quota_period,
+        })
     }
 }
 
@@ -231,7 +228,6 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
         let client = aws_sdk_apigateway::Client::new(&sdk);
         match &args.command {
             GamesCommand::Add(add) => {
-                anyhow::ensure!(add.rate > 0.0 && add.burst > 0, "--rate and --burst must be positive");
                 let game = Game::new(&add.game)?
                     .with_amounts(add.min_amount, add.max_amount)?
                     .with_lane(add.lane);
@@ -240,7 +236,7 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                     burst: add.burst,
                 };
                 let stage = add.api.stage_ref(&sdk).await?;
-                let key = add_game(&client, &stage, &game, throttle, add.quota.quota()?)
+                let key = add_game(&client, &stage, &game, throttle, add.quota.quota())
                     .await
                     .with_context(|| format!("cannot add the game {}", add.game))?;
                 print(&key)?;
@@ -289,7 +285,7 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                     quota: if set.no_quota {
                         Some(None)
                     } else {
-                        set.quota.quota()?.map(Some)
+                        set.quota.quota().map(Some)
                     },
                     min_amount: set.min_amount,
                     max_amount: set.max_amount,
