@@ -8,6 +8,7 @@ use crate::append::{
     AppendOutcome, SourceFiles, SourceWriter, commit_appends, commit_appends_at, commit_sources, is_committed,
 };
 use crate::commit::Retry;
+use crate::erase::{self, Erasure, ErasureReport, FolderScan};
 use crate::error::LakeError;
 use crate::maintenance::{
     self, CheckpointReport, CompactOptions, CompactProgress, CompactionPlan, CompactionReport, MaintenanceError,
@@ -261,6 +262,24 @@ impl Table {
     /// Deletes data files removed longer ago than the retention (see [`maintenance`]).
     pub async fn vacuum(&mut self, options: &VacuumOptions) -> Result<VacuumReport, MaintenanceError> {
         maintenance::vacuum(&self.uri, &mut self.delta, options).await
+    }
+
+    /// Removes every row of `erasure` in one commit that coexists with the writers (see
+    /// [`erase`]); the files it rewrote stay on storage until [`Table::purge`].
+    pub async fn erase(&mut self, erasure: &Erasure, retry: &Retry) -> Result<ErasureReport, LakeError> {
+        erase::erase(&self.uri, &mut self.delta, erasure, retry).await
+    }
+
+    /// Deletes from storage the files that hold rows of `erasure` and that the current version
+    /// no longer names (see [`erase::purge`]), then scans the folder again.
+    pub async fn purge(&mut self, erasure: &Erasure) -> Result<erase::Purge, LakeError> {
+        erase::purge(&self.uri, &mut self.delta, erasure).await
+    }
+
+    /// Reads every Parquet data file under the table's folder, active or not, for rows of
+    /// `erasure`.
+    pub async fn scan_folder(&self, erasure: &Erasure) -> Result<FolderScan, LakeError> {
+        erase::scan_folder(&self.uri, &self.delta, erasure).await
     }
 
     /// The delta-rs table, for reading it (queries, statistics).

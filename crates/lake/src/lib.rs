@@ -24,6 +24,8 @@
 //!   id of its own, and after any error the version the try wrote is read back. Commits are
 //!   tried again with backoff and jitter until a deadline ([`Retry`]), and data files are deleted
 //!   only when no version names them.
+//! * [`erase`] removes the rows of given ids for good ([`Table::erase`], [`Table::purge`],
+//!   [`Table::scan_folder`]), coexisting with the writers.
 //! * [`maintenance`] keeps tables fed by many small appends healthy: compaction of closed
 //!   partitions (with removal of duplicate rows by a key), checkpoints, expired log cleanup and
 //!   VACUUM.
@@ -31,6 +33,7 @@
 mod append;
 mod commit;
 mod conform;
+pub mod erase;
 mod error;
 mod folder;
 mod handle;
@@ -48,6 +51,7 @@ mod txns;
 
 pub use append::{AppendOutcome, SourceFiles, SourceWriter, now_micros};
 pub use commit::{COMMIT_ID_KEY, Retry};
+pub use erase::{Erasure, ErasureReport, FolderScan, Purge};
 pub use error::LakeError;
 pub use folder::Folder;
 pub use handle::Table;

@@ -892,3 +892,78 @@ async fn a_failing_compaction_leaves_checkpoint_and_vacuum_to_run() {
     assert_eq!(report.checkpoint.map(|c| c.version), Some(3));
     assert!(report.vacuum.is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erasure_with_appends_and_a_compaction_at_once_removes_only_its_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let (uri, mut table) = new_table(&dir).await;
+    for i in 0..30u64 {
+        let events: Vec<Event> = (0..10).map(|j| event(i * 10 + j, DAY + (i % 3) as i32)).collect();
+        append(&uri, &mut table, &format!("c{i}"), &events).await;
+    }
+    let before = sorted(rows(&table));
+    let forgotten = ["device-3", "device-17", "device-36"];
+    let erasure = crate::Erasure::new(forgotten).equals("device_id");
+    let eraser = {
+        let (uri, erasure) = (uri.clone(), erasure.clone());
+        tokio::spawn(async move {
+            let mut table = crate::Table::open(&uri, &StorageConfig::default()).await.unwrap();
+            table.erase(&erasure, &crate::Retry::default()).await
+        })
+    };
+    let compaction = {
+        let uri = uri.clone();
+        tokio::spawn(async move {
+            let mut table = open_table(&uri, &StorageConfig::default()).await.unwrap();
+            compact(&uri, &mut table, &CompactOptions::default(), &NoProgress).await
+        })
+    };
+    let appender = {
+        let uri = uri.clone();
+        tokio::spawn(async move {
+            let mut table = open_table(&uri, &StorageConfig::default()).await.unwrap();
+            // Events of other devices only: device-{n % 37} for n = 1000 + 37k + 1.
+            for i in 0..5u64 {
+                append(&uri, &mut table, &format!("late-{i}"), &[event(1001 + 37 * i, DAY)]).await;
+            }
+        })
+    };
+    let report = eraser.await.unwrap().unwrap();
+    compaction.await.unwrap().unwrap();
+    appender.await.unwrap();
+
+    let mut want: Vec<Event> = before
+        .iter()
+        .filter(|e| !forgotten.contains(&e.device.as_str()))
+        .cloned()
+        .collect();
+    want.extend((0..5).map(|i| event(1001 + 37 * i, DAY)));
+    let mut table = crate::Table::open(&uri, &StorageConfig::default()).await.unwrap();
+    assert_eq!(
+        sorted(rows(table.delta())),
+        sorted(want),
+        "every other row once, none of theirs"
+    );
+    let removed = (before.len()
+        - before
+            .iter()
+            .filter(|e| !forgotten.contains(&e.device.as_str()))
+            .count()) as u64;
+    assert_eq!(report.rows_removed, removed);
+    assert!(
+        report.files.len() < report.files_scanned,
+        "only files holding them are rewritten"
+    );
+
+    // Until purged, the rewritten files still hold the rows on storage; then nothing does.
+    let scan = table.scan_folder(&erasure).await.unwrap();
+    assert!(!scan.holding.is_empty());
+    let purge = table.purge(&erasure).await.unwrap();
+    assert!(purge.deleted.len() >= report.files.len());
+    assert!(purge.kept.is_empty(), "{:?}", purge.kept);
+    assert!(purge.after.holding.is_empty(), "{:?}", purge.after.holding);
+    assert_eq!(sorted(rows(table.delta())).len(), before.len() - removed as usize + 5);
+    // Erasing again finds nothing.
+    let again = table.erase(&erasure, &crate::Retry::default()).await.unwrap();
+    assert_eq!((again.rows_removed, again.version), (0, None));
+}

@@ -237,6 +237,31 @@ async fn read_link<T: serde::de::DeserializeOwned>(
         .map_err(|e| object_error(uri, "reading", name, format!("not a staged link: {e}")))
 }
 
+/// The data files (paths relative to the table, decoded) that staged links name, committed or
+/// not: files a purge must leave alone while a link may still bring them into the table.
+pub(crate) async fn staged_files(
+    uri: &str,
+    store: &ObjectStoreRef,
+) -> Result<std::collections::HashSet<String>, LakeError> {
+    let mut files = std::collections::HashSet::new();
+    for name in list(uri, store, STAGING_DIR).await? {
+        if let Some(link) = read_link::<Link>(uri, store, &name).await? {
+            files.extend(link.adds.iter().map(|a| crate::commit::decode_path(&a.path)));
+        }
+    }
+    for name in list(uri, store, SOURCES_DIR).await? {
+        if let Some(link) = read_link::<SourcesLink>(uri, store, &name).await? {
+            files.extend(
+                link.sources
+                    .iter()
+                    .flat_map(|s| &s.adds)
+                    .map(|a| crate::commit::decode_path(&a.path)),
+            );
+        }
+    }
+    Ok(files)
+}
+
 /// How far `stream` is staged: the last record of its newest link, or `None` when it has no link
 /// (the table's position then says).
 pub(crate) async fn staged_position(
