@@ -524,7 +524,7 @@ pub struct Purge {
 /// Deletes from the table's storage every Parquet data file that holds rows of `erasure` and no
 /// reader of the current version needs: files the log removed (whatever removed them: this
 /// erasure, a compaction of older versions) and orphans older than [`ORPHAN_AGE`]. Active files
-/// and files of staged links stay, and are listed. Then scans the folder again.
+/// and files of staged links not committed yet stay, and are listed. Then scans the folder again.
 pub(crate) async fn purge(uri: &str, table: &mut DeltaTable, erasure: &Erasure) -> Result<Purge, LakeError> {
     table
         .update_incremental(None)
@@ -548,9 +548,13 @@ pub(crate) async fn purge(uri: &str, table: &mut DeltaTable, erasure: &Erasure) 
     for (file, (_, modified)) in holding {
         let why_kept = if active.contains(file) {
             Some("active in the table: rows that arrived after the erasure")
+        } else if removed.contains(file) {
+            // Committed, then removed: a link that still names it is behind its stream's
+            // position, and no committer brings it back.
+            None
         } else if staged.contains(file) {
             Some("named by a staged link: erase again once the committer has committed it")
-        } else if !removed.contains(file) && *modified > orphan_before {
+        } else if *modified > orphan_before {
             Some("in no version yet and recent: a writer may be about to stage it")
         } else {
             None

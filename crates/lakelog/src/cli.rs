@@ -68,6 +68,15 @@ pub enum Command {
     /// commits each parked object's rows with a record of the object, so running it again adds
     /// nothing.
     Replay(crate::commands::replay::ReplayArgs),
+    /// Erase players of a game: every row of theirs, and the files that held them.
+    ///
+    /// Commits what the sink staged, then removes the players' rows (by --id-param, device_id by
+    /// default) from game_events and game_events_rejects in commits that coexist with the running
+    /// writers, and their parked records; after --reader-grace, deletes from storage every file
+    /// out of the current version that still holds them (not waiting for VACUUM's retention) and
+    /// scans every Parquet file under the tables' folders for them. Prints an erasure receipt
+    /// (JSON; the ids only as SHA-256); exits 1 when a file still holds them.
+    Forget(crate::commands::forget::ForgetArgs),
     /// Run the game events API on 127.0.0.1: the game-api-lambda function's handler on each request.
     ///
     /// Requests to /events become API Gateway proxy events for the same handler as the Lambda:

@@ -1,8 +1,9 @@
 //! `lakelog optimize`, `checkpoint` and `vacuum` as a user runs them, on access-log tables built by
-//! `lakelog ingest` one object per commit.
+//! `lakelog ingest` one object per commit; `lakelog forget` on a game table the sink writes.
 
 use std::process::Command;
 
+use aws_lambda_events::apigw::ApiGatewayProxyRequest;
 use lake::{StorageConfig, Table};
 
 fn lakelog(args: &[&str]) -> (bool, String, String) {
@@ -109,4 +110,259 @@ fn optimize_checkpoint_and_vacuum_a_table_of_small_commits() {
     let (ok, _, err) = lakelog(&["optimize", "--table", &format!("{}/missing", dir.path().display())]);
     assert!(!ok);
     assert!(err.contains("missing"), "{err}");
+}
+
+/// A request of `events` for the sample game that API Gateway received at `time`.
+fn game_request(events: &[game_events::GameEvent], time: chrono::DateTime<chrono::Utc>) -> ApiGatewayProxyRequest {
+    let body = serde_json::json!({ "events": events }).to_string();
+    serde_json::from_value(serde_json::json!({
+        "resource": "/events", "path": "/events", "httpMethod": "POST",
+        "headers": {"content-type": "application/json", "x-api-key": game_api::testing::SAMPLE_KEY},
+        "requestContext": {"httpMethod": "POST", "requestTimeEpoch": time.timestamp_millis(), "requestId": lakelog_tests::unique_name("req")},
+        "body": body, "isBase64Encoded": false
+    }))
+    .unwrap()
+}
+
+/// Sends `events` at `time` through the API handler into `stream`; every event must be written.
+async fn send(stream: &game_api::LocalStream, events: &[game_events::GameEvent], time: chrono::DateTime<chrono::Utc>) {
+    let games = game_api::testing::sample_games();
+    let response = game_api::respond(
+        &game_request(events, time),
+        &games,
+        stream,
+        &game_api::ApiConfig::default(),
+    )
+    .await;
+    assert_eq!(response.status_code, 200, "{:?}", response.body);
+}
+
+/// `lakelog forget` of three players of a table on S3 (the stand-in) while the sink keeps writing
+/// other players' events: their rows go from game_events (committed and staged), the rejects
+/// table and the parked records; DuckDB over every Parquet file under the tables' folders (every
+/// version's, not only the current one) finds none of them; the current version holds every other
+/// row exactly once, and the daily active devices and revenue drop by exactly theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forget_erases_three_players_while_the_sink_writes() {
+    use chrono::{Duration, TimeZone, Utc};
+    use fixtures::game::{Synth, SynthConfig};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    let standin = lakelog_tests::StandIn::connect().await.unwrap();
+    let bucket = standin.create_bucket("forget").await.unwrap();
+    let events_uri = lakelog_tests::StandIn::s3_uri(&bucket, "game_events");
+    let rejects_uri = lakelog_tests::StandIn::s3_uri(&bucket, "game_events_rejects");
+    let parked_uri = lakelog_tests::StandIn::s3_uri(&bucket, "parked");
+    let storage = StorageConfig {
+        endpoint: Some(standin.endpoint().to_owned()),
+        extra: standin.storage_options(),
+    };
+    let sink = std::sync::Arc::new(
+        game_sink::Sink::open(&game_sink::Config::new(&events_uri, None).unwrap(), &storage)
+            .await
+            .unwrap(),
+    );
+    let stream = std::sync::Arc::new(game_api::LocalStream::new("forget"));
+
+    // Three days of 20 devices, committed; the last requests staged only, one record of theirs
+    // broken into a reject.
+    let mut synth = Synth::new(SynthConfig {
+        seed: 11,
+        devices: 20,
+        ..SynthConfig::default()
+    });
+    let start = Utc.with_ymd_and_hms(2024, 6, 1, 1, 0, 0).unwrap();
+    let mut sent: Vec<(String, String, Option<f64>, chrono::NaiveDate)> = Vec::new();
+    for i in 0..12 {
+        let time = start + Duration::hours(6 * i);
+        let events = synth.events(40, time);
+        for e in &events {
+            let params = e.event_params.as_ref().unwrap();
+            sent.push((
+                params.device_id.clone().unwrap(),
+                e.event_name.clone(),
+                params.amount,
+                time.date_naive(),
+            ));
+        }
+        send(&stream, &events, time).await;
+    }
+    let devices: BTreeSet<String> = sent.iter().map(|s| s.0.clone()).collect();
+    let forgotten: Vec<String> = devices.iter().take(3).cloned().collect();
+    let mut records = stream.drain();
+    let staged_from = records.len() * 4 / 5;
+    let broken = (staged_from..records.len())
+        .find(|&i| String::from_utf8_lossy(&records[i].kinesis.data).contains(&format!("\"{}\"", forgotten[0])))
+        .unwrap();
+    *records[broken].kinesis.data = format!(r#"{{"eventParams":{{"device_id":"{}"}}"#, forgotten[0]).into_bytes();
+    let report = sink.process(&records[..staged_from], &lake::Retry::default()).await;
+    assert_eq!(report.rows, staged_from as u64);
+    let report = sink.stage(&records[staged_from..]).await;
+    assert_eq!(report.rejected, 1);
+    let broken_event_device = forgotten[0].clone();
+    // Parked records of the second player.
+    let parked: Vec<_> = records
+        .iter()
+        .filter(|r| String::from_utf8_lossy(&r.kinesis.data).contains(&format!("\"{}\"", forgotten[1])))
+        .take(3)
+        .cloned()
+        .collect();
+    let folder = lake::Folder::open(&parked_uri, &storage).unwrap();
+    let object = game_sink::Parked {
+        table: game_sink::ParkedFor::Events,
+        location: events_uri.clone(),
+        records: parked,
+    };
+    folder
+        .put(
+            "events/shardId-000000000000/1-3.json",
+            serde_json::to_vec(&object).unwrap(),
+        )
+        .await
+        .unwrap();
+
+    // Other players keep playing today while the erasure runs.
+    let writer = {
+        let (sink, stream) = (sink.clone(), stream.clone());
+        tokio::spawn(async move {
+            let mut others = Synth::new(SynthConfig {
+                seed: 99,
+                devices: 5,
+                ..SynthConfig::default()
+            });
+            let mut rows = 0;
+            for _ in 0..8 {
+                let now = Utc::now();
+                send(&stream, &others.events(20, now), now).await;
+                rows += sink.process(&stream.drain(), &lake::Retry::default()).await.rows;
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            }
+            rows
+        })
+    };
+    let mut args = vec![
+        "forget".to_owned(),
+        "--table".to_owned(),
+        events_uri.clone(),
+        "--parked".to_owned(),
+        parked_uri.clone(),
+        "--game".to_owned(),
+        game_api::testing::SAMPLE_GAME.to_owned(),
+        "--reader-grace".to_owned(),
+        "0".to_owned(),
+    ];
+    args.extend(forgotten.iter().cloned());
+    let endpoint = standin.endpoint().to_owned();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_lakelog"))
+            .args(&args)
+            .envs(lakelog_tests::runtime_api::Function::standin_vars(&endpoint))
+            .env("AWS_REGION", lakelog_tests::REGION)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let written_by_others = writer.await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let receipt: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(receipt["verified"], true, "{receipt:#}");
+    assert_eq!(receipt["tables"][&rejects_uri]["erasure"]["rowsRemoved"], 1);
+    assert_eq!(receipt["parked"]["recordsRemoved"], 3);
+    assert!(
+        !receipt.to_string().contains(&broken_event_device),
+        "the receipt names no player"
+    );
+    assert!(
+        folder.list().await.unwrap().is_empty(),
+        "the parked object held only their records"
+    );
+
+    // Every Parquet file under the folders, whatever version: none of theirs.
+    let ids = forgotten
+        .iter()
+        .map(|d| format!("'{d}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let count = |sql: String| -> i64 {
+        lakelog_tests::duckdb(standin.endpoint(), &sql).unwrap()[0][0]
+            .as_i64()
+            .unwrap()
+    };
+    let all_files = |table: &str| format!("read_parquet('s3://{bucket}/{table}/*/*.parquet', union_by_name = true)");
+    assert!(count(format!("SELECT count(*) FROM {}", all_files("game_events"))) > 0);
+    assert_eq!(
+        count(format!(
+            "SELECT count(*) FROM {} WHERE eventParams.device_id IN ({ids})",
+            all_files("game_events")
+        )),
+        0
+    );
+    // The rejects table held their one reject alone: its only data file is gone.
+    let listed = standin
+        .s3()
+        .list_objects_v2()
+        .bucket(&bucket)
+        .prefix("game_events_rejects/")
+        .send()
+        .await
+        .unwrap();
+    let rejects_data: Vec<&str> = listed
+        .contents()
+        .iter()
+        .filter_map(|o| o.key())
+        .filter(|k| k.ends_with(".parquet") && !k.contains("/_delta_log/"))
+        .collect();
+    assert!(rejects_data.is_empty(), "{rejects_data:?}");
+    // Every other reject would still be read by DuckDB: the rejects of the writer's records (none
+    // here) are checked through the table's current version.
+    let rejects_files = format!("delta_scan('s3://{bucket}/game_events_rejects')");
+    assert_eq!(
+        count(format!(
+            "SELECT count(*) FROM {rejects_files} WHERE {}",
+            forgotten
+                .iter()
+                .map(|d| format!("contains(CAST(data AS VARCHAR), '{d}')"))
+                .collect::<Vec<_>>()
+                .join(" OR ")
+        )),
+        0
+    );
+
+    // The current version: every other event once.
+    let kept: Vec<_> = sent.iter().filter(|s| !forgotten.contains(&s.0)).collect();
+    let scan = format!("delta_scan('s3://{bucket}/game_events')");
+    let expected_rows = kept.len() as i64 + written_by_others as i64;
+    assert_eq!(count(format!("SELECT count(*) FROM {scan}")), expected_rows);
+    assert_eq!(
+        count(format!("SELECT count(DISTINCT eventId) FROM {scan}")),
+        expected_rows
+    );
+    // Daily active devices and revenue of the three days: those of the events sent, without theirs.
+    let mut dau: BTreeMap<chrono::NaiveDate, BTreeSet<&str>> = BTreeMap::new();
+    let mut revenue_cents: BTreeMap<chrono::NaiveDate, i64> = BTreeMap::new();
+    for (device, name, amount, day) in &kept {
+        dau.entry(*day).or_default().insert(device);
+        if name == game_events::PURCHASE_EVENT {
+            *revenue_cents.entry(*day).or_default() += (amount.unwrap_or(0.0) * 100.0).round() as i64;
+        }
+    }
+    for (day, devices) in &dau {
+        let got = lakelog_tests::duckdb(
+            standin.endpoint(),
+            &format!(
+                "SELECT count(DISTINCT eventParams.device_id), \
+                 CAST(round(coalesce(sum(CASE WHEN eventName = 'purchaseEvent' THEN eventParams.amount END), 0) * 100) AS BIGINT) \
+                 FROM {scan} WHERE eventDate = DATE '{day}'"
+            ),
+        )
+        .unwrap();
+        assert_eq!(got[0][0].as_i64().unwrap(), devices.len() as i64, "DAU of {day}");
+        assert_eq!(
+            got[0][1].as_i64().unwrap(),
+            revenue_cents.get(day).copied().unwrap_or(0),
+            "revenue of {day}"
+        );
+    }
 }

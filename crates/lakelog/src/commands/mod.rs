@@ -3,6 +3,7 @@
 pub mod catalog;
 pub mod checkpoint;
 pub mod demo;
+pub mod forget;
 pub mod games;
 pub mod generate;
 pub mod ingest;
