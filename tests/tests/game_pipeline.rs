@@ -646,3 +646,116 @@ async fn a_flooding_game_cannot_crowd_out_another() -> Result<()> {
     ensure!(count("flood")? == (flood_rows, flood_rows), "{:?}", count("flood")?);
     Ok(())
 }
+
+/// The same requests sent as two games, one of them pseudonymising `device_id`: none of the raw
+/// ids reaches the pseudonymised game's stream (data or partition key) or table, and its report
+/// gives the same KPIs that depend on devices (DAU, retention, sessions, revenue) as the raw one's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pseudonymised_ids_give_the_same_kpis_and_never_reach_the_stream_or_table() -> Result<()> {
+    use game_api::{Game, Games, LocalStream, PartitionKey, Pseudonym};
+
+    let dir = tempfile::tempdir()?;
+    let (raw_key, hidden_key) = ("raw-game-key-0123456789", "hidden-game-key-0123456789");
+    let games = Games::keys([
+        (raw_key.to_owned(), Game::new("raw-game")?),
+        (
+            hidden_key.to_owned(),
+            Game::new("hidden-game")?.with_pseudonym(Some(Pseudonym::new(
+                "device_id",
+                b"a-pseudonym-key-of-this-test".to_vec(),
+            )?)),
+        ),
+    ]);
+    let config = ApiConfig {
+        partition_key: PartitionKey::DeviceId,
+        ..ApiConfig::default()
+    };
+    let mut synth = Synth::new(SynthConfig {
+        seed: 21,
+        devices: 30,
+        ..SynthConfig::default()
+    });
+    let start = Utc.with_ymd_and_hms(2024, 6, 1, 8, 0, 0).unwrap();
+    let sent: Vec<(Vec<GameEvent>, DateTime<Utc>)> = (0..16)
+        .map(|i| {
+            let time = start + Duration::hours(5 * i);
+            (synth.events(40, time), time)
+        })
+        .collect();
+    let devices: BTreeSet<String> = sent
+        .iter()
+        .flat_map(|(events, _)| events.iter().filter_map(|e| e.event_params.as_ref()?.device_id.clone()))
+        .collect();
+    let mut reports = Vec::new();
+    for (game, key) in [("raw", raw_key), ("hidden", hidden_key)] {
+        let stream = LocalStream::new(game);
+        for (events, time) in &sent {
+            let mut request = request(events, *time);
+            request
+                .headers
+                .insert("x-api-key", aws_lambda_events::http::HeaderValue::from_str(key)?);
+            let response = respond(&request, &games, &stream, &config).await;
+            ensure!(response.status_code == 200, "{game}: {:?}", response.body);
+        }
+        let records = stream.drain();
+        if game == "hidden" {
+            for record in &records {
+                let data = String::from_utf8_lossy(&record.kinesis.data);
+                for device in &devices {
+                    ensure!(!data.contains(device.as_str()), "a raw device id in the stream: {data}");
+                    ensure!(
+                        &record.kinesis.partition_key != device,
+                        "a raw device id as partition key"
+                    );
+                }
+            }
+        }
+        let table = dir.path().join(game).join("game_events").display().to_string();
+        let storage = StorageConfig::default();
+        let sink = Sink::open(&Config::new(&table, None)?, &storage).await?;
+        let report = sink.process(&records, &lake::Retry::default()).await;
+        ensure!(report.rows == records.len() as u64, "{report:?}");
+        let in_table = duckdb(
+            "",
+            &format!(
+                "SELECT count(*) FROM delta_scan('{table}') WHERE eventParams.device_id IN ({})",
+                devices.iter().map(|d| format!("'{d}'")).collect::<Vec<_>>().join(", ")
+            ),
+        )?;
+        let raw_rows = in_table[0][0].as_i64().unwrap_or(-1);
+        ensure!(
+            raw_rows == if game == "raw" { records.len() as i64 } else { 0 },
+            "{game}: {raw_rows} rows with a raw device id"
+        );
+        let session = ReportSession::new();
+        session
+            .register_tables("game_events", std::slice::from_ref(&table), &storage)
+            .await?;
+        reports.push(game_report(&session, "game_events", &TimeRange::parse(None, None)?).await?);
+    }
+    let (raw, hidden) = (&reports[0], &reports[1]);
+    ensure!(!raw.all.dau.is_empty() && !raw.cohorts.is_empty());
+    assert_eq!(hidden.all.dau, raw.all.dau, "DAU");
+    assert_eq!(hidden.cohorts, raw.cohorts, "retention");
+    assert_eq!(hidden.sessions, raw.sessions, "sessions");
+    // Revenue per day with its active and paying users, to the cent (sums differ in their last
+    // bits with the order of the rows; by game, by the games' names).
+    let days = |report: &GameReport| -> Vec<_> {
+        report
+            .revenue
+            .days
+            .iter()
+            .map(|d| {
+                (
+                    d.date,
+                    d.active_users,
+                    d.paying_users,
+                    (d.revenue * 100.0).round() as i64,
+                )
+            })
+            .collect()
+    };
+    assert_eq!(days(hidden), days(raw), "revenue");
+    assert_eq!(hidden.all.events_per_hour, raw.all.events_per_hour, "events");
+    Ok(())
+}

@@ -17,8 +17,11 @@ async fn main() -> Result<(), Error> {
     let (config, namespace) = env_config::init::settings(|vars| Ok((Config::from_env()?, emf::namespace(vars)?))).await;
     let sdk = lambda_sdk_config().await;
     let sink = KinesisSink::new(kinesis_client(&sdk), config.stream.clone());
-    // Each game's key is API Gateway's: the key names its game in its tags.
-    let games = Games::ApiGateway(ApiGatewayGames::new(aws_sdk_apigateway::Client::new(&sdk)));
+    // Each game's key is API Gateway's: the key names its game in its tags; a game that
+    // pseudonymises its ids has its key in Parameter Store.
+    let games = Games::ApiGateway(
+        ApiGatewayGames::new(aws_sdk_apigateway::Client::new(&sdk)).with_ssm(aws_sdk_ssm::Client::new(&sdk)),
+    );
     let (games, sink, api, namespace) = (&games, &sink, &config.api, namespace.as_str());
     lambda_runtime::run(service_fn(move |event| {
         handler::handle(event, games, sink, api, namespace)

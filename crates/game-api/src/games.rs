@@ -14,8 +14,12 @@
 //! Locally (`lakelog serve --games FILE`), [`Games::Keys`] holds the keys of a JSON file:
 //!
 //! ```json
-//! {"games": [{"game": "space-miners", "key": "a-long-random-secret", "maxAmount": 500}]}
+//! {"games": [{"game": "space-miners", "key": "a-long-random-secret", "maxAmount": 500,
+//!             "pseudonymise": "device_id", "pseudonymKey": "another-long-random-secret"}]}
 //! ```
+//!
+//! A game with `pseudonymise` has those parameters replaced by a keyed hash before its records
+//! are written (see [`crate::pseudonym`]).
 
 pub mod admin;
 
@@ -27,6 +31,7 @@ use aws_lambda_events::apigw::ApiGatewayProxyRequest;
 use game_events::Limits;
 
 use crate::lane::Lane;
+use crate::pseudonym::Pseudonym;
 use serde::Deserialize;
 
 /// The tag of a usage plan (and of its API keys) that names its game.
@@ -41,6 +46,10 @@ pub const LANE_TAG: &str = "lakelog:lane";
 /// The tag of an API key with the API stage it was made for (`API_ID/STAGE`): a key keeps it
 /// after it left its usage plan (retired, revoked), so that `lakelog games list` still shows it.
 pub const API_TAG: &str = "lakelog:api";
+/// The tag of a game's usage plan with the parameters its events have pseudonymised
+/// (`device_id,player_id`, see [`crate::pseudonym`]); the key is the SecureString parameter
+/// [`pseudonym_key_name`] of Systems Manager's Parameter Store.
+pub const PSEUDONYMISE_TAG: &str = "lakelog:pseudonymise";
 /// The header a client sends its key in.
 pub const API_KEY_HEADER: &str = "x-api-key";
 
@@ -57,6 +66,8 @@ pub struct Game {
     pub limits: Limits,
     /// Its share of the stream; `None`: the whole stream, shared with every game without a lane.
     pub lane: Option<Lane>,
+    /// The parameters replaced by a keyed hash before its records are written, if any.
+    pub pseudonym: Option<Arc<Pseudonym>>,
 }
 
 impl Game {
@@ -67,7 +78,14 @@ impl Game {
             id: id.to_owned(),
             limits: Limits::default(),
             lane: None,
+            pseudonym: None,
         })
+    }
+
+    /// The same game, with its events' parameters pseudonymised by `pseudonym`.
+    pub fn with_pseudonym(mut self, pseudonym: Option<Pseudonym>) -> Self {
+        self.pseudonym = pseudonym.map(Arc::new);
+        self
     }
 
     /// The same game, writing its records in `lane` of the stream.
@@ -148,6 +166,17 @@ pub enum GameError {
         /// What is wrong.
         reason: String,
     },
+    /// A game that pseudonymises its ids has no key the function can read: its requests are
+    /// refused rather than written with the raw ids.
+    #[error("game {game}: pseudonym key {parameter}: {reason}")]
+    PseudonymKey {
+        /// The game.
+        game: String,
+        /// The Parameter Store parameter.
+        parameter: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// API Gateway could not be asked (the request may succeed when resent).
     #[error("API Gateway: {operation}: {reason}")]
     ApiGateway {
@@ -193,7 +222,7 @@ impl GameError {
     /// (try again), 403 otherwise.
     pub fn status(&self) -> u16 {
         match self {
-            GameError::ApiGateway { .. } => 503,
+            GameError::ApiGateway { .. } | GameError::PseudonymKey { .. } => 503,
             _ => 403,
         }
     }
@@ -211,6 +240,12 @@ struct KeyEntry {
     max_amount: Option<f64>,
     #[serde(default)]
     lane: Option<String>,
+    /// Parameters to pseudonymise (`device_id,player_id`), with `pseudonym_key`.
+    #[serde(default)]
+    pseudonymise: Option<String>,
+    /// The game's pseudonym key (at least 16 bytes of text).
+    #[serde(default)]
+    pseudonym_key: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -264,7 +299,14 @@ impl Games {
                 .map(str::parse::<Lane>)
                 .transpose()
                 .map_err(|e| bad(format!("{}: {e}", game.id)))?;
-            let game = game.with_lane(lane);
+            let pseudonym = match (&entry.pseudonymise, entry.pseudonym_key) {
+                (None, None) => None,
+                (Some(params), Some(key)) => {
+                    Some(Pseudonym::new(params, key.into_bytes()).map_err(|e| bad(format!("{}: {e}", game.id)))?)
+                }
+                _ => return Err(bad(format!("{}: pseudonymise and pseudonymKey go together", game.id))),
+            };
+            let game = game.with_lane(lane).with_pseudonym(pseudonym);
             if entry.key.len() < 20 {
                 return Err(bad(format!("the key of {} is shorter than 20 characters", game.id)));
             }
@@ -328,6 +370,13 @@ pub struct ApiStageRef {
     pub stage: String,
 }
 
+/// The name of the Parameter Store parameter holding `game`'s pseudonym key on `api`'s stage:
+/// `/lakelog/API_ID/STAGE/GAME/pseudonym-key`. Deleting it makes the game's pseudonyms
+/// unlinkable for good (and the game's requests refused until it is pseudonymised no more).
+pub fn pseudonym_key_name(api: &ApiStageRef, game: &str) -> String {
+    format!("/lakelog/{}/{}/{game}/pseudonym-key", api.api_id, api.stage)
+}
+
 impl ApiStageRef {
     /// The value of [`API_TAG`] for it: `API_ID/STAGE`.
     pub fn tag(&self) -> String {
@@ -347,6 +396,8 @@ impl ApiStageRef {
 #[derive(Debug)]
 pub struct ApiGatewayGames {
     client: aws_sdk_apigateway::Client,
+    /// Reads the pseudonym keys of games that have one.
+    ssm: Option<aws_sdk_ssm::Client>,
     ttl: Duration,
     known: Mutex<HashMap<KeyOnStage, (Instant, Arc<Game>)>>,
 }
@@ -364,9 +415,43 @@ impl ApiGatewayGames {
     pub fn with_ttl(client: aws_sdk_apigateway::Client, ttl: Duration) -> Self {
         Self {
             client,
+            ssm: None,
             ttl,
             known: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The same, reading the pseudonym keys of games that have one with `ssm`. Without it, a
+    /// game tagged with [`PSEUDONYMISE_TAG`] is refused (503): its ids are never written raw.
+    pub fn with_ssm(mut self, ssm: aws_sdk_ssm::Client) -> Self {
+        self.ssm = Some(ssm);
+        self
+    }
+
+    /// `game`'s pseudonym of `params` on `api`'s stage, its key read from Parameter Store.
+    async fn pseudonym(&self, api: &ApiStageRef, game: &str, params: &str) -> Result<Pseudonym, GameError> {
+        let name = pseudonym_key_name(api, game);
+        let failed = |reason: String| GameError::PseudonymKey {
+            game: game.to_owned(),
+            parameter: name.clone(),
+            reason,
+        };
+        let ssm = self
+            .ssm
+            .as_ref()
+            .ok_or_else(|| failed("the function has no Parameter Store client".to_owned()))?;
+        let answer = ssm
+            .get_parameter()
+            .name(&name)
+            .with_decryption(true)
+            .send()
+            .await
+            .map_err(|e| failed(aws_sdk_ssm::error::DisplayErrorContext(e).to_string()))?;
+        let key = answer
+            .parameter()
+            .and_then(|p| p.value())
+            .ok_or_else(|| failed("the parameter has no value".to_owned()))?;
+        Pseudonym::new(params, key.as_bytes().to_vec()).map_err(|e| failed(e.to_string()))
     }
 
     /// The game of the key `key_id` on `api`'s stage: the one its usage plan there names. A key
@@ -393,7 +478,15 @@ impl ApiGatewayGames {
                     if api.served_by(&plan)
                         && let Some(game) = game_of_tags(plan.tags())
                     {
-                        break game?;
+                        let game = game?;
+                        let params = plan.tags().and_then(|t| t.get(PSEUDONYMISE_TAG));
+                        break match params {
+                            Some(params) => {
+                                let pseudonym = self.pseudonym(api, &game.id, params).await?;
+                                game.with_pseudonym(Some(pseudonym))
+                            }
+                            None => game,
+                        };
                     }
                 }
                 None => return Err(GameError::UnknownKey),

@@ -20,6 +20,7 @@ pub mod deliver;
 pub mod games;
 pub mod lane;
 pub mod local;
+pub mod pseudonym;
 pub mod request;
 pub mod respond;
 pub mod sink;
@@ -31,6 +32,7 @@ pub use deliver::{Delivery, DeliveryConfig, Outcome, deliver};
 pub use games::{Game, GameError, Games};
 pub use lane::Lane;
 pub use local::{ForeignSequence, LOCAL_SHARD_ID, LocalStream};
+pub use pseudonym::{Pseudonym, PseudonymError};
 pub use respond::{Answered, ApiError, Prepared, answer, prepare, respond};
 pub use sink::{
     EntryFailure, EntryResult, KinesisSink, PutEntry, RecordSink, SinkError, StreamRef, Written, kinesis_client,

@@ -24,7 +24,7 @@ use aws_lambda_events::http::{HeaderMap, HeaderValue, header};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use game_events::json::write_str;
-use game_events::{BodyError, MAX_RECORD_BYTES, parse_body};
+use game_events::{BodyError, BodyEvent, MAX_RECORD_BYTES, parse_body};
 use serde::Serialize;
 use serde_json::json;
 use tracing::{info, warn};
@@ -196,6 +196,18 @@ pub fn prepare(
             assigned_ids += 1;
             Uuid::new_v4()
         });
+        let pseudonymised;
+        let event = match &game.pseudonym {
+            Some(pseudonym) => {
+                let owned = event
+                    .clone()
+                    .into_owned()
+                    .ok_or_else(|| ApiError::Internal(format!("event {index}: not read back as an event")))?;
+                pseudonymised = BodyEvent::Owned(Box::new(pseudonym.apply(owned)));
+                &pseudonymised
+            }
+            None => event,
+        };
         let start = buffer.len();
         envelope
             .write_body_event(event, time, event_id, Some(&game.id), &mut buffer)

@@ -400,3 +400,104 @@ async fn a_stack_name_finds_its_api() {
         String::from_utf8_lossy(&missing.stderr)
     );
 }
+
+/// `games set --pseudonymise device_id` makes the game's key in Parameter Store and tags its
+/// plan: the function's lookup then replaces every device id by its keyed hash before a record
+/// is written, and refuses the game (503) rather than write raw ids when the key is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pseudonymised_game_writes_no_raw_device_id() {
+    use fixtures::game::{Synth, SynthConfig};
+
+    let standin = StandIn::connect().await.unwrap();
+    let sdk = standin.sdk_config();
+    let apigateway = aws_sdk_apigateway::Client::new(&sdk);
+    let ssm = aws_sdk_ssm::Client::new(&sdk);
+    let api_id = rest_api(&apigateway, "games-cli-pseudonyms").await;
+    let game = unique_name("private");
+    let key = games(&standin, &["add", &game, "--api-id", &api_id]).remove(0);
+    games(
+        &standin,
+        &["set", &game, "--pseudonymise", "device_id", "--api-id", &api_id],
+    );
+    let stage = game_api::games::ApiStageRef {
+        api_id: api_id.clone(),
+        stage: "prod".into(),
+    };
+    let parameter = game_api::games::pseudonym_key_name(&stage, &game);
+    let stored = ssm
+        .get_parameter()
+        .name(&parameter)
+        .with_decryption(true)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        stored.parameter().unwrap().r#type(),
+        Some(&aws_sdk_ssm::types::ParameterType::SecureString)
+    );
+    // Setting it again keeps the key: the game's pseudonyms do not change.
+    games(
+        &standin,
+        &["set", &game, "--pseudonymise", "device_id", "--api-id", &api_id],
+    );
+    let again = ssm
+        .get_parameter()
+        .name(&parameter)
+        .with_decryption(true)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.parameter().unwrap().value(), stored.parameter().unwrap().value());
+
+    let lookup = game_api::Games::ApiGateway(
+        game_api::games::ApiGatewayGames::with_ttl(apigateway.clone(), std::time::Duration::ZERO).with_ssm(ssm.clone()),
+    );
+    let events = Synth::new(SynthConfig {
+        seed: 3,
+        devices: 5,
+        ..SynthConfig::default()
+    })
+    .events(20, chrono::Utc::now());
+    let devices: std::collections::BTreeSet<String> = events
+        .iter()
+        .filter_map(|e| e.event_params.as_ref()?.device_id.clone())
+        .collect();
+    let mut request = aws_lambda_events::apigw::ApiGatewayProxyRequest::default();
+    request.request_context.identity.api_key_id = key["keyId"].as_str().map(str::to_owned);
+    request.request_context.apiid = Some(api_id.clone());
+    request.request_context.stage = Some("prod".into());
+    request.http_method = aws_lambda_events::http::Method::POST;
+    request
+        .headers
+        .insert("content-type", "application/json".parse().unwrap());
+    request.body = Some(serde_json::json!({ "events": events }).to_string());
+    let resolved = lookup.resolve(&request).await.unwrap();
+    let pseudonym = resolved.pseudonym.clone().expect("the game pseudonymises");
+    let config = game_api::ApiConfig {
+        partition_key: game_api::PartitionKey::DeviceId,
+        ..game_api::ApiConfig::default()
+    };
+    let prepared = game_api::prepare(&request, &resolved, &config, chrono::Utc::now()).unwrap();
+    assert_eq!(prepared.entries.len(), 20);
+    for entry in &prepared.entries {
+        let data = String::from_utf8_lossy(&entry.data);
+        for device in &devices {
+            assert!(!data.contains(device.as_str()), "a raw device id in {data}");
+            assert_ne!(&entry.partition_key, device, "a raw device id as partition key");
+        }
+        let decoded = game_events::decode_record(&entry.data).unwrap();
+        let hashed = decoded.event_params.unwrap().device_id.unwrap();
+        assert!(
+            devices.iter().any(|d| pseudonym.of(d) == hashed),
+            "{hashed} is no device's pseudonym"
+        );
+    }
+
+    // Without its key the game is refused, never written raw.
+    ssm.delete_parameter().name(&parameter).send().await.unwrap();
+    let refused = lookup.resolve(&request).await.unwrap_err();
+    assert_eq!(refused.status(), 503, "{refused}");
+    // Pseudonymisation off: the ids are written as sent.
+    games(&standin, &["set", &game, "--no-pseudonymise", "--api-id", &api_id]);
+    assert!(lookup.resolve(&request).await.unwrap().pseudonym.is_none());
+}

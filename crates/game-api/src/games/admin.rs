@@ -15,8 +15,8 @@ use aws_sdk_apigateway::types::{ApiStage, Op, PatchOperation, QuotaSettings, Thr
 use game_events::Limits;
 
 use super::{
-    API_TAG, ApiStageRef, GAME_TAG, Game, GameError, LANE_TAG, MAX_AMOUNT_TAG, MIN_AMOUNT_TAG, api_error,
-    game_with_tags,
+    API_TAG, ApiStageRef, GAME_TAG, Game, GameError, LANE_TAG, MAX_AMOUNT_TAG, MIN_AMOUNT_TAG, PSEUDONYMISE_TAG,
+    api_error, game_with_tags, pseudonym_key_name,
 };
 use crate::lane::Lane;
 
@@ -579,6 +579,74 @@ pub async fn set_game(
         .into_iter()
         .filter(|k| k.game == game && k.enabled)
         .collect())
+}
+
+/// Pseudonymises `params` of `game`'s events on `api`'s stage from now on (`Some`), or stops
+/// (`None`). The game's key is created first when it has none (32 random bytes, as a SecureString
+/// parameter named by [`pseudonym_key_name`]; an existing one is kept, so the game's pseudonyms
+/// stay the same), then its usage plans are tagged with [`PSEUDONYMISE_TAG`]: the function never
+/// sees the tag without a key to read. The function follows within [`crate::games::KEY_CACHE_TTL`].
+pub async fn pseudonymise_game(
+    client: &Client,
+    ssm: &aws_sdk_ssm::Client,
+    api: &ApiStageRef,
+    game: &str,
+    params: Option<&str>,
+) -> Result<(), GameError> {
+    let keys = enabled_keys(client, api, game).await?;
+    let plans = plans_of(&keys);
+    let Some(params) = params else {
+        for plan in plans {
+            client
+                .untag_resource()
+                .resource_arn(arn(client, &format!("/usageplans/{plan}"))?)
+                .tag_keys(PSEUDONYMISE_TAG)
+                .send()
+                .await
+                .map_err(api_error("UntagResource"))?;
+        }
+        return Ok(());
+    };
+    let key: String = (0..32).map(|_| format!("{:02x}", rand::random::<u8>())).collect();
+    let name = pseudonym_key_name(api, game);
+    // The names are checked before anything is written.
+    crate::pseudonym::Pseudonym::new(params, key.clone().into_bytes()).map_err(|e| GameError::InvalidSetting {
+        game: game.to_owned(),
+        setting: "pseudonymise".into(),
+        value: params.to_owned(),
+        expected: e.to_string(),
+    })?;
+    let put = ssm
+        .put_parameter()
+        .name(&name)
+        .value(key)
+        .r#type(aws_sdk_ssm::types::ParameterType::SecureString)
+        .description(format!(
+            "lakelog: the pseudonym key of the game {game}; deleting it makes its pseudonyms unlinkable"
+        ))
+        .overwrite(false)
+        .send()
+        .await;
+    match put {
+        Ok(_) => {}
+        Err(e) if e.as_service_error().is_some_and(|e| e.is_parameter_already_exists()) => {}
+        Err(e) => {
+            return Err(GameError::PseudonymKey {
+                game: game.to_owned(),
+                parameter: name,
+                reason: aws_sdk_ssm::error::DisplayErrorContext(e).to_string(),
+            });
+        }
+    }
+    for plan in plans {
+        tag(
+            client,
+            &format!("/usageplans/{plan}"),
+            &[(PSEUDONYMISE_TAG, params.to_owned())],
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 /// Takes `key` out of its game: tags it with `api`'s stage (so that `list` still shows it),

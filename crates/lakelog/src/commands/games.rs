@@ -8,8 +8,8 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use game_api::games::ApiStageRef;
 use game_api::games::admin::{
-    Changes, GameKey, Quota, QuotaPeriod, Throttle, add_game, list_games, retire_key, revoke_game, rotate_game,
-    set_game,
+    Changes, GameKey, Quota, QuotaPeriod, Throttle, add_game, list_games, pseudonymise_game, retire_key, revoke_game,
+    rotate_game, set_game,
 };
 use game_api::{Game, Lane};
 
@@ -210,6 +210,14 @@ pub struct SetArgs {
     /// The game's lane of the stream, K/N (0/1: the whole stream).
     #[arg(long, value_name = "K/N")]
     pub lane: Option<Lane>,
+    /// Replace these event parameters (device_id,player_id) by a keyed hash before the records
+    /// are written; the game's key is made in Parameter Store when it has none.
+    #[arg(long, value_name = "PARAM[,PARAM...]")]
+    pub pseudonymise: Option<String>,
+    /// Write the parameters as sent again (the key stays: delete it to make the pseudonyms
+    /// unlinkable).
+    #[arg(long, conflicts_with = "pseudonymise")]
+    pub no_pseudonymise: bool,
     /// The API.
     #[command(flatten)]
     pub api: ApiArgs,
@@ -291,15 +299,34 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                     max_amount: set.max_amount,
                     lane: set.lane,
                 };
+                let pseudonymise = set.pseudonymise.is_some() || set.no_pseudonymise;
                 anyhow::ensure!(
-                    changes != Changes::default(),
-                    "nothing to change: give --rate, --burst, --quota, --no-quota, --min-amount, --max-amount or --lane"
+                    changes != Changes::default() || pseudonymise,
+                    "nothing to change: give --rate, --burst, --quota, --no-quota, --min-amount, --max-amount, --lane, \
+                     --pseudonymise or --no-pseudonymise"
                 );
-                for key in set_game(&client, &set.api.stage_ref(&sdk).await?, &set.game, changes)
-                    .await
-                    .with_context(|| format!("cannot change the settings of {}", set.game))?
-                {
-                    print(&key)?;
+                let stage = set.api.stage_ref(&sdk).await?;
+                if pseudonymise {
+                    let ssm = aws_sdk_ssm::Client::new(&sdk);
+                    pseudonymise_game(&client, &ssm, &stage, &set.game, set.pseudonymise.as_deref())
+                        .await
+                        .with_context(|| format!("cannot change the pseudonymisation of {}", set.game))?;
+                    if set.pseudonymise.is_some() {
+                        eprintln!(
+                            "lakelog games: {}'s key is the SecureString parameter {}; deleting it makes the game's \
+                             pseudonyms unlinkable (and its requests refused while pseudonymisation is on)",
+                            set.game,
+                            game_api::games::pseudonym_key_name(&stage, &set.game)
+                        );
+                    }
+                }
+                if changes != Changes::default() {
+                    for key in set_game(&client, &stage, &set.game, changes)
+                        .await
+                        .with_context(|| format!("cannot change the settings of {}", set.game))?
+                    {
+                        print(&key)?;
+                    }
                 }
                 eprintln!(
                     "lakelog games: {} changed; API Gateway applies a throttle or quota at once, the function reads a lane or \
