@@ -17,11 +17,14 @@
 //!   staged; the Lambda reports it as a batch item failure, so only it and the records after
 //!   it are retried.
 //!
+//! * [`erasure`] erases players from the tables and the parked records, with a receipt.
+//!
 //! The `game-sink-lambda` function stages on Kinesis batches and commits on its schedule;
 //! `lakelog serve` and the demo call [`Sink::process`], which does both in turn. This library
 //! does not depend on the Lambda runtime.
 
 pub mod config;
+pub mod erasure;
 mod sink;
 
 pub use config::{Config, ConfigError, Parking, Settle};

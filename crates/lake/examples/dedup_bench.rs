@@ -1,6 +1,8 @@
 //! The deduplicating compaction's benchmark (BENCHMARKS.md, "Compaction with duplicate removal"):
 //! writes one day of game-event-like rows with 1% duplicates into a local Delta table, then
-//! compacts it with `gameId+eventId` as key and prints the time and the process's peak RSS.
+//! compacts it with `gameId+eventId` as key and prints the time and the process's peak RSS. The
+//! erasure's ("Erasing players") runs on the same table: `forget DIR PLAYERS` erases the rows of
+//! that many devices (every 300th: `device-0`, `device-300`, ...) and purges their files.
 //!
 //! ```sh
 //! cargo run --profile local -p lake --example dedup_bench -- generate /tmp/dedup-10m 10000000
@@ -157,6 +159,34 @@ async fn run_compaction(dir: &str, memory_mb: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn run_erasure(dir: &str, players: u64) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut table = Table::open(dir, &StorageConfig::default()).await?;
+    let ids = (0..players).map(|k| format!("device-{}", k * 300));
+    let erasure = lake::Erasure::new(ids).equals("device_id");
+    let report = table.erase(&erasure, &Retry::default()).await?;
+    let erased = started.elapsed();
+    let purge = table.purge(&erasure).await?;
+    let read: u64 = report.files.iter().map(|f| f.bytes).sum();
+    println!(
+        "{dir}: {players} players: {} rows removed; {} of {} files rewritten ({:.1} MB read, {:.1} MB written) in {:.1} s; \
+         purge and proof scan ({} files, {:.1} MB) {:.1} s, {} files deleted, {} still holding; peak RSS {} MB",
+        report.rows_removed,
+        report.files.len(),
+        report.files_scanned,
+        read as f64 / 1e6,
+        report.bytes_written as f64 / 1e6,
+        erased.as_secs_f64(),
+        purge.after.files,
+        purge.after.bytes as f64 / 1e6,
+        (started.elapsed() - erased).as_secs_f64(),
+        purge.deleted.len(),
+        purge.after.holding.len(),
+        peak_rss_mb().map_or_else(|| "unknown".to_owned(), |mb| mb.to_string()),
+    );
+    Ok(())
+}
+
 /// The process's peak resident set (`VmHWM`), in MB.
 fn peak_rss_mb() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -172,6 +202,9 @@ fn main() -> anyhow::Result<()> {
         ["generate", dir, rows] => runtime.block_on(generate(dir, rows.parse()?, 0)),
         ["generate", dir, rows, first] => runtime.block_on(generate(dir, rows.parse()?, first.parse()?)),
         ["compact", dir, memory_mb] => runtime.block_on(run_compaction(dir, memory_mb.parse()?)),
-        _ => anyhow::bail!("usage: dedup_bench generate DIR ROWS [FIRST_EVENT] | dedup_bench compact DIR MEMORY_MB"),
+        ["forget", dir, players] => runtime.block_on(run_erasure(dir, players.parse()?)),
+        _ => anyhow::bail!(
+            "usage: dedup_bench generate DIR ROWS [FIRST_EVENT] | dedup_bench compact DIR MEMORY_MB | dedup_bench forget DIR PLAYERS"
+        ),
     }
 }

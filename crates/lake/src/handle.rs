@@ -282,6 +282,16 @@ impl Table {
         erase::scan_folder(&self.uri, &self.delta, erasure).await
     }
 
+    /// Drops the partitions whose date is more than `keep_days` before today (UTC), in one
+    /// commit, and deletes their files (see [`crate::retention`]).
+    pub async fn expire(
+        &mut self,
+        keep_days: u32,
+        retry: &Retry,
+    ) -> Result<crate::retention::RetentionReport, MaintenanceError> {
+        crate::retention::expire(&self.uri, &mut self.delta, keep_days, maintenance::now(), retry).await
+    }
+
     /// The delta-rs table, for reading it (queries, statistics).
     pub fn delta(&self) -> &DeltaTable {
         &self.delta

@@ -26,6 +26,7 @@
 //!   only when no version names them.
 //! * [`erase`] removes the rows of given ids for good ([`Table::erase`], [`Table::purge`],
 //!   [`Table::scan_folder`]), coexisting with the writers.
+//! * [`retention`] drops the partitions older than the days a table keeps ([`Table::expire`]).
 //! * [`maintenance`] keeps tables fed by many small appends healthy: compaction of closed
 //!   partitions (with removal of duplicate rows by a key), checkpoints, expired log cleanup and
 //!   VACUUM.
@@ -43,6 +44,7 @@ mod maintenance_dedup;
 #[cfg(test)]
 mod maintenance_tests;
 pub mod progress;
+pub mod retention;
 pub mod sources;
 pub mod staging;
 mod storage;

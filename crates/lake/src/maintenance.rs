@@ -64,6 +64,7 @@ use futures::TryStreamExt as _;
 use object_store::ObjectStoreExt as _;
 use tracing::{info, warn};
 
+use crate::commit::Retry;
 use crate::error::LakeError;
 use crate::storage::{StorageConfig, table_url};
 
@@ -373,6 +374,8 @@ pub(crate) async fn vacuum(
 /// Everything one maintenance pass over a table does.
 #[derive(Debug, Clone)]
 pub struct MaintenanceOptions {
+    /// Days of partitions the table keeps (see [`crate::retention`]); `None`: every day.
+    pub retain_days: Option<u32>,
     /// Compaction, or `None` to skip it.
     pub compact: Option<CompactOptions>,
     /// Checkpoint (and, with `cleanup_logs`, delete expired log files).
@@ -391,6 +394,7 @@ impl MaintenanceOptions {
     /// with its default retention, without a deadline (what `lakelog` runs on one machine).
     pub fn all(compact: CompactOptions) -> Self {
         Self {
+            retain_days: None,
             compact: Some(compact),
             checkpoint: true,
             cleanup_logs: true,
@@ -405,6 +409,8 @@ impl MaintenanceOptions {
 pub struct TableReport {
     /// The table.
     pub uri: String,
+    /// Retention, if it ran.
+    pub retention: Option<crate::retention::RetentionReport>,
     /// Compaction, if it ran.
     pub compaction: Option<CompactionReport>,
     /// Checkpoint, if it ran.
@@ -462,6 +468,18 @@ pub async fn maintain(
         ..TableReport::default()
     };
     let past_deadline = || options.stop_at.is_some_and(|at| Instant::now() >= at);
+    // First: partitions about to be dropped are not worth compacting.
+    if let Some(days) = options.retain_days {
+        let retry = Retry::until(
+            options
+                .stop_at
+                .unwrap_or_else(|| Instant::now() + Retry::DEFAULT_BUDGET),
+        );
+        match crate::retention::expire(uri, &mut table, days, now(), &retry).await {
+            Ok(done) => report.retention = Some(done),
+            Err(e) => report.failed.push(("retention", e.to_string())),
+        }
+    }
     if let Some(compact_options) = &options.compact {
         let mut compact_options = compact_options.clone();
         compact_options.stop_at = compaction_stop_at(compact_options.stop_at, options.stop_at, Instant::now());

@@ -967,3 +967,54 @@ async fn an_erasure_with_appends_and_a_compaction_at_once_removes_only_its_ids()
     let again = table.erase(&erasure, &crate::Retry::default()).await.unwrap();
     assert_eq!((again.rows_removed, again.version), (0, None));
 }
+
+#[tokio::test]
+async fn retention_drops_the_partitions_past_it_and_deletes_their_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (uri, mut table) = new_table(&dir).await;
+    let today = today();
+    // Ten days up to today, two commits each.
+    for day in (today - 9)..=today {
+        for c in 0..2u64 {
+            let events: Vec<Event> = (0..5)
+                .map(|j| event(u64::try_from(day).unwrap() * 10 + c * 5 + j, day))
+                .collect();
+            append(&uri, &mut table, &format!("d{day}-{c}"), &events).await;
+        }
+    }
+    let before = rows(&table);
+    let old_files: Vec<std::path::PathBuf> = table
+        .snapshot()
+        .unwrap()
+        .log_data()
+        .iter()
+        .map(|v| dir.path().join("t").join(v.path().as_ref()))
+        .collect();
+    let options = MaintenanceOptions {
+        retain_days: Some(7),
+        compact: None,
+        checkpoint: false,
+        cleanup_logs: false,
+        vacuum: None,
+        stop_at: None,
+    };
+    let report = maintain(&uri, &StorageConfig::default(), &options, &NoProgress)
+        .await
+        .unwrap();
+    let retention = report.retention.unwrap();
+    // Seven days before today is the oldest kept: the two days before it go.
+    assert_eq!(retention.partitions.len(), 2, "{retention:?}");
+    assert_eq!(retention.rows, 20);
+    assert_eq!(retention.purged, 4);
+    let table = open_table(&uri, &StorageConfig::default()).await.unwrap();
+    let want: Vec<Event> = before.into_iter().filter(|e| e.day >= today - 7).collect();
+    assert_eq!(want.len(), 80);
+    assert_eq!(sorted(rows(&table)), sorted(want), "the newer days intact");
+    let gone = old_files.iter().filter(|f| !f.exists()).count();
+    assert_eq!(gone, 4, "the dropped partitions' files are deleted at once");
+    // Again: nothing more to drop.
+    let again = maintain(&uri, &StorageConfig::default(), &options, &NoProgress)
+        .await
+        .unwrap();
+    assert_eq!(again.retention.unwrap().files, 0);
+}

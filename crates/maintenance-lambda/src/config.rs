@@ -26,29 +26,40 @@ pub struct TableEntry {
     /// The key whose duplicates compaction removes: a column, or columns joined by `+`
     /// (`gameId+eventId` for game events).
     pub dedup_key: Option<String>,
+    /// Days of date partitions the tables keep (`None`: every day); older ones are dropped and
+    /// their files deleted.
+    pub retain_days: Option<u32>,
 }
 
 impl TableEntry {
-    /// Parses `LOCATION[#dedup=COLUMN[+COLUMN...]]`, where a location ending in `/*` stands for every table
-    /// directly under it.
+    /// Parses `LOCATION[#dedup=COLUMN[+COLUMN...]][#retain-days=DAYS]`, where a location ending
+    /// in `/*` stands for every table directly under it.
     pub fn parse(entry: &str) -> Result<Self, ConfigError> {
         let invalid = |reason: &str| ConfigError::invalid("LAKE_TABLES", entry, reason);
-        let (location, options) = match entry.split_once('#') {
-            Some((location, options)) => (location, Some(options)),
-            None => (entry, None),
-        };
-        let dedup_key = match options {
-            None => None,
-            Some(options) => match options.split_once('=') {
-                Some(("dedup", key)) if key.split('+').all(is_column_name) => Some(key.to_owned()),
+        let mut parts = entry.split('#');
+        let location = parts.next().unwrap_or_default();
+        let (mut dedup_key, mut retain_days) = (None, None);
+        for option in parts {
+            match option.split_once('=') {
+                Some(("dedup", key)) if key.split('+').all(is_column_name) => dedup_key = Some(key.to_owned()),
                 Some(("dedup", _)) => {
                     return Err(invalid(
                         "the dedup key must be a plain column name, or names joined by +",
                     ));
                 }
-                _ => return Err(invalid("the only option is #dedup=COLUMN[+COLUMN...]")),
-            },
-        };
+                // 0 keeps every day: the template's default.
+                Some(("retain-days", "0")) => retain_days = None,
+                Some(("retain-days", days)) => match days.parse::<u32>() {
+                    Ok(days) if days <= 36_500 => retain_days = Some(days),
+                    _ => return Err(invalid("retain-days must be a number of days from 0 to 36500")),
+                },
+                _ => {
+                    return Err(invalid(
+                        "the options are #dedup=COLUMN[+COLUMN...] and #retain-days=DAYS",
+                    ));
+                }
+            }
+        }
         if !is_table_location(location) {
             return Err(invalid(TABLE_LOCATION_FORMS));
         }
@@ -61,13 +72,20 @@ impl TableEntry {
             None if location.is_empty() => return Err(invalid("empty location")),
             None => Location::Table(location.to_owned()),
         };
-        Ok(Self { location, dedup_key })
+        Ok(Self {
+            location,
+            dedup_key,
+            retain_days,
+        })
     }
 }
 
 fn is_column_name(name: &str) -> bool {
     !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
+
+/// The variable naming the folder of erasure requests.
+pub const ERASURE_REQUESTS_VAR: &str = "ERASURE_REQUESTS_URI";
 
 /// The settings of the maintenance function, as it reads them from its environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +111,20 @@ pub struct Config {
     /// `MAINTENANCE_STATE_URI`: the folder of the rotation's state (`s3://bucket/prefix` or a local
     /// directory); unset, tables are taken in a rotation by the hour of the event.
     pub state: Option<String>,
+    /// `ERASURE_REQUESTS_URI`: a folder of erasure requests, taken at the start of each pass,
+    /// with the game tables they erase from; unset, none.
+    pub erasure: Option<ErasureConfig>,
+}
+
+/// Where erasure requests come from, and the tables they erase from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErasureConfig {
+    /// `ERASURE_REQUESTS_URI`: the folder of requests (`{"game", "players", "idParam"}` JSON
+    /// objects at its top); each receipt is written under `receipts/`.
+    pub requests: String,
+    /// `GAME_EVENTS_TABLE_URI` (required with requests), `GAME_EVENTS_REJECTS_TABLE_URI` (the
+    /// table with `_rejects` by default) and `GAME_EVENTS_PARKING_URI`.
+    pub targets: game_sink::erasure::ErasureTargets,
 }
 
 impl Config {
@@ -119,8 +151,33 @@ impl Config {
             .optional("MAINTENANCE_STATE_URI")
             .map(|uri| env_config::table_location("MAINTENANCE_STATE_URI", &uri))
             .transpose()?;
+        let erasure = match vars.optional(ERASURE_REQUESTS_VAR) {
+            None => None,
+            Some(uri) => {
+                let requests = env_config::table_location(ERASURE_REQUESTS_VAR, &uri)?;
+                let events = vars.required(game_sink::config::EVENTS_TABLE_VAR)?;
+                let events = env_config::table_location(game_sink::config::EVENTS_TABLE_VAR, &events)?;
+                let rejects = match vars.optional(game_sink::config::REJECTS_TABLE_VAR) {
+                    Some(r) => env_config::table_location(game_sink::config::REJECTS_TABLE_VAR, &r)?,
+                    None => format!("{events}_rejects"),
+                };
+                let parked = vars
+                    .optional(game_sink::config::PARKING_VAR)
+                    .map(|p| env_config::table_location(game_sink::config::PARKING_VAR, &p))
+                    .transpose()?;
+                Some(ErasureConfig {
+                    requests,
+                    targets: game_sink::erasure::ErasureTargets {
+                        events_table: events,
+                        rejects_table: Some(rejects),
+                        parked,
+                    },
+                })
+            }
+        };
         Ok(Self {
             state,
+            erasure,
             tables,
             target_file_size: target_mb << 20,
             dedup_memory: dedup_memory << 20,
@@ -151,7 +208,7 @@ mod tests {
     fn tables_and_defaults() {
         let c = config(&[(
             "LAKE_TABLES",
-            "s3://lake/access_logs/*, s3://lake/game_events#dedup=gameId+eventId\n./local/t",
+            "s3://lake/access_logs/*, s3://lake/game_events#dedup=gameId+eventId#retain-days=400\n./local/t#retain-days=0",
         )])
         .unwrap();
         assert_eq!(
@@ -159,15 +216,18 @@ mod tests {
             vec![
                 TableEntry {
                     location: Location::Prefix("s3://lake/access_logs".into()),
-                    dedup_key: None
+                    dedup_key: None,
+                    retain_days: None
                 },
                 TableEntry {
                     location: Location::Table("s3://lake/game_events".into()),
-                    dedup_key: Some("gameId+eventId".into())
+                    dedup_key: Some("gameId+eventId".into()),
+                    retain_days: Some(400)
                 },
                 TableEntry {
                     location: Location::Table("./local/t".into()),
-                    dedup_key: None
+                    dedup_key: None,
+                    retain_days: None
                 },
             ]
         );
@@ -204,7 +264,9 @@ mod tests {
         for (entry, reason) in [
             ("s3://lake/t#dedup=event-id", "plain column name"),
             ("s3://lake/t#dedup=", "plain column name"),
-            ("s3://lake/t#key=eventId", "the only option"),
+            ("s3://lake/t#retain-days=-1", "from 0 to 36500"),
+            ("s3://lake/t#keep=1", "#retain-days=DAYS"),
+            ("s3://lake/t#key=eventId", "the options are"),
             ("gs://lake/t", "use s3://"),
             ("s3://lake/*/t", "the only pattern"),
             ("s3:///*", "needs a bucket"),

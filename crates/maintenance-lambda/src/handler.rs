@@ -29,12 +29,24 @@ pub enum HandlerError {
         /// The first failure.
         first: String,
     },
+    /// An erasure request could not be carried out (it stays for the next pass).
+    #[error("erasure request {request} failed: {error}")]
+    ErasureFailed {
+        /// The request's object.
+        request: String,
+        /// Why.
+        error: String,
+    },
 }
 
 impl From<HandlerError> for lambda_runtime::Diagnostic {
     fn from(e: HandlerError) -> Self {
         lambda_runtime::Diagnostic {
-            error_type: "LakeMaintenance.TablesFailed".into(),
+            error_type: match &e {
+                HandlerError::TablesFailed { .. } => "LakeMaintenance.TablesFailed",
+                HandlerError::ErasureFailed { .. } => "LakeMaintenance.ErasureFailed",
+            }
+            .into(),
             error_message: e.to_string(),
         }
     }
@@ -46,6 +58,8 @@ pub struct Maintainer {
     config: Config,
     storage: StorageConfig,
     namespace: String,
+    /// Left to readers of older versions before an erasure deletes their files.
+    reader_grace: Duration,
 }
 
 impl Maintainer {
@@ -56,7 +70,15 @@ impl Maintainer {
             config,
             storage,
             namespace: emf::DEFAULT_NAMESPACE.to_owned(),
+            reader_grace: READER_GRACE,
         }
+    }
+
+    /// The same, leaving readers of older versions `grace` before an erasure deletes their files
+    /// (a minute unless told).
+    pub fn with_reader_grace(mut self, grace: Duration) -> Self {
+        self.reader_grace = grace;
+        self
     }
 
     /// The maintainer, writing its metrics in `namespace`.
@@ -84,6 +106,10 @@ pub struct TableSummary {
     pub duplicates_removed: u64,
     /// Partitions left because of a concurrent rewrite.
     pub conflicts: Vec<String>,
+    /// Partitions dropped because they were past the table's retention.
+    pub partitions_expired: Vec<String>,
+    /// Their rows.
+    pub rows_expired: u64,
     /// The version checkpointed.
     pub checkpoint_version: Option<u64>,
     /// Expired log files deleted.
@@ -112,6 +138,12 @@ impl From<TableReport> for TableSummary {
             bins_planned: compaction.bins_planned,
             duplicates_removed: compaction.duplicates(),
             conflicts: compaction.conflicts,
+            partitions_expired: report
+                .retention
+                .as_ref()
+                .map(|r| r.partitions.clone())
+                .unwrap_or_default(),
+            rows_expired: report.retention.as_ref().map_or(0, |r| r.rows),
             checkpoint_version: report.checkpoint.map(|c| c.version),
             logs_removed: report.checkpoint.map_or(0, |c| c.logs_removed),
             files_vacuumed: report.vacuum.map_or(0, |v| v.files.len()),
@@ -132,6 +164,96 @@ pub struct Report {
     pub stopped_early: bool,
     /// Minutes since the table maintained through longest ago was (with a rotation state).
     pub minutes_since_maintained: Option<u64>,
+    /// The erasure requests taken.
+    pub erasures: Vec<ErasureSummary>,
+}
+
+/// One erasure request the pass took.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErasureSummary {
+    /// The request's object.
+    pub request: String,
+    /// Where its receipt was written.
+    pub receipt: Option<String>,
+    /// Rows removed from the tables.
+    pub rows_removed: u64,
+    /// Whether no file is left holding the players.
+    pub verified: bool,
+    /// Why it could not be done (the request stays for the next pass).
+    pub error: Option<String>,
+}
+
+/// The folder under the requests' where receipts go.
+pub const RECEIPTS: &str = "receipts/";
+
+/// Seconds left to readers of the older versions before an erasure deletes their files.
+const READER_GRACE: Duration = Duration::from_secs(60);
+
+/// Takes every request of the erasure folder (JSON objects at its top): erases its players
+/// ([`game_sink::erasure::forget`]), writes the receipt under [`RECEIPTS`] with the request's
+/// name, then deletes the request. A request that fails stays, and is tried again next pass; one
+/// that is not a request is named in the summary and left alone.
+async fn take_erasures(
+    config: &crate::config::ErasureConfig,
+    storage: &StorageConfig,
+    grace: Duration,
+) -> Vec<ErasureSummary> {
+    let mut summaries = Vec::new();
+    let folder = match lake::Folder::open(&config.requests, storage) {
+        Ok(folder) => folder,
+        Err(e) => {
+            error!(folder = %config.requests, error = %e, "cannot open the erasure requests");
+            return summaries;
+        }
+    };
+    let names = match folder.list().await {
+        Ok(names) => names,
+        Err(e) => {
+            error!(folder = %config.requests, error = %e, "cannot list the erasure requests");
+            return summaries;
+        }
+    };
+    for name in names
+        .into_iter()
+        .filter(|n| !n.starts_with(RECEIPTS) && !n.contains('/'))
+    {
+        let object = folder.object_uri(&name);
+        let mut summary = ErasureSummary {
+            request: object.clone(),
+            ..ErasureSummary::default()
+        };
+        let done = async {
+            let bytes = folder.get(&name).await.map_err(|e| e.to_string())?;
+            let request = game_sink::erasure::ErasureRequest::from_json(&object, &bytes).map_err(|e| e.to_string())?;
+            let receipt = game_sink::erasure::forget(&config.targets, storage, &request, grace)
+                .await
+                .map_err(|e| e.to_string())?;
+            let json = serde_json::to_vec_pretty(&receipt).map_err(|e| e.to_string())?;
+            let at = format!("{RECEIPTS}{name}");
+            folder.put(&at, json).await.map_err(|e| e.to_string())?;
+            if receipt.verified {
+                folder.delete(&name).await.map_err(|e| e.to_string())?;
+            }
+            let rows = receipt.tables.values().map(|t| t.erasure.rows_removed).sum::<u64>();
+            Ok::<_, String>((folder.object_uri(&at), rows, receipt.verified))
+        }
+        .await;
+        match done {
+            Ok((receipt, rows, verified)) => {
+                info!(request = %object, receipt = %receipt, rows, verified, "erasure done");
+                summary.receipt = Some(receipt);
+                summary.rows_removed = rows;
+                summary.verified = verified;
+            }
+            Err(e) => {
+                error!(request = %object, error = %e, "erasure failed; the request stays for the next pass");
+                summary.error = Some(e);
+            }
+        }
+        summaries.push(summary);
+    }
+    summaries
 }
 
 /// Maintains every table of the configuration: compaction of closed partitions (deduplicating by
@@ -148,14 +270,23 @@ pub async fn handle(event: LambdaEvent<EventBridgeEvent>, maintainer: &Maintaine
         "maintenance pass"
     );
 
+    // Erasures first: a player's request is due within a month, and a pass may end early.
+    let erasures = match &config.erasure {
+        Some(erasure) => take_erasures(erasure, &maintainer.storage, maintainer.reader_grace).await,
+        None => Vec::new(),
+    };
     // The tables, with their deduplication keys; prefixes are listed now.
-    let mut tables: Vec<(String, Option<String>)> = Vec::new();
-    let mut report = Report::default();
+    // Each table with its entry (deduplication key, retention).
+    let mut tables: Vec<(String, &crate::config::TableEntry)> = Vec::new();
+    let mut report = Report {
+        erasures,
+        ..Report::default()
+    };
     for entry in &config.tables {
         match &entry.location {
-            Location::Table(uri) => tables.push((uri.clone(), entry.dedup_key.clone())),
+            Location::Table(uri) => tables.push((uri.clone(), entry)),
             Location::Prefix(prefix) => match discover_tables(prefix, &maintainer.storage).await {
-                Ok(found) => tables.extend(found.into_iter().map(|t| (t, entry.dedup_key.clone()))),
+                Ok(found) => tables.extend(found.into_iter().map(|t| (t, entry))),
                 Err(e) => {
                     error!(prefix = %prefix, error = %e, "cannot list tables");
                     report.tables.push(TableSummary {
@@ -202,7 +333,7 @@ pub async fn handle(event: LambdaEvent<EventBridgeEvent>, maintainer: &Maintaine
         }
     };
 
-    for (uri, dedup_key) in tables {
+    for (uri, entry) in tables {
         if stop_at.is_some_and(|at| Instant::now() >= at) {
             report.stopped_early = true;
             report.tables.push(TableSummary {
@@ -215,10 +346,11 @@ pub async fn handle(event: LambdaEvent<EventBridgeEvent>, maintainer: &Maintaine
         state.started(&uri, chrono::Utc::now().timestamp());
         save(state.clone()).await;
         let options = MaintenanceOptions {
+            retain_days: entry.retain_days,
             compact: Some(CompactOptions {
                 target_file_size: config.target_file_size,
                 grace: config.grace,
-                dedup_key,
+                dedup_key: entry.dedup_key.clone(),
                 dedup_memory: config.dedup_memory,
                 ..CompactOptions::default()
             }),
@@ -276,6 +408,12 @@ pub async fn handle(event: LambdaEvent<EventBridgeEvent>, maintainer: &Maintaine
             failed: failures.len(),
             total: report.tables.len(),
             first: format!("{}: {}", first.table, first.error.as_deref().unwrap_or_default()),
+        });
+    }
+    if let Some(failed) = report.erasures.iter().find(|e| e.error.is_some()) {
+        return Err(HandlerError::ErasureFailed {
+            request: failed.request.clone(),
+            error: failed.error.clone().unwrap_or_default(),
         });
     }
     Ok(report)

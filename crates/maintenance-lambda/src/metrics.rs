@@ -1,5 +1,6 @@
 //! The function's metrics of one pass, in CloudWatch's embedded metric format: tables maintained
-//! and failed, compaction's work, and how long ago the least recently maintained table was done.
+//! and failed, compaction's work, rows past retention, erasures, and how long ago the least
+//! recently maintained table was done.
 
 use crate::handler::{Report, TableSummary};
 
@@ -30,6 +31,17 @@ impl Report {
                 Count,
             )
             .put("FilesVacuumed", sum(|t| t.files_vacuumed), Count)
+            .put(
+                "RowsExpired",
+                self.tables.iter().map(|t| t.rows_expired).sum::<u64>() as f64,
+                Count,
+            )
+            .put("Erasures", self.erasures.len() as f64, Count)
+            .put(
+                "ErasuresFailed",
+                self.erasures.iter().filter(|e| e.error.is_some()).count() as f64,
+                Count,
+            )
             .put("StoppedEarly", f64::from(u8::from(self.stopped_early)), Count);
         if let Some(minutes) = self.minutes_since_maintained {
             metrics.put("HoursSinceMaintained", minutes as f64 / 60.0, emf::Unit::None);
@@ -63,6 +75,7 @@ mod tests {
             ],
             stopped_early: false,
             minutes_since_maintained: Some(90),
+            erasures: Vec::new(),
         };
         let document = report.metrics("ns").document(0);
         for (name, value) in [

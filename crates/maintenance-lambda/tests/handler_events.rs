@@ -94,7 +94,9 @@ async fn a_broken_table_fails_the_invocation_after_the_others() {
     let err = handle(LambdaEvent::new(event(), context()), &maintainer(&tables))
         .await
         .unwrap_err();
-    let HandlerError::TablesFailed { failed, total, first } = &err;
+    let HandlerError::TablesFailed { failed, total, first } = &err else {
+        panic!("not a table failure: {err}");
+    };
     assert_eq!((*failed, *total), (1, 2));
     assert!(first.starts_with(&format!("{root}/not-a-table: ")), "{first}");
     assert_eq!(stats(&good).await.files, 1, "the good table was maintained");
@@ -156,4 +158,99 @@ async fn the_rotation_state_orders_the_tables_and_records_each_one() {
             "{saved:?}"
         );
     }
+}
+
+/// An erasure request dropped in `ERASURE_REQUESTS_URI` is carried out by the next pass: the
+/// players' rows leave the game table and no file under it holds them, the receipt lands under
+/// `receipts/` (naming the players only by hash), and the request is gone. A request that is not
+/// one stays, fails the invocation, and names its object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erasure_request_is_carried_out_with_its_receipt() {
+    use fixtures::game::{Synth, SynthConfig};
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().display().to_string();
+    let game_table = format!("{root}/game_events");
+    let requests = format!("{root}/erasure-requests");
+    let storage = StorageConfig::default();
+
+    // A day of 10 devices' events through the sink.
+    let sink = game_sink::Sink::open(&game_sink::Config::new(&game_table, None).unwrap(), &storage)
+        .await
+        .unwrap();
+    let time = chrono::Utc::now() - chrono::TimeDelta::days(3);
+    let events = Synth::new(SynthConfig {
+        seed: 5,
+        devices: 10,
+        ..SynthConfig::default()
+    })
+    .events(200, time);
+    let envelope = game_events::Envelope::new(serde_json::Map::new());
+    let records: Vec<_> = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            lakelog_tests::StreamRecord {
+                shard_id: "shardId-000000000000".into(),
+                sequence_number: format!("{}", 1000 + i),
+                partition_key: format!("k{i}"),
+                data: envelope.record(&e.clone().stamp(time)).unwrap(),
+                arrival: time,
+            }
+            .to_lambda()
+        })
+        .collect();
+    let staged = sink.process(&records, &lake::Retry::default()).await;
+    assert_eq!(staged.rows, 200);
+    let device = |e: &game_events::GameEvent| e.event_params.as_ref().unwrap().device_id.clone().unwrap();
+    let forgotten = device(&events[0]);
+    let theirs = events.iter().filter(|e| device(e) == forgotten).count() as u64;
+
+    let folder = lake::Folder::open(&requests, &storage).unwrap();
+    // Events sent before games had ids (no gameId) are any game's.
+    let game = "lakelog-legends";
+    folder
+        .put(
+            "2026-12-05-player.json",
+            serde_json::to_vec(&serde_json::json!({"game": game, "players": [forgotten]})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let vars = [
+        ("LAKE_TABLES", game_table.clone()),
+        ("ERASURE_REQUESTS_URI", requests.clone()),
+        ("GAME_EVENTS_TABLE_URI", game_table.clone()),
+    ];
+    let config = Config::from_vars(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone())).unwrap();
+    let maintainer = Maintainer::new(config.clone(), storage.clone()).with_reader_grace(std::time::Duration::ZERO);
+    let report = handle(LambdaEvent::new(event(), context()), &maintainer).await.unwrap();
+    assert_eq!(report.erasures.len(), 1, "{report:?}");
+    let done = &report.erasures[0];
+    assert!(done.verified && done.error.is_none(), "{done:?}");
+    assert_eq!(done.rows_removed, theirs);
+    assert_eq!(stats(&game_table).await.rows, 200 - theirs);
+    assert_eq!(folder.list().await.unwrap(), ["receipts/2026-12-05-player.json"]);
+    let receipt = String::from_utf8(folder.get("receipts/2026-12-05-player.json").await.unwrap()).unwrap();
+    assert!(
+        !receipt.contains(&forgotten),
+        "the receipt names the player only by hash"
+    );
+    let scan = Table::open(&game_table, &storage)
+        .await
+        .unwrap()
+        .scan_folder(&lake::Erasure::new([forgotten.clone()]).equals("eventParams.device_id"))
+        .await
+        .unwrap();
+    assert!(scan.files > 0 && scan.holding.is_empty(), "{scan:?}");
+
+    // Not a request: it stays, and the invocation fails naming it.
+    folder.put("broken.json", b"{\"players\": 3}".to_vec()).await.unwrap();
+    let failed = handle(LambdaEvent::new(event(), context()), &maintainer)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&failed, HandlerError::ErasureFailed { request, .. } if request.ends_with("broken.json")),
+        "{failed}"
+    );
+    assert!(folder.list().await.unwrap().contains(&"broken.json".to_owned()));
 }

@@ -34,6 +34,10 @@ pub struct OptimizeArgs {
     /// Start no new bin after this many seconds; the next run goes on.
     #[arg(long, value_name = "SECONDS")]
     pub max_seconds: Option<u64>,
+    /// First drop the date partitions older than this many days, and delete their files (the
+    /// maintenance function's `#retain-days`); 0 keeps every day.
+    #[arg(long, value_name = "DAYS", value_parser = clap::value_parser!(u32).range(0..=36_500))]
+    pub retain_days: Option<u32>,
     /// Print the plan and change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -105,6 +109,24 @@ async fn optimize(args: &OptimizeArgs) -> anyhow::Result<ExitCode> {
             plan.open_partitions
         );
         return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(days) = args.retain_days.filter(|&d| d > 0) {
+        let expired = table.expire(days, &lake::Retry::default()).await?;
+        match (expired.before, expired.version) {
+            (None, _) => println!("retention: the table has no date partition column; every row stays"),
+            (Some(before), Some(version)) => println!(
+                "retention: dropped {} partitions before {before} ({} files, {} rows, {:.1} MB) in version {version}; {} files deleted",
+                expired.partitions.len(),
+                expired.files,
+                expired.rows,
+                expired.bytes as f64 / 1e6,
+                expired.purged
+            ),
+            (Some(before), None) if expired.files > 0 => {
+                eprintln!("lakelog optimize: a concurrent commit rewrote files before {before}; run again")
+            }
+            (Some(before), None) => println!("retention: no partition before {before}"),
+        }
     }
     let bar = if args.quiet {
         ProgressBar::hidden()
