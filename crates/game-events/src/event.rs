@@ -7,25 +7,9 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::error::FieldProblem;
+pub use crate::names::{EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, GAME_ID, PURCHASE_EVENT, RESERVED_FIELDS};
 pub use crate::params::{EventParams, PARAM_FIELDS};
 use crate::time::epoch_seconds;
-
-/// `eventName`.
-pub const EVENT_NAME: &str = "eventName";
-/// `eventTime`: epoch seconds, stamped by the server.
-pub const EVENT_TIME: &str = "eventTime";
-/// `eventId`: a UUID, the client's or the server's.
-pub const EVENT_ID: &str = "eventId";
-/// `eventParams`.
-pub const EVENT_PARAMS: &str = "eventParams";
-/// `gameId`: the game that sent the event, stamped by the server from the request's API key,
-/// never taken from a client.
-pub const GAME_ID: &str = "gameId";
-/// The `eventName` of a purchase; its `eventParams.amount` is what bookings add up.
-pub const PURCHASE_EVENT: &str = "purchaseEvent";
-
-/// Names of the top-level fields the model reads itself (none of them is ever in `extra`).
-pub const RESERVED_FIELDS: [&str; 5] = [EVENT_NAME, EVENT_TIME, EVENT_ID, EVENT_PARAMS, GAME_ID];
 
 /// The field of a batch body that holds its events.
 pub const EVENTS: &str = "events";

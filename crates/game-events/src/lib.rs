@@ -41,7 +41,10 @@ mod fast;
 pub mod json;
 mod keys;
 mod limits;
+mod names;
+mod object;
 mod params;
+mod span;
 pub mod time;
 
 pub use body::{BodyEvent, parse_body};

@@ -6,9 +6,9 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use crate::body::BodyEvent;
-use crate::borrowed::RawFields;
 use crate::error::{EventProblem, FieldProblem, InvalidEvents};
 use crate::json::{MAX_COPIED_WHITESPACE, MAX_DEPTH, measure};
+use crate::object::RawFields;
 
 /// How deep an event object sits in its record: the record (the request envelope) holds it as
 /// `body`. A field of the event is one level inside it, a parameter two.

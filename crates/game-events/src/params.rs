@@ -22,11 +22,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::borrowed::{Object, RawFields};
 use crate::error::FieldProblem;
-use crate::event::EVENT_PARAMS;
-use crate::fast::{Span, text, written_as};
 use crate::json::write_json;
+use crate::names::EVENT_PARAMS;
+use crate::object::{Object, RawFields};
+use crate::span::{Span, text, written_as};
 use crate::time::parse_client_time;
 
 /// What a typed parameter is: how it is validated, read by the one-pass parser, written into a

@@ -44,7 +44,7 @@ pub struct AppendOutcome {
     /// the step is left to the next writer or the maintenance run.
     pub post_commit_failed: bool,
     /// Whether this writer checkpointed the version it committed (checkpoints are spaced by
-    /// their size: see [`crate::maintenance`]).
+    /// their size: see `checkpoint::checkpoint_spacing`).
     pub checkpointed: bool,
 }
 
@@ -204,7 +204,7 @@ pub(crate) async fn commit_sources(
     sources: Vec<SourceFiles>,
     retry: &Retry,
 ) -> Result<AppendOutcome, LakeError> {
-    commit_files(uri, table, txns, sources, true, &[], retry).await
+    commit_files(uri, table, txns, sources, Records::Sources, retry).await
 }
 
 /// Commits the files of `sources` as one new version of `table`, as plain appends: no `txn` is
@@ -219,7 +219,7 @@ pub(crate) async fn commit_appends(
     sources: Vec<SourceFiles>,
     retry: &Retry,
 ) -> Result<AppendOutcome, LakeError> {
-    commit_files(uri, table, txns, sources, false, &[], retry).await
+    commit_files(uri, table, txns, sources, Records::Nothing, retry).await
 }
 
 /// Commits the files of `sources` as plain appends together with the new positions of the
@@ -238,7 +238,7 @@ pub(crate) async fn commit_appends_at(
     advances: &[Advance],
     retry: &Retry,
 ) -> Result<AppendOutcome, LakeError> {
-    commit_files(uri, table, txns, sources, false, advances, retry).await
+    commit_files(uri, table, txns, sources, Records::Positions(advances), retry).await
 }
 
 /// The operation an append to `table` records: a write in append mode, with the table's partition
@@ -257,15 +257,29 @@ pub(crate) fn append_operation(uri: &str, table: &DeltaTable) -> Result<DeltaOpe
     })
 }
 
+/// What an append records beside its files, and so what its commit is guarded by.
+#[derive(Debug, Clone, Copy)]
+enum Records<'a> {
+    /// Nothing: plain appends, never in conflict.
+    Nothing,
+    /// A `txn` per source: refused when another writer committed one of them.
+    Sources,
+    /// The streams' new positions: refused when another writer moved one of them.
+    Positions(&'a [Advance]),
+}
+
 async fn commit_files(
     uri: &str,
     table: &mut DeltaTable,
     txns: &Txns,
     sources: Vec<SourceFiles>,
-    record_sources: bool,
-    advances: &[Advance],
+    records: Records<'_>,
     retry: &Retry,
 ) -> Result<AppendOutcome, LakeError> {
+    let advances = match records {
+        Records::Positions(advances) => advances,
+        Records::Nothing | Records::Sources => &[],
+    };
     if sources.is_empty() && advances.is_empty() {
         return Ok(AppendOutcome::default());
     }
@@ -277,7 +291,7 @@ async fn commit_files(
     let mut transactions = Vec::with_capacity(sources.len());
     let mut actions = Vec::new();
     for files in sources {
-        if record_sources {
+        if matches!(records, Records::Sources) {
             transactions.push(Transaction::new_with_last_update(&files.source, 1, Some(now_ms)));
         }
         outcome.rows += files.rows;
@@ -291,12 +305,10 @@ async fn commit_files(
         return Ok(outcome);
     }
     let operation = append_operation(uri, table)?;
-    let guard = if record_sources {
-        Guard::NewTransactions
-    } else if !advances.is_empty() {
-        Guard::Positions(advances)
-    } else {
-        Guard::None
+    let guard = match records {
+        Records::Sources => Guard::NewTransactions,
+        Records::Positions(advances) => Guard::Positions(advances),
+        Records::Nothing => Guard::None,
     };
     let to_commit = Commit {
         uri,
@@ -356,7 +368,7 @@ pub(crate) mod tests {
     use arrow::array::{Array as _, AsArray as _, Date32Array, StringArray, TimestampMicrosecondArray};
 
     use super::*;
-    use crate::table::tests::spec;
+    use crate::create::tests::spec;
     use crate::{StorageConfig, open_or_create, open_table};
 
     pub(crate) fn batch(ids: &[&str], day: i32) -> RecordBatch {
@@ -820,11 +832,6 @@ pub(crate) mod tests {
         // The first checkpoint, at version 9, holds over 6,000 actions: the next ones follow at
         // least 13 commits later, at the versions where delta-rs would checkpoint.
         assert_eq!(checkpointed, [9, 29, 49]);
-        assert_eq!(crate::maintenance::checkpoint_spacing(10, 6_020), 13);
-        assert_eq!(crate::maintenance::checkpoint_spacing(10, 3_000), 10);
-        assert_eq!(crate::maintenance::checkpoint_spacing(10, 100_000), 55);
-        assert_eq!(crate::maintenance::checkpoint_spacing(10, 100_000_000), 1000);
-        assert_eq!(crate::maintenance::checkpoint_spacing(5000, 100_000_000), 5000);
         // A reader opening the table replays from the newest checkpoint.
         let reopened = open_table(&uri, &StorageConfig::default()).await.unwrap();
         assert_eq!(row_count(&reopened), 6000 + 49 * 2);

@@ -28,8 +28,8 @@ use rand::Rng as _;
 use serde_json::Value;
 use tracing::{debug, warn};
 
+use crate::checkpoint::checkpoint_due;
 use crate::error::LakeError;
-use crate::maintenance::checkpoint_due;
 use crate::progress::{self, Advance};
 use crate::txns::Txns;
 

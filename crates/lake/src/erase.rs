@@ -36,7 +36,7 @@ use tracing::{info, warn};
 use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit, delete_files};
 use crate::conform::{conform, without_partitions};
 use crate::error::LakeError;
-use crate::maintenance_compact::StoreFile;
+use crate::files::StoreFile;
 use crate::txns::Txns;
 
 /// Rows read at once from a file.

@@ -156,3 +156,95 @@ impl LakeError {
         }
     }
 }
+
+/// What can go wrong while maintaining a table.
+#[derive(Debug, thiserror::Error)]
+pub enum MaintenanceError {
+    /// Opening or reading the table failed.
+    #[error(transparent)]
+    Lake(#[from] LakeError),
+    /// delta-rs failed in a maintenance operation.
+    #[error("table {uri}: {operation}: {source}")]
+    Delta {
+        /// The table.
+        uri: String,
+        /// The operation (compaction, checkpoint, vacuum, ...).
+        operation: &'static str,
+        /// What delta-rs said.
+        #[source]
+        source: Box<deltalake::DeltaTableError>,
+    },
+    /// A data file of the table could not be read.
+    #[error("table {uri}: data file {file}: {reason}")]
+    ReadFile {
+        /// The table.
+        uri: String,
+        /// The file, relative to the table.
+        file: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The deduplication key cannot be used on this table.
+    #[error("table {uri}: deduplication key {key:?}: {reason}")]
+    DedupKey {
+        /// The table.
+        uri: String,
+        /// The key column.
+        key: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// The table uses a Delta feature that compaction does not rewrite correctly.
+    #[error("table {uri}: cannot compact: {reason}")]
+    Unsupported {
+        /// The table.
+        uri: String,
+        /// The feature.
+        reason: String,
+    },
+    /// The files written by a compaction do not hold the rows read; nothing was committed.
+    #[error("table {uri}: partition {partition}: rewritten files hold {written} rows, expected {expected}")]
+    RowCount {
+        /// The table.
+        uri: String,
+        /// The partition.
+        partition: String,
+        /// Rows the new files' statistics report.
+        written: u64,
+        /// Rows read less duplicates dropped.
+        expected: u64,
+    },
+    /// A VACUUM retention below [`MIN_VACUUM_RETENTION`](crate::maintenance::MIN_VACUUM_RETENTION)
+    /// was asked for without `force`.
+    #[error(
+        "table {uri}: VACUUM retention of {hours} hours is below the minimum of {minimum_hours} hours; \
+         files removed more recently may still be read (time travel, running queries): force it only \
+         if no reader needs them"
+    )]
+    RetentionTooShort {
+        /// The table.
+        uri: String,
+        /// The retention asked for, in hours.
+        hours: i64,
+        /// The least retention taken without `force`, in hours.
+        minimum_hours: i64,
+    },
+    /// A location listing tables could not be listed.
+    #[error("cannot list tables under {prefix}: {reason}")]
+    Discover {
+        /// The location.
+        prefix: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+impl MaintenanceError {
+    pub(crate) fn delta(uri: &str, operation: &'static str, source: deltalake::DeltaTableError) -> Self {
+        MaintenanceError::Delta {
+            uri: uri.to_owned(),
+            operation,
+            source: Box::new(source),
+        }
+    }
+}

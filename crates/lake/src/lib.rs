@@ -32,17 +32,15 @@
 //!   VACUUM.
 
 mod append;
+mod checkpoint;
 mod commit;
 mod conform;
+mod create;
 pub mod erase;
 mod error;
+mod files;
 mod folder;
-mod handle;
 pub mod maintenance;
-mod maintenance_compact;
-mod maintenance_dedup;
-#[cfg(test)]
-mod maintenance_tests;
 pub mod progress;
 pub mod retention;
 pub mod sources;
@@ -53,18 +51,18 @@ mod txns;
 
 pub use append::{AppendOutcome, SourceFiles, SourceWriter, now_micros};
 pub use commit::{COMMIT_ID_KEY, Retry};
+pub use create::{FileStats, TableSpec};
 pub use erase::{Erasure, ErasureReport, FolderScan, Purge};
 pub use error::LakeError;
 pub use folder::Folder;
-pub use handle::Table;
 pub use progress::Advance;
 pub use staging::{Staged, StagedCommit};
 pub use storage::{StorageConfig, table_url};
-pub use table::{FileStats, TableSpec};
+pub use table::Table;
 // The functions `Table` is made of, for the crate's own modules and tests.
-pub(crate) use table::open_table;
+pub(crate) use create::open_table;
 #[cfg(test)]
-pub(crate) use table::{file_stats, open_or_create};
+pub(crate) use create::{file_stats, open_or_create};
 
 // The table type the functions above open, for callers that read or inspect it.
 pub use deltalake::DeltaTable;

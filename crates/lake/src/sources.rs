@@ -19,7 +19,7 @@ use deltalake::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use futures::TryStreamExt as _;
 
 use crate::error::LakeError;
-use crate::maintenance_compact::{StoreFile, written_at};
+use crate::files::{StoreFile, written_at};
 
 /// How long before the retention ends a `txn` is no longer trusted alone: the writer's clock and
 /// the commit's may differ, and a check and a commit are not the same instant.
@@ -51,7 +51,7 @@ pub(crate) fn has_files_written_before(uri: &str, table: &DeltaTable, before_ms:
 /// The distinct values of the string column `column` in the active files of `table` whose rows
 /// were first written before `added_before_ms` (milliseconds since the epoch): files added
 /// before it, and files compaction wrote later from such files (by their
-/// [`WRITTEN_SINCE_TAG`](crate::maintenance::WRITTEN_SINCE_TAG), not their new modification time).
+/// [`WRITTEN_SINCE_TAG`](crate::files::WRITTEN_SINCE_TAG), not their new modification time).
 pub(crate) async fn column_values_in_files_before(
     uri: &str,
     table: &DeltaTable,

@@ -811,7 +811,7 @@ pub(crate) async fn commit_staged(
 mod tests {
     use super::*;
     use crate::append::tests::batch;
-    use crate::table::tests::spec;
+    use crate::create::tests::spec;
     use crate::{StorageConfig, Table};
 
     async fn table(dir: &tempfile::TempDir) -> Table {

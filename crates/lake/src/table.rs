@@ -1,496 +1,304 @@
-//! Opening tables, and creating them when they are missing, safely under concurrency.
+//! [`Table`]: one open table and everything lakelog's writers do with it.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 
-use arrow::datatypes::SchemaRef;
-use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
-use deltalake::kernel::transaction::CommitProperties;
-use deltalake::kernel::{DataType as DeltaDataType, StructField, StructType};
-use deltalake::operations::create::CreateBuilder;
-use deltalake::protocol::SaveMode;
-use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
-use tracing::{debug, info};
+use deltalake::DeltaTable;
 
+use crate::append::{
+    AppendOutcome, SourceFiles, SourceWriter, commit_appends, commit_appends_at, commit_sources, is_committed,
+};
+use crate::commit::Retry;
+use crate::create::{FileStats, TableSpec, file_stats, open_or_create, open_table};
+use crate::erase::{self, Erasure, ErasureReport, FolderScan};
 use crate::error::LakeError;
-use crate::storage::{StorageConfig, table_url};
+use crate::maintenance::{
+    self, CheckpointReport, CompactOptions, CompactProgress, CompactionPlan, CompactionReport, MaintenanceError,
+    NoProgress, Settle, VacuumOptions, VacuumReport,
+};
+use crate::progress::{self, Advance};
+use crate::sources;
+use crate::staging::{self, Staged, StagedCommit};
+use crate::storage::StorageConfig;
+use crate::txns::Txns;
 
-/// What a lakelog table looks like: its schema, partitioning and table properties.
+/// An open table at its location: the version loaded, brought up to date by [`Table::refresh`],
+/// and the writes of lakelog's pipelines (a writer per source, commits of sources or plain
+/// appends). Cloning is cheap next to opening: the clone shares the loaded log and the `txn`
+/// versions known.
 #[derive(Debug, Clone)]
-pub struct TableSpec {
-    /// The table's name in the Delta metadata, e.g. `access_logs`.
-    pub name: String,
-    /// The Arrow schema of the rows written to it.
-    pub schema: SchemaRef,
-    /// The partition columns, in order.
-    pub partition_columns: Vec<String>,
-    /// Delta table properties set when the table is created.
-    pub properties: HashMap<String, String>,
-    /// Whether opening an existing table that lacks nullable columns of this spec adds them
-    /// (schema evolution); when not, opening it fails with [`LakeError::SchemaBehind`].
-    pub evolve: bool,
+pub struct Table {
+    uri: String,
+    delta: DeltaTable,
+    txns: Txns,
 }
 
-impl TableSpec {
-    /// A spec with lakelog's default properties: a checkpoint interval of 10 commits (appends are
-    /// small and frequent, and readers replay the log since the last checkpoint; writers space
-    /// checkpoints further as they grow, see [`crate::maintenance`]), `txn` ids kept 30 days
-    /// (beyond SQS's 14-day retention, so every redelivery of a log object is recognised; raw logs
-    /// kept longer are checked by [`crate::sources`]), log and deleted files kept 7 days for time travel.
-    pub fn new(name: impl Into<String>, schema: SchemaRef, partition_columns: &[&str]) -> Self {
-        let properties = [
-            ("delta.checkpointInterval", "10"),
-            ("delta.setTransactionRetentionDuration", "interval 30 days"),
-            ("delta.logRetentionDuration", "interval 30 days"),
-            ("delta.deletedFileRetentionDuration", "interval 7 days"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-        Self {
-            name: name.into(),
-            schema,
-            partition_columns: partition_columns.iter().map(|c| (*c).to_owned()).collect(),
-            properties,
-            evolve: true,
-        }
+impl Table {
+    /// Opens the table at `uri`, creating it from `spec` when it is missing.
+    pub async fn open_or_create(uri: &str, spec: &TableSpec, storage: &StorageConfig) -> Result<Self, LakeError> {
+        Ok(Self {
+            uri: uri.to_owned(),
+            delta: open_or_create(uri, spec, storage).await?,
+            txns: Txns::default(),
+        })
     }
 
-    /// The spec, adding its missing nullable columns to an existing table if `evolve` (the
-    /// default); otherwise opening such a table fails ([`LakeError::SchemaBehind`]): a command run
-    /// by hand against tables that deployed functions write does not change their schema unless
-    /// asked.
-    pub fn with_schema_changes(mut self, evolve: bool) -> Self {
-        self.evolve = evolve;
-        self
+    /// Opens the table at `uri`, which must exist.
+    pub async fn open(uri: &str, storage: &StorageConfig) -> Result<Self, LakeError> {
+        Ok(Self {
+            uri: uri.to_owned(),
+            delta: open_table(uri, storage).await?,
+            txns: Txns::default(),
+        })
     }
 
-    /// The Delta (kernel) schema of this spec.
-    pub(crate) fn delta_schema(&self) -> Result<StructType, DeltaTableError> {
-        Ok(self.schema.as_ref().try_into_kernel()?)
+    /// The table's location, as it was opened.
+    pub fn uri(&self) -> &str {
+        &self.uri
     }
-}
 
-/// Opens the table at `location`, which must exist.
-pub(crate) async fn open_table(location: &str, storage: &StorageConfig) -> Result<DeltaTable, LakeError> {
-    let url = table_url(location)?;
-    let options = storage.options_for(&url);
-    DeltaTableBuilder::from_url(url)
-        .map_err(|e| LakeError::delta(location, e))?
-        .with_storage_options(options)
-        .load()
-        .await
-        .map_err(|e| LakeError::delta(location, e))
-}
+    /// Reads the commits written since the version loaded.
+    pub async fn refresh(&mut self) -> Result<(), LakeError> {
+        self.delta
+            .update_incremental(None)
+            .await
+            .map_err(|e| LakeError::delta(&self.uri, e))
+    }
 
-/// Opens the table at `location`, creating it from `spec` when it does not exist yet, and checks
-/// that its schema and partitioning are the spec's.
-///
-/// Many writers may call this at once on a missing table: the first commit of version 0 wins
-/// (S3 conditional write), and every other writer then opens the table that won.
-pub(crate) async fn open_or_create(
-    location: &str,
-    spec: &TableSpec,
-    storage: &StorageConfig,
-) -> Result<DeltaTable, LakeError> {
-    let url = table_url(location)?;
-    let options = storage.options_for(&url);
-    let builder = || {
-        DeltaTableBuilder::from_url(url.clone())
-            .map(|b| b.with_storage_options(options.clone()))
-            .map_err(|e| LakeError::delta(location, e))
-    };
-    let mut table = builder()?.build().map_err(|e| LakeError::delta(location, e))?;
-    let exists = table
-        .verify_deltatable_existence()
-        .await
-        .map_err(|e| LakeError::delta(location, e))?;
-    if exists {
-        table.load().await.map_err(|e| LakeError::delta(location, e))?;
-    } else {
-        let schema = spec.delta_schema().map_err(|e| LakeError::delta(location, e))?;
-        let created = CreateBuilder::new()
-            .with_location(url.as_str())
-            .with_storage_options(options.clone())
-            .with_table_name(&spec.name)
-            .with_columns(schema.fields().cloned())
-            .with_partition_columns(spec.partition_columns.clone())
-            .with_configuration(spec.properties.iter().map(|(k, v)| (k.clone(), Some(v.clone()))))
-            .with_save_mode(SaveMode::Ignore)
-            // A creator that loses the race for version 0 must not retry as version 1: that
-            // would write the metadata twice and conflict with the winner's first appends.
-            .with_commit_properties(CommitProperties::default().with_max_retries(0))
-            .await;
-        table = match created {
-            Ok(table) => {
-                info!(table = location, "created table");
-                table
+    /// Whether `source` is recorded by a `txn` of the version loaded; an
+    /// id asked about before is answered without reading the log again.
+    pub async fn is_committed(&self, source: &str) -> Result<bool, LakeError> {
+        is_committed(&self.uri, &self.delta, &self.txns, source).await
+    }
+
+    /// A writer of `source`'s rows into data files of this table.
+    pub fn writer(&self, source: &str) -> Result<SourceWriter, LakeError> {
+        SourceWriter::new(&self.uri, &self.delta, source)
+    }
+
+    /// Commits `sources` with a `txn` each.
+    pub async fn commit_sources(
+        &mut self,
+        sources: Vec<SourceFiles>,
+        retry: &Retry,
+    ) -> Result<AppendOutcome, LakeError> {
+        commit_sources(&self.uri, &mut self.delta, &self.txns, sources, retry).await
+    }
+
+    /// Commits `sources` as plain appends.
+    pub async fn commit_appends(
+        &mut self,
+        sources: Vec<SourceFiles>,
+        retry: &Retry,
+    ) -> Result<AppendOutcome, LakeError> {
+        commit_appends(&self.uri, &mut self.delta, &self.txns, sources, retry).await
+    }
+
+    /// How far `stream` is in the loaded version (see [`crate::progress`]); `None` when no commit
+    /// recorded a position of it.
+    pub async fn position(&self, stream: &str) -> Result<Option<String>, LakeError> {
+        progress::position(&self.uri, &self.delta, &self.txns, stream).await
+    }
+
+    /// Commits `sources` as plain appends with the streams' new positions.
+    pub async fn commit_appends_at(
+        &mut self,
+        sources: Vec<SourceFiles>,
+        advances: &[Advance],
+        retry: &Retry,
+    ) -> Result<AppendOutcome, LakeError> {
+        commit_appends_at(&self.uri, &mut self.delta, &self.txns, sources, advances, retry).await
+    }
+
+    /// How far `stream` is staged or committed (see [`crate::staging`]): the last record of its
+    /// newest staged link, or, when it has none, its position in the table's newest version.
+    pub async fn staged_position(&mut self, stream: &str) -> Result<Option<String>, LakeError> {
+        match staging::staged_position(&self.uri, &self.delta.object_store(), stream).await? {
+            Some(position) => Ok(position),
+            None => {
+                self.refresh().await?;
+                self.position(stream).await
             }
-            Err(e) => {
-                // Either another writer created it between our check and our commit, or our own
-                // commit of version 0 landed although the store answered with an error (a retried
-                // PUT then meets it): in both cases version 0 is there now. Otherwise the
-                // creation failed, and its cause is the error to report.
-                let mut existing = builder()?.build().map_err(|e| LakeError::delta(location, e))?;
-                match existing.verify_deltatable_existence().await {
-                    Ok(true) => {
-                        debug!(table = location, error = %e, "version 0 is there after a failed create, opening it");
-                        existing.load().await.map_err(|e| LakeError::delta(location, e))?;
-                        existing
-                    }
-                    _ => {
-                        return Err(LakeError::Create {
-                            uri: location.to_owned(),
-                            source: Box::new(e),
-                        });
-                    }
-                }
-            }
-        };
-    }
-    let missing = check_schema(location, &table, spec)?;
-    if !missing.is_empty() && !spec.evolve {
-        return Err(LakeError::SchemaBehind {
-            uri: location.to_owned(),
-            columns: missing.iter().map(|c| c.name().to_owned()).collect(),
-        });
-    }
-    if !missing.is_empty() {
-        table = add_columns(location, table, missing, &builder).await?;
-        if let Some(column) = check_schema(location, &table, spec)?.first() {
-            return Err(LakeError::SchemaMismatch {
-                uri: location.into(),
-                detail: format!("column {} is missing and could not be added", column.name()),
-            });
         }
     }
-    Ok(table)
-}
 
-/// Adds the nullable `columns` a newer release of the spec has to an existing table (Delta
-/// schema evolution: the rows written before read them as null). Another writer may add them
-/// first: then the table is opened again and has them.
-async fn add_columns(
-    location: &str,
-    table: DeltaTable,
-    columns: Vec<StructField>,
-    builder: &impl Fn() -> Result<DeltaTableBuilder, LakeError>,
-) -> Result<DeltaTable, LakeError> {
-    let names: Vec<String> = columns.iter().map(|c| c.name().to_owned()).collect();
-    match table
-        .add_columns()
-        .with_fields(columns)
-        .with_commit_properties(CommitProperties::default().with_max_retries(0))
-        .await
-    {
-        Ok(table) => {
-            info!(table = location, columns = ?names, "added the new nullable columns to the table");
-            Ok(table)
+    /// Stages `files`, the rows of `advance.stream` after `advance.from` (its staged position, as
+    /// read) up to `advance.to`, for the committer; [`LakeError::Conflict`] when another writer
+    /// staged past `advance.from` first (nothing staged, the files deleted).
+    pub async fn stage(&self, files: SourceFiles, advance: &Advance) -> Result<Staged, LakeError> {
+        staging::stage(&self.uri, &self.delta.object_store(), files, advance).await
+    }
+
+    /// Stages the files of `sources` for the committer, which commits each source once with a
+    /// `txn` (see [`crate::staging`]).
+    pub async fn stage_sources(&self, sources: Vec<SourceFiles>) -> Result<Staged, LakeError> {
+        staging::stage_sources(&self.uri, &self.delta.object_store(), sources).await
+    }
+
+    /// Commits what the writers staged, at most `max_links` links, in one version with each
+    /// stream's new position (see [`crate::staging`]).
+    pub async fn commit_staged(&mut self, max_links: usize, retry: &Retry) -> Result<StagedCommit, LakeError> {
+        staging::commit_staged(&self.uri, &mut self.delta, &self.txns, max_links, retry).await
+    }
+
+    /// The schema of the version loaded, as Arrow has it.
+    pub fn schema(&self) -> Result<arrow::datatypes::SchemaRef, LakeError> {
+        Ok(self
+            .delta
+            .snapshot()
+            .map_err(|e| LakeError::delta(&self.uri, e))?
+            .snapshot()
+            .arrow_schema())
+    }
+
+    /// The partition columns of the version loaded.
+    pub fn partition_columns(&self) -> Result<Vec<String>, LakeError> {
+        Ok(self
+            .delta
+            .snapshot()
+            .map_err(|e| LakeError::delta(&self.uri, e))?
+            .metadata()
+            .partition_columns()
+            .to_vec())
+    }
+
+    /// Active files, rows and bytes of the version loaded.
+    pub fn file_stats(&self) -> Result<FileStats, LakeError> {
+        file_stats(&self.delta).map_err(|e| LakeError::delta(&self.uri, e))
+    }
+
+    /// When, in milliseconds since the epoch, commits began whose `txn` ids are still certainly
+    /// known (see [`sources`]); `None` when ids never expire.
+    pub fn trusted_since_ms(&self, now_ms: i64) -> Result<Option<i64>, LakeError> {
+        sources::trusted_since_ms(&self.uri, &self.delta, now_ms)
+    }
+
+    /// Whether any active file holds rows first written before `before_ms` (see [`sources`]); no
+    /// data file is read.
+    pub fn has_files_written_before(&self, before_ms: i64) -> Result<bool, LakeError> {
+        sources::has_files_written_before(&self.uri, &self.delta, before_ms)
+    }
+
+    /// The distinct values of the string column `column` in the active files whose rows were
+    /// first written before `before_ms` (see [`sources`]).
+    pub async fn column_values_in_files_before(
+        &self,
+        column: &str,
+        before_ms: i64,
+    ) -> Result<HashSet<String>, LakeError> {
+        sources::column_values_in_files_before(&self.uri, &self.delta, column, before_ms).await
+    }
+
+    /// Plans the compaction of the closed partitions, changing nothing (see [`maintenance`]).
+    pub fn plan_compaction(&self, options: &CompactOptions) -> Result<CompactionPlan, MaintenanceError> {
+        maintenance::plan_compaction(&self.uri, &self.delta, options)
+    }
+
+    /// Compacts the closed partitions, removing duplicate rows by `options.dedup_key`, bin by
+    /// bin (see [`maintenance`]).
+    pub async fn compact(
+        &mut self,
+        options: &CompactOptions,
+        progress: &dyn CompactProgress,
+    ) -> Result<CompactionReport, MaintenanceError> {
+        maintenance::compact(&self.uri, &mut self.delta, options, progress).await
+    }
+
+    /// Packs the small files the writers left when `settle` says it is time (see
+    /// [`Settle`]), starting no bin after `stop_at`; `None` when it was not time. Deciding costs
+    /// nothing while the table has fewer active files than [`Settle::files`], and one pass over
+    /// the files of the version loaded after that.
+    pub async fn settle(
+        &mut self,
+        settle: &Settle,
+        stop_at: Option<std::time::Instant>,
+    ) -> Result<Option<CompactionReport>, MaintenanceError> {
+        let active = self
+            .delta
+            .snapshot()
+            .map_err(|e| MaintenanceError::delta(&self.uri, "compaction plan", e))?
+            .log_data()
+            .num_files();
+        if active < settle.files.max(2) {
+            return Ok(None);
         }
-        Err(e) => {
-            debug!(table = location, error = %e, "adding columns failed; opening the table again");
-            let mut table = builder()?.build().map_err(|e| LakeError::delta(location, e))?;
-            table.load().await.map_err(|e| LakeError::delta(location, e))?;
-            Ok(table)
+        let options = settle.options(stop_at);
+        let plan = self.plan_compaction(&options)?;
+        if plan.files() < settle.files {
+            return Ok(None);
         }
+        maintenance::compact_planned(&self.uri, &mut self.delta, &plan, &options, &NoProgress)
+            .await
+            .map(Some)
     }
-}
 
-/// Size of a table's current version, from the Delta log alone (no data file is read).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FileStats {
-    /// Active data files.
-    pub files: u64,
-    /// Rows in them, from the file statistics.
-    pub rows: u64,
-    /// Bytes in them.
-    pub bytes: u64,
-}
-
-/// Counts the active files, rows and bytes of the table's loaded version.
-pub(crate) fn file_stats(table: &DeltaTable) -> Result<FileStats, DeltaTableError> {
-    let mut stats = FileStats::default();
-    for file in table.snapshot()?.log_data().iter() {
-        stats.files += 1;
-        stats.rows += file.num_records().unwrap_or(0) as u64;
-        stats.bytes += file.size().max(0) as u64;
-    }
-    Ok(stats)
-}
-
-/// The table must have the spec's columns (same names, types, nullability) and partitioning.
-/// Checks the table's partitioning and columns against `spec`; returns the nullable columns of
-/// the spec the table does not have yet (they can be added), and fails on any other difference.
-fn check_schema(location: &str, table: &DeltaTable, spec: &TableSpec) -> Result<Vec<StructField>, LakeError> {
-    let snapshot = table.snapshot().map_err(|e| LakeError::delta(location, e))?;
-    let mismatch = |detail: String| LakeError::SchemaMismatch {
-        uri: location.into(),
-        detail,
-    };
-    let partitions = snapshot.metadata().partition_columns();
-    if *partitions != spec.partition_columns {
-        return Err(mismatch(format!(
-            "partitioned by {partitions:?}, expected {:?}",
-            spec.partition_columns
-        )));
-    }
-    let expected = spec.delta_schema().map_err(|e| LakeError::delta(location, e))?;
-    let actual = snapshot.schema();
-    let mut missing = Vec::new();
-    for field in expected.fields() {
-        match actual.field(field.name()) {
-            None if field.is_nullable() => missing.push(field.clone()),
-            None => return Err(mismatch(format!("column {} is missing", field.name()))),
-            // A struct column whose spec has new nullable fields at its end (a new typed event
-            // parameter): Delta adds them by merging the column's type.
-            Some(found) if grows_into(found.data_type(), field.data_type()) => missing.push(field.clone()),
-            Some(found) if found.data_type() != field.data_type() => {
-                return Err(mismatch(format!(
-                    "column {} is {:?}, expected {:?}",
-                    field.name(),
-                    found.data_type(),
-                    field.data_type()
-                )));
-            }
-            Some(_) => {}
-        }
-    }
-    Ok(missing)
-}
-
-/// Whether `expected` is `found` with new nullable fields after its own, in a struct at any
-/// depth: what [`add_columns`] can add to rows that were written without them.
-fn grows_into(found: &DeltaDataType, expected: &DeltaDataType) -> bool {
-    let (DeltaDataType::Struct(found), DeltaDataType::Struct(expected)) = (found, expected) else {
-        return false;
-    };
-    let found_count = found.fields().count();
-    if found_count > expected.fields().count() {
-        return false;
-    }
-    let mut grew = false;
-    for (f, e) in found.fields().zip(expected.fields()) {
-        if f.name() != e.name() || f.is_nullable() != e.is_nullable() {
-            return false;
-        }
-        if f.data_type() != e.data_type() {
-            if !grows_into(f.data_type(), e.data_type()) {
-                return false;
-            }
-            grew = true;
-        }
-    }
-    let added: Vec<&StructField> = expected.fields().skip(found_count).collect();
-    (grew || !added.is_empty()) && added.iter().all(|f| f.is_nullable())
-}
-
-#[cfg(test)]
-pub(crate) mod tests {
-    use std::sync::Arc;
-
-    use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-
-    use super::*;
-
-    pub(crate) fn spec() -> TableSpec {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("id", DataType::Utf8, false),
-            Field::new(
-                "at",
-                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-                false,
+    /// What a writer does after each commit: [`Table::settle`], starting no bin after
+    /// [`Settle::BUDGET`] or `deadline`. The commit has landed already, so a packing that fails is
+    /// logged, not returned: packing is guarded like every compaction (a bin that failed or lost
+    /// to another writer changes nothing), and the next commit tries again.
+    pub async fn settle_after_commit(&mut self, settle: &Settle, deadline: std::time::Instant) {
+        let stop_at = deadline.min(std::time::Instant::now() + Settle::BUDGET);
+        match self.settle(settle, Some(stop_at)).await {
+            Ok(Some(report)) => tracing::info!(
+                table = %self.uri,
+                files_removed = report.files_removed(),
+                files_added = report.files_added(),
+                conflicts = report.conflicts.len(),
+                "packed the small files"
             ),
-            Field::new("day", DataType::Date32, false),
-        ]));
-        TableSpec::new("things", schema, &["day"])
-    }
-
-    #[tokio::test]
-    async fn creates_once_then_opens() {
-        let dir = tempfile::tempdir().unwrap();
-        let location = dir.path().join("things");
-        let location = location.to_str().unwrap();
-        let storage = StorageConfig::default();
-        let table = open_or_create(location, &spec(), &storage).await.unwrap();
-        assert_eq!(table.version(), Some(0));
-        let config = table.snapshot().unwrap().metadata().configuration().clone();
-        assert_eq!(config["delta.setTransactionRetentionDuration"], "interval 30 days");
-        let again = open_or_create(location, &spec(), &storage).await.unwrap();
-        assert_eq!(again.version(), Some(0));
-        assert_eq!(open_table(location, &storage).await.unwrap().version(), Some(0));
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn concurrent_creators_share_one_table() {
-        let dir = tempfile::tempdir().unwrap();
-        let location = dir.path().join("raced").to_str().unwrap().to_owned();
-        let tasks: Vec<_> = (0..8)
-            .map(|_| {
-                let location = location.clone();
-                tokio::spawn(async move { open_or_create(&location, &spec(), &StorageConfig::default()).await })
-            })
-            .collect();
-        for task in tasks {
-            assert_eq!(task.await.unwrap().unwrap().version(), Some(0));
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                table = %self.uri,
+                error = %e,
+                "could not pack the small files; the next commit tries again"
+            ),
         }
-        let log = std::fs::read_dir(dir.path().join("raced/_delta_log")).unwrap().count();
-        assert_eq!(log, 1, "exactly one commit");
     }
 
-    #[tokio::test]
-    async fn new_nullable_columns_are_added_and_old_rows_read_them_as_null() {
-        let dir = tempfile::tempdir().unwrap();
-        let location = dir.path().join("t");
-        let location = location.to_str().unwrap();
-        open_or_create(location, &spec(), &StorageConfig::default())
-            .await
-            .unwrap();
-        let mut newer = spec();
-        let mut fields: Vec<Field> = newer.schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-        fields.push(Field::new("extra", DataType::Utf8, true));
-        newer.schema = Arc::new(Schema::new(fields.clone()));
-        // A writer told not to change the schema refuses the table, naming the column.
-        let err = open_or_create(
-            location,
-            &newer.clone().with_schema_changes(false),
-            &StorageConfig::default(),
-        )
-        .await
-        .unwrap_err();
-        assert!(
-            matches!(&err, LakeError::SchemaBehind { columns, .. } if columns == &["extra"]),
-            "{err}"
-        );
-        assert!(err.to_string().contains("--evolve-schema"), "{err}");
-        let table = open_or_create(location, &newer, &StorageConfig::default())
-            .await
-            .unwrap();
-        assert_eq!(table.version(), Some(1));
-        // Once the table has the column, such a writer opens it.
-        open_or_create(
-            location,
-            &newer.clone().with_schema_changes(false),
-            &StorageConfig::default(),
-        )
-        .await
-        .unwrap();
-        let schema = table.snapshot().unwrap().schema();
-        assert!(schema.field("extra").is_some_and(StructField::is_nullable));
-        // Opened again, nothing more is added.
-        let again = open_or_create(location, &newer, &StorageConfig::default())
-            .await
-            .unwrap();
-        assert_eq!(again.version(), Some(1));
-        // A new column that may not be null cannot be added to rows that have none.
-        fields.push(Field::new("required", DataType::Utf8, false));
-        newer.schema = Arc::new(Schema::new(fields));
-        let err = open_or_create(location, &newer, &StorageConfig::default())
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("column required is missing"), "{err}");
+    /// Checkpoints the current version and, with `cleanup_logs`, deletes expired log files.
+    pub async fn checkpoint(&mut self, cleanup_logs: bool) -> Result<CheckpointReport, MaintenanceError> {
+        maintenance::checkpoint(&self.uri, &mut self.delta, cleanup_logs).await
     }
 
-    /// Appends one row of `spec`'s schema (every struct field set) from `source`.
-    async fn append_row(location: &str, table: &mut DeltaTable, spec: &TableSpec, source: &str) {
-        use arrow::array::{ArrayRef, Date32Array, StringArray, StructArray, TimestampMicrosecondArray};
-        let columns: Vec<ArrayRef> = spec
-            .schema
-            .fields()
-            .iter()
-            .map(|field| -> ArrayRef {
-                match field.data_type() {
-                    DataType::Utf8 => Arc::new(StringArray::from(vec![source])),
-                    DataType::Timestamp(..) => Arc::new(TimestampMicrosecondArray::from(vec![0]).with_timezone("UTC")),
-                    DataType::Date32 => Arc::new(Date32Array::from(vec![0])),
-                    DataType::Struct(fields) => Arc::new(StructArray::new(
-                        fields.clone(),
-                        fields
-                            .iter()
-                            .map(|_| Arc::new(StringArray::from(vec![source])) as ArrayRef)
-                            .collect(),
-                        None,
-                    )),
-                    other => panic!("no test value for {other}"),
-                }
-            })
-            .collect();
-        let batch = arrow::record_batch::RecordBatch::try_new(spec.schema.clone(), columns).unwrap();
-        crate::append::commit_batch(location, table, source, batch).await;
+    /// Deletes data files removed longer ago than the retention (see [`maintenance`]).
+    pub async fn vacuum(&mut self, options: &VacuumOptions) -> Result<VacuumReport, MaintenanceError> {
+        maintenance::vacuum(&self.uri, &mut self.delta, options).await
     }
 
-    #[tokio::test]
-    async fn new_nullable_fields_of_a_struct_column_are_added() {
-        let dir = tempfile::tempdir().unwrap();
-        let location = dir.path().join("t");
-        let location = location.to_str().unwrap();
-        let with_params = |params: Vec<Field>| {
-            let mut spec = spec();
-            let mut fields: Vec<Field> = spec.schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-            fields.push(Field::new("params", DataType::Struct(params.into()), true));
-            spec.schema = Arc::new(Schema::new(fields));
-            spec
-        };
-        let older = vec![Field::new("device_id", DataType::Utf8, true)];
-        let mut table = open_or_create(location, &with_params(older.clone()), &StorageConfig::default())
-            .await
-            .unwrap();
-        append_row(location, &mut table, &with_params(older.clone()), "before").await;
-        // A new parameter, last in the struct, as a release that types one more adds it.
-        let mut newer = older.clone();
-        newer.push(Field::new("session_id", DataType::Utf8, true));
-        let table = open_or_create(location, &with_params(newer.clone()), &StorageConfig::default())
-            .await
-            .unwrap();
-        assert_eq!(table.version(), Some(2), "version 1 is the row written before");
-        let schema = table.snapshot().unwrap().schema();
-        let DeltaDataType::Struct(params) = schema.field("params").unwrap().data_type() else {
-            panic!("params is a struct");
-        };
-        let names: Vec<&String> = params.fields().map(StructField::name).collect();
-        assert_eq!(names, ["device_id", "session_id"]);
-        // Opened again, nothing more is added; rows with the new field are written beside the old.
-        let mut again = open_or_create(location, &with_params(newer.clone()), &StorageConfig::default())
-            .await
-            .unwrap();
-        assert_eq!(again.version(), Some(2));
-        append_row(location, &mut again, &with_params(newer.clone()), "after").await;
-        assert_eq!(again.version(), Some(3));
-        assert_eq!(file_stats(&again).unwrap().rows, 2);
-        // What cannot be added to old rows is refused: a new field that may not be null, or one
-        // placed before the fields the table has.
-        let mut required = newer.clone();
-        required.push(Field::new("level", DataType::Int32, false));
-        let err = open_or_create(location, &with_params(required), &StorageConfig::default())
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("column params is"), "{err}");
-        let mut reordered = newer;
-        reordered.insert(0, Field::new("level", DataType::Int32, true));
-        let err = open_or_create(location, &with_params(reordered), &StorageConfig::default())
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("column params is"), "{err}");
+    /// Removes every row of `erasure` in one commit that coexists with the writers (see
+    /// [`erase`]); the files it rewrote stay on storage until [`Table::purge`].
+    pub async fn erase(&mut self, erasure: &Erasure, retry: &Retry) -> Result<ErasureReport, LakeError> {
+        erase::erase(&self.uri, &mut self.delta, erasure, retry).await
     }
 
-    #[tokio::test]
-    async fn a_different_schema_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let location = dir.path().join("t");
-        let location = location.to_str().unwrap();
-        open_or_create(location, &spec(), &StorageConfig::default())
-            .await
-            .unwrap();
-        let mut other = spec();
-        let mut fields: Vec<Field> = other.schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-        fields[0] = Field::new("id", DataType::Int64, false);
-        other.schema = Arc::new(Schema::new(fields));
-        let err = open_or_create(location, &other, &StorageConfig::default())
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("column id is"), "{err}");
-        assert!(
-            open_table(&format!("{location}-missing"), &StorageConfig::default())
-                .await
-                .is_err()
-        );
+    /// Deletes from storage the files that hold rows of `erasure` and that the current version
+    /// no longer names (see [`erase::purge`]), then scans the folder again.
+    pub async fn purge(&mut self, erasure: &Erasure) -> Result<erase::Purge, LakeError> {
+        erase::purge(&self.uri, &mut self.delta, erasure).await
+    }
+
+    /// Reads every Parquet data file under the table's folder, active or not, for rows of
+    /// `erasure`.
+    pub async fn scan_folder(&self, erasure: &Erasure) -> Result<FolderScan, LakeError> {
+        erase::scan_folder(&self.uri, &self.delta, erasure).await
+    }
+
+    /// Drops the partitions whose date is more than `keep_days` before today (UTC), in one
+    /// commit, and deletes their files (see [`crate::retention`]).
+    pub async fn expire(
+        &mut self,
+        keep_days: u32,
+        retry: &Retry,
+    ) -> Result<crate::retention::RetentionReport, MaintenanceError> {
+        crate::retention::expire(&self.uri, &mut self.delta, keep_days, maintenance::now(), retry).await
+    }
+
+    /// The delta-rs table, for reading it (queries, statistics).
+    pub fn delta(&self) -> &DeltaTable {
+        &self.delta
+    }
+
+    /// The delta-rs table, for a query engine that takes it whole.
+    pub fn into_delta(self) -> DeltaTable {
+        self.delta
     }
 }

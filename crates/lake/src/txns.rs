@@ -5,7 +5,7 @@
 //! by replaying every `txn` action of the checkpoint and of each commit since it. A sink asks
 //! for its stream's position (a handful of ids) before each batch and again in the commit's
 //! guard, so that replay grows with the commits between checkpoints, and checkpoints could not
-//! be spaced out as a table grows (see [`crate::maintenance`]) without making every commit slower.
+//! be spaced out as a table grows (see [`crate::checkpoint`]) without making every commit slower.
 //!
 //! [`Txns`] remembers, per id asked about, what the version of the table it was asked at holds:
 //! - the newest `txn` of the id with its `lastUpdated`, when a commit this writer read or wrote

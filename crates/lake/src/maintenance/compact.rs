@@ -2,44 +2,31 @@
 //! removal of duplicate rows by a key column. See [`crate::maintenance`] for the rules.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::ops::Range;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::compute::filter_record_batch;
 use arrow::record_batch::RecordBatch;
-use bytes::Bytes;
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
+use deltalake::DeltaTable;
 use deltalake::kernel::{Action, Add, CommitInfo, DataType, LogicalFileView};
-use deltalake::parquet::arrow::arrow_reader::ArrowReaderOptions;
-use deltalake::parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
-use deltalake::parquet::errors::ParquetError;
-use deltalake::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use deltalake::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use deltalake::protocol::DeltaOperation;
 use deltalake::writer::{DeltaWriter as _, RecordBatchWriter, WriteMode};
-use deltalake::{DeltaTable, ObjectStore, Path};
-use futures::future::BoxFuture;
-use futures::{FutureExt as _, TryStreamExt as _};
+use futures::TryStreamExt as _;
 use indexmap::IndexMap;
-use object_store::ObjectStoreExt as _;
 use tracing::{debug, info, warn};
 
+use super::dedup::{Drops, KeyFile, find_duplicates, key_columns, key_implies};
+use super::{MaintenanceError, now, partition_label, past};
 use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit, decode_path, delete_files};
 use crate::conform::{conform, without_partitions};
-use crate::maintenance::{MaintenanceError, now, partition_label};
-use crate::maintenance_dedup::{Drops, KeyFile, find_duplicates, key_columns, key_implies};
+use crate::files::{StoreFile, WRITTEN_SINCE_TAG, written_at};
 use crate::txns::Txns;
 
 /// Tag of the files written by a deduplicating compaction, with the key column as its value: such
 /// a file has no row whose key is in an earlier file of its partition. Files without it (fresh
 /// appends) are rewritten by the next compaction of their closed partition.
 pub const DEDUP_TAG: &str = "lakelog.deduplicatedBy";
-
-/// Tag of the files compaction writes: when the oldest row they hold was first written
-/// (milliseconds since the epoch), the earliest `modificationTime` (or tag) of the files they
-/// replace. A rewrite gets a new modification time; this keeps what lookups by age need,
-/// such as the backfill's search for sources older than the `txn` retention.
-pub const WRITTEN_SINCE_TAG: &str = "lakelog.writtenSince";
 
 /// The `lakelog.operation` of a commit that packed small files (see [`Settle`]; a compaction of
 /// a closed partition says `compaction`).
@@ -48,19 +35,6 @@ pub const PACKING: &str = "packing";
 /// Whether the commit of `info` is a packing ([`PACKING`]).
 pub fn is_packing(info: &CommitInfo) -> bool {
     info.info.get("lakelog.operation").and_then(|v| v.as_str()) == Some(PACKING)
-}
-
-/// When the oldest rows of a file were first written: its [`WRITTEN_SINCE_TAG`] if compaction
-/// wrote it, else its modification time.
-#[allow(deprecated)] // The only accessor of a file's tags; see `LogicalFileView::add_action`.
-pub(crate) fn written_at(view: &LogicalFileView) -> i64 {
-    view.add_action()
-        .tags
-        .as_ref()
-        .and_then(|tags| tags.get(WRITTEN_SINCE_TAG))
-        .and_then(|v| v.as_deref())
-        .and_then(|v| v.parse::<i64>().ok())
-        .unwrap_or_else(|| view.modification_time())
 }
 
 /// Default target size of compacted files: 128 MiB.
@@ -650,11 +624,6 @@ pub(crate) async fn compact_planned(
     Ok(report)
 }
 
-/// Whether the deadline `stop_at` (if any) has passed.
-pub(crate) fn past(stop_at: Option<Instant>) -> bool {
-    stop_at.is_some_and(|at| Instant::now() >= at)
-}
-
 impl DataFile {
     fn key_file(&self) -> KeyFile {
         KeyFile {
@@ -925,43 +894,6 @@ impl<'a> PartitionWork<'a> {
         };
         debug!(table = uri, ?outcome, "bin committed");
         Ok(Some(outcome))
-    }
-}
-
-/// A parquet file of the table's object store, read by byte ranges.
-#[derive(Debug, Clone)]
-pub(crate) struct StoreFile {
-    pub(crate) store: Arc<dyn ObjectStore>,
-    pub(crate) path: Path,
-    pub(crate) size: u64,
-}
-
-fn store_error(e: object_store::Error) -> ParquetError {
-    ParquetError::External(Box::new(e))
-}
-
-impl AsyncFileReader for StoreFile {
-    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, deltalake::parquet::errors::Result<Bytes>> {
-        async move { self.store.get_range(&self.path, range).await.map_err(store_error) }.boxed()
-    }
-
-    fn get_byte_ranges(
-        &mut self,
-        ranges: Vec<Range<u64>>,
-    ) -> BoxFuture<'_, deltalake::parquet::errors::Result<Vec<Bytes>>> {
-        async move { self.store.get_ranges(&self.path, &ranges).await.map_err(store_error) }.boxed()
-    }
-
-    fn get_metadata<'a>(
-        &'a mut self,
-        _options: Option<&'a ArrowReaderOptions>,
-    ) -> BoxFuture<'a, deltalake::parquet::errors::Result<Arc<ParquetMetaData>>> {
-        async move {
-            let size = self.size;
-            let metadata = ParquetMetaDataReader::new().load_and_finish(self, size).await?;
-            Ok(Arc::new(metadata))
-        }
-        .boxed()
     }
 }
 

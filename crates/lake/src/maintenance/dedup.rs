@@ -29,8 +29,8 @@ use futures::TryStreamExt as _;
 use object_store::path::Path;
 use tracing::debug;
 
-use crate::maintenance::MaintenanceError;
-use crate::maintenance_compact::{StoreFile, past};
+use super::{MaintenanceError, past};
+use crate::files::StoreFile;
 
 /// Rows per batch read from a file's key columns.
 const BATCH_ROWS: usize = 8192;

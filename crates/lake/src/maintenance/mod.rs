@@ -57,116 +57,30 @@ use std::time::Instant;
 use chrono::{DateTime, TimeDelta, Utc};
 use deltalake::DeltaTable;
 use deltalake::DeltaTableBuilder;
-use deltalake::Path;
 use deltalake::checkpoints::{cleanup_metadata, create_checkpoint};
 use deltalake::operations::vacuum::VacuumMode;
 use futures::TryStreamExt as _;
-use object_store::ObjectStoreExt as _;
 use tracing::{info, warn};
 
 use crate::commit::Retry;
-use crate::error::LakeError;
 use crate::storage::{StorageConfig, table_url};
 
-pub use crate::maintenance_compact::{
+mod compact;
+mod dedup;
+#[cfg(test)]
+mod tests;
+
+pub use self::compact::{
     BinOutcome, CompactOptions, CompactProgress, CompactionPlan, CompactionReport, DEDUP_TAG, DEFAULT_DEDUP_MEMORY,
-    NoProgress, PACKING, PartitionPlan, Settle, WRITTEN_SINCE_TAG, is_packing,
+    NoProgress, PACKING, PartitionPlan, Settle, is_packing,
 };
-pub(crate) use crate::maintenance_compact::{compact, compact_planned, plan_compaction};
+pub(crate) use self::compact::{compact, compact_planned, plan_compaction};
+pub use crate::error::MaintenanceError;
+pub use crate::files::WRITTEN_SINCE_TAG;
 
 /// The shortest VACUUM retention accepted without `force`: files removed less than 7 days ago
 /// may still be read by running queries and by time travel.
 pub const MIN_VACUUM_RETENTION: TimeDelta = TimeDelta::days(7);
-
-/// What can go wrong while maintaining a table.
-#[derive(Debug, thiserror::Error)]
-pub enum MaintenanceError {
-    /// Opening or reading the table failed.
-    #[error(transparent)]
-    Lake(#[from] LakeError),
-    /// delta-rs failed in a maintenance operation.
-    #[error("table {uri}: {operation}: {source}")]
-    Delta {
-        /// The table.
-        uri: String,
-        /// The operation (compaction, checkpoint, vacuum, ...).
-        operation: &'static str,
-        /// What delta-rs said.
-        #[source]
-        source: Box<deltalake::DeltaTableError>,
-    },
-    /// A data file of the table could not be read.
-    #[error("table {uri}: data file {file}: {reason}")]
-    ReadFile {
-        /// The table.
-        uri: String,
-        /// The file, relative to the table.
-        file: String,
-        /// What went wrong.
-        reason: String,
-    },
-    /// The deduplication key cannot be used on this table.
-    #[error("table {uri}: deduplication key {key:?}: {reason}")]
-    DedupKey {
-        /// The table.
-        uri: String,
-        /// The key column.
-        key: String,
-        /// Why it cannot be used.
-        reason: String,
-    },
-    /// The table uses a Delta feature that compaction does not rewrite correctly.
-    #[error("table {uri}: cannot compact: {reason}")]
-    Unsupported {
-        /// The table.
-        uri: String,
-        /// The feature.
-        reason: String,
-    },
-    /// The files written by a compaction do not hold the rows read; nothing was committed.
-    #[error("table {uri}: partition {partition}: rewritten files hold {written} rows, expected {expected}")]
-    RowCount {
-        /// The table.
-        uri: String,
-        /// The partition.
-        partition: String,
-        /// Rows the new files' statistics report.
-        written: u64,
-        /// Rows read less duplicates dropped.
-        expected: u64,
-    },
-    /// A VACUUM retention below [`MIN_VACUUM_RETENTION`] was asked for without `force`.
-    #[error(
-        "table {uri}: VACUUM retention of {hours} hours is below the minimum of {} hours; \
-         files removed more recently may still be read (time travel, running queries): force it only \
-         if no reader needs them",
-        MIN_VACUUM_RETENTION.num_hours()
-    )]
-    RetentionTooShort {
-        /// The table.
-        uri: String,
-        /// The retention asked for, in hours.
-        hours: i64,
-    },
-    /// A location listing tables could not be listed.
-    #[error("cannot list tables under {prefix}: {reason}")]
-    Discover {
-        /// The location.
-        prefix: String,
-        /// What went wrong.
-        reason: String,
-    },
-}
-
-impl MaintenanceError {
-    pub(crate) fn delta(uri: &str, operation: &'static str, source: deltalake::DeltaTableError) -> Self {
-        MaintenanceError::Delta {
-            uri: uri.to_owned(),
-            operation,
-            source: Box::new(source),
-        }
-    }
-}
 
 /// What [`Table::checkpoint`](crate::Table::checkpoint) did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -196,7 +110,7 @@ pub(crate) async fn checkpoint(
     let version = table
         .version()
         .ok_or_else(|| MaintenanceError::delta(uri, "checkpoint", deltalake::DeltaTableError::NotInitialized))?;
-    let last = last_checkpoint_version(table).await;
+    let last = crate::checkpoint::last_checkpoint_version(table).await;
     let created = last != Some(version);
     if created {
         create_checkpoint(table, None)
@@ -216,79 +130,6 @@ pub(crate) async fn checkpoint(
         created,
         logs_removed,
     })
-}
-
-/// What `_delta_log/_last_checkpoint` says of the newest checkpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct LastCheckpoint {
-    /// The version checkpointed.
-    version: u64,
-    /// The actions it holds (files, tombstones, `txn`s, ...); 0 when the hint does not say.
-    actions: u64,
-}
-
-/// `_delta_log/_last_checkpoint`, if it can be read.
-async fn last_checkpoint(table: &DeltaTable) -> Option<LastCheckpoint> {
-    let store = table.object_store();
-    let bytes = store
-        .get(&Path::from("_delta_log/_last_checkpoint"))
-        .await
-        .ok()?
-        .bytes()
-        .await
-        .ok()?;
-    let hint: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    Some(LastCheckpoint {
-        version: hint.get("version")?.as_u64()?,
-        actions: hint.get("size").and_then(serde_json::Value::as_u64).unwrap_or(0),
-    })
-}
-
-/// The version in `_delta_log/_last_checkpoint`, if it can be read.
-async fn last_checkpoint_version(table: &DeltaTable) -> Option<u64> {
-    last_checkpoint(table).await.map(|last| last.version)
-}
-
-/// The most commits between two checkpoints a writer lets pass.
-const MAX_CHECKPOINT_SPACING: u64 = 1000;
-
-/// How many commits a writer lets follow a checkpoint of `actions` actions before it writes the
-/// next: the table's `delta.checkpointInterval`, or the square root of a 32nd of the actions when
-/// that is more (up to 1,000).
-///
-/// A checkpoint rewrites every action of the table: its live files and the files removed within
-/// `delta.deletedFileRetentionDuration`. A sink whose small files are packed as it writes keeps
-/// few live files but leaves a tombstone per commit, so a checkpoint every tenth commit came to
-/// cost more per commit than the commit itself as the day went on (about 4.4 ms per 1,000
-/// actions, written every tenth commit). Each commit between checkpoints costs a little more
-/// than the one before, though (about 0.25 ms: delta-rs lists and reads the log since the last
-/// checkpoint on each refresh), so the spacing that makes the two costs least, added up, grows
-/// with the square root of the checkpoint's size: 10 up to about 3,800 actions, 55 at 100,000, 176 at
-/// a million. Writers look `txn` ids up without a replay ([`crate::txns`]), or every commit in
-/// between would cost far more.
-pub(crate) fn checkpoint_spacing(interval: u64, actions: u64) -> u64 {
-    (actions / 32)
-        .isqrt()
-        .clamp(interval, MAX_CHECKPOINT_SPACING.max(interval))
-}
-
-/// Whether the commit about to become `version` of `table` (the version after the one loaded)
-/// should carry a checkpoint, in place of delta-rs' checkpoint every `delta.checkpointInterval`
-/// commits: at those same versions, when the last checkpoint is [`checkpoint_spacing`] commits
-/// old or more, or cannot be read. delta-rs then writes it after the commit, as it would have.
-pub(crate) async fn checkpoint_due(table: &DeltaTable, version: u64) -> bool {
-    use deltalake::table::config::TablePropertiesExt as _;
-    let Ok(snapshot) = table.snapshot() else {
-        return true;
-    };
-    let interval = snapshot.table_config().checkpoint_interval().get();
-    if !(version + 1).is_multiple_of(interval) {
-        return false;
-    }
-    match last_checkpoint(table).await {
-        Some(last) => version.saturating_sub(last.version) >= checkpoint_spacing(interval, last.actions),
-        None => true,
-    }
 }
 
 /// How [`Table::vacuum`](crate::Table::vacuum) runs.
@@ -338,6 +179,7 @@ pub(crate) async fn vacuum(
         return Err(MaintenanceError::RetentionTooShort {
             uri: uri.to_owned(),
             hours: options.retention.num_hours(),
+            minimum_hours: MIN_VACUUM_RETENTION.num_hours(),
         });
     }
     table
@@ -576,25 +418,7 @@ pub(crate) fn now() -> DateTime<Utc> {
     Utc::now()
 }
 
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    #[test]
-    fn compaction_leaves_a_quarter_of_the_pass_to_the_other_steps() {
-        let now = Instant::now();
-        let pass = now + Duration::from_secs(400);
-        assert_eq!(
-            compaction_stop_at(None, Some(pass), now),
-            Some(now + Duration::from_secs(300))
-        );
-        let own = now + Duration::from_secs(100);
-        assert_eq!(compaction_stop_at(Some(own), Some(pass), now), Some(own));
-        assert_eq!(compaction_stop_at(Some(own), None, now), Some(own));
-        assert_eq!(compaction_stop_at(None, None, now), None);
-        // A pass already over leaves compaction no time either.
-        assert_eq!(compaction_stop_at(None, Some(now), now), Some(now));
-    }
+/// Whether the deadline `stop_at` (if any) has passed.
+pub(crate) fn past(stop_at: Option<Instant>) -> bool {
+    stop_at.is_some_and(|at| Instant::now() >= at)
 }

@@ -1018,3 +1018,23 @@ async fn retention_drops_the_partitions_past_it_and_deletes_their_files() {
         .unwrap();
     assert_eq!(again.retention.unwrap().files, 0);
 }
+
+#[test]
+fn compaction_leaves_a_quarter_of_the_pass_to_the_other_steps() {
+    use std::time::{Duration, Instant};
+
+    use super::compaction_stop_at;
+
+    let now = Instant::now();
+    let pass = now + Duration::from_secs(400);
+    assert_eq!(
+        compaction_stop_at(None, Some(pass), now),
+        Some(now + Duration::from_secs(300))
+    );
+    let own = now + Duration::from_secs(100);
+    assert_eq!(compaction_stop_at(Some(own), Some(pass), now), Some(own));
+    assert_eq!(compaction_stop_at(Some(own), None, now), Some(own));
+    assert_eq!(compaction_stop_at(None, None, now), None);
+    // A pass already over leaves compaction no time either.
+    assert_eq!(compaction_stop_at(None, Some(now), now), Some(now));
+}
