@@ -149,7 +149,8 @@ async fn send(stream: &game_api::LocalStream, events: &[game_events::GameEvent],
 /// other players' events: their rows go from game_events (committed and staged), the rejects
 /// table and the parked records; DuckDB over every Parquet file under the tables' folders (every
 /// version's, not only the current one) finds none of them; the current version holds every other
-/// row exactly once, and the daily active devices and revenue drop by exactly theirs.
+/// row exactly once, and the daily active devices and revenue drop by exactly theirs, in DuckDB and
+/// in the game report.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forget_erases_three_players_while_the_sink_writes() {
     use chrono::{Duration, TimeZone, Utc};
@@ -391,6 +392,25 @@ async fn forget_erases_three_players_while_the_sink_writes() {
             got[0][1].as_i64().unwrap(),
             revenue_cents.get(day).copied().unwrap_or(0),
             "revenue of {day}"
+        );
+    }
+    // The game report reads the same: its DAU and revenue of each day lost exactly theirs.
+    let session = lakelog_reports::ReportSession::new();
+    session
+        .register_tables("game_events", std::slice::from_ref(&events_uri), &storage)
+        .await
+        .unwrap();
+    let range = lakelog_reports::TimeRange::parse(None, None).unwrap();
+    let report = lakelog_reports::game::game_report(&session, "game_events", &range)
+        .await
+        .unwrap();
+    for (day, devices) in &dau {
+        let reported = report.revenue.days.iter().find(|d| d.date == *day).unwrap();
+        assert_eq!(reported.active_users, devices.len() as i64, "reported DAU of {day}");
+        assert_eq!(
+            (reported.revenue * 100.0).round() as i64,
+            revenue_cents.get(day).copied().unwrap_or(0),
+            "reported revenue of {day}"
         );
     }
 }
