@@ -132,6 +132,14 @@ impl Vars<fn(&str) -> Option<String>> {
     }
 }
 
+/// Variables from `pairs` (name, value), answered as the process environment answers them: the
+/// settings of a test, or of a caller that holds them as pairs. Give it to a `from_vars`.
+pub fn from_pairs(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+    let map: std::collections::HashMap<String, String> =
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    move |name: &str| map.get(name).cloned()
+}
+
 /// The value of the environment variable `name`; a value that is not Unicode counts as unset. What
 /// each Lambda's `Config::from_env` hands to its `from_vars`.
 pub fn env_var(name: &str) -> Option<String> {
@@ -140,13 +148,10 @@ pub fn env_var(name: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use super::*;
 
     fn vars(pairs: &[(&str, &str)]) -> Vars<impl Fn(&str) -> Option<String>> {
-        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Vars::new(move |name: &str| map.get(name).cloned())
+        Vars::new(from_pairs(pairs))
     }
 
     #[test]

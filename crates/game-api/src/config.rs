@@ -109,13 +109,10 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use super::*;
 
     fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let vars: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Config::from_vars(|name| vars.get(name).cloned())
+        Config::from_vars(env_config::from_pairs(vars))
     }
 
     #[test]
