@@ -16,11 +16,21 @@ use sha2::Sha256;
 pub const MIN_KEY_BYTES: usize = 16;
 
 /// Which parameters of a game's events are replaced, and the key that hashes them.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Pseudonym {
     params: Vec<String>,
     key: Vec<u8>,
+    /// HMAC-SHA256 keyed once with `key`; each pseudonym starts from a copy.
+    keyed: Hmac<Sha256>,
 }
+
+impl PartialEq for Pseudonym {
+    fn eq(&self, other: &Self) -> bool {
+        self.params == other.params && self.key == other.key
+    }
+}
+
+impl Eq for Pseudonym {}
 
 impl std::fmt::Debug for Pseudonym {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -58,7 +68,13 @@ impl Pseudonym {
         if key.len() < MIN_KEY_BYTES {
             return Err(PseudonymError::ShortKey { bytes: key.len() });
         }
-        Ok(Self { params: names, key })
+        // HMAC takes a key of any length: this cannot fail.
+        let keyed = Hmac::<Sha256>::new_from_slice(&key).map_err(|_| PseudonymError::ShortKey { bytes: key.len() })?;
+        Ok(Self {
+            params: names,
+            key,
+            keyed,
+        })
     }
 
     /// The parameters it replaces.
@@ -68,10 +84,7 @@ impl Pseudonym {
 
     /// The pseudonym of `id`: HMAC-SHA256 under the game's key, in hex.
     pub fn of(&self, id: &str) -> String {
-        // HMAC takes a key of any length.
-        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&self.key) else {
-            unreachable!("HMAC accepts keys of every length")
-        };
+        let mut mac = self.keyed.clone();
         mac.update(id.as_bytes());
         mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
     }
@@ -97,17 +110,12 @@ impl Pseudonym {
                 *value = serde_json::Value::String(self.of(&text));
             }
         }
+        // Parameters that no longer read as the model (a typed parameter given a pseudonym of
+        // the wrong type) lose every value rather than keep a raw id.
         event.event_params =
-            Some(serde_json::from_value::<EventParams>(serde_json::Value::Object(map)).unwrap_or(params_fallback()));
+            Some(serde_json::from_value::<EventParams>(serde_json::Value::Object(map)).unwrap_or_default());
         event
     }
-}
-
-/// Parameters that lost every value: what an event gets if its pseudonymised parameters no
-/// longer read as its model (a typed parameter given a pseudonym of the wrong type), so that no
-/// raw id is ever written.
-fn params_fallback() -> EventParams {
-    EventParams::default()
 }
 
 #[cfg(test)]

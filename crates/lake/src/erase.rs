@@ -151,14 +151,15 @@ impl Erasure {
                 });
             }
         }
+        // Rows of another namespace are kept; a null one is none.
         if let Some((path, value)) = &self.within
             && let Some(column) = column(batch, path)
         {
-            let mut other = vec![false; n];
-            each_text(&column, |i, v| other[i] = v != value);
-            for (h, o) in hit.iter_mut().zip(other) {
-                *h &= !o;
-            }
+            each_text(&column, |i, v| {
+                if v != value {
+                    hit[i] = false;
+                }
+            });
         }
         let mut builder = BooleanBufferBuilder::new(n);
         builder.append_slice(&hit);

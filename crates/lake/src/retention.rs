@@ -6,16 +6,18 @@
 //! next run, and appends to younger partitions go on. A late row appended to a dropped date after
 //! the commit is dropped by the next run. Tables without a date partition column keep every row.
 
+use std::collections::BTreeSet;
+
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use deltalake::DeltaTable;
-use deltalake::kernel::{Action, DataType};
+use deltalake::kernel::Action;
 use deltalake::protocol::DeltaOperation;
 use object_store::ObjectStoreExt as _;
 use serde::Serialize;
 use tracing::{info, warn};
 
 use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit};
-use crate::maintenance::{MaintenanceError, partition_label};
+use crate::maintenance::{MaintenanceError, date_partition_column, partition_date, partition_label};
 use crate::txns::Txns;
 
 /// What [`expire`] did.
@@ -54,15 +56,7 @@ pub(crate) async fn expire(
     let snapshot = table.snapshot().map_err(delta)?;
     let partition_columns = snapshot.metadata().partition_columns().to_vec();
     let schema = snapshot.schema();
-    let Some(date_column) = partition_columns
-        .iter()
-        .find(|c| {
-            schema
-                .field(c.as_str())
-                .is_some_and(|f| f.data_type() == &DataType::DATE)
-        })
-        .cloned()
-    else {
+    let Some(date_column) = date_partition_column(&partition_columns, &schema) else {
         // Tables without one (the rejects tables) keep every row: no date says how old it is.
         info!(table = uri, "no date partition column: retention does not apply");
         return Ok(RetentionReport::default());
@@ -72,6 +66,7 @@ pub(crate) async fn expire(
         before: Some(before),
         ..RetentionReport::default()
     };
+    let mut partitions = BTreeSet::new();
     let mut actions = Vec::new();
     let mut paths = Vec::new();
     let mut locations = Vec::new();
@@ -81,14 +76,11 @@ pub(crate) async fn expire(
             .get(&date_column)
             .cloned()
             .flatten()
-            .and_then(|v| NaiveDate::parse_from_str(&v, "%Y-%m-%d").ok());
+            .and_then(|v| partition_date(&v));
         if date.is_none_or(|d| d >= before) {
             continue;
         }
-        let label = partition_label(&partition_columns, &values);
-        if !report.partitions.contains(&label) {
-            report.partitions.push(label);
-        }
+        partitions.insert(partition_label(&partition_columns, &values));
         report.files += 1;
         report.rows += view.num_records().map_or(0, |n| n as u64);
         report.bytes += u64::try_from(view.size()).unwrap_or(0);
@@ -99,7 +91,7 @@ pub(crate) async fn expire(
     if actions.is_empty() {
         return Ok(report);
     }
-    report.partitions.sort();
+    report.partitions = partitions.into_iter().collect();
     let must_be_active: Vec<&str> = paths.iter().map(String::as_str).collect();
     let to_commit = Commit {
         uri,

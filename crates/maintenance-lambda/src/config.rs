@@ -155,12 +155,11 @@ impl Config {
             None => None,
             Some(uri) => {
                 let requests = env_config::table_location(ERASURE_REQUESTS_VAR, &uri)?;
-                let events = vars.required(game_sink::config::EVENTS_TABLE_VAR)?;
-                let events = env_config::table_location(game_sink::config::EVENTS_TABLE_VAR, &events)?;
-                let rejects = match vars.optional(game_sink::config::REJECTS_TABLE_VAR) {
-                    Some(r) => env_config::table_location(game_sink::config::REJECTS_TABLE_VAR, &r)?,
-                    None => format!("{events}_rejects"),
-                };
+                // The game tables as the sink finds them (the rejects beside the events by default).
+                let tables = game_sink::Config::new(
+                    &vars.required(game_sink::config::EVENTS_TABLE_VAR)?,
+                    vars.optional(game_sink::config::REJECTS_TABLE_VAR).as_deref(),
+                )?;
                 let parked = vars
                     .optional(game_sink::config::PARKING_VAR)
                     .map(|p| env_config::table_location(game_sink::config::PARKING_VAR, &p))
@@ -168,8 +167,8 @@ impl Config {
                 Some(ErasureConfig {
                     requests,
                     targets: game_sink::erasure::ErasureTargets {
-                        events_table: events,
-                        rejects_table: Some(rejects),
+                        events_table: tables.events_table,
+                        rejects_table: Some(tables.rejects_table),
                         parked,
                     },
                 })

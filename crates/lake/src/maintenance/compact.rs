@@ -17,7 +17,7 @@ use indexmap::IndexMap;
 use tracing::{debug, info, warn};
 
 use super::dedup::{Drops, KeyFile, find_duplicates, key_columns, key_implies};
-use super::{MaintenanceError, now, partition_label, past};
+use super::{MaintenanceError, date_partition_column, now, partition_date, partition_label, past};
 use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit, decode_path, delete_files};
 use crate::conform::{conform, without_partitions};
 use crate::files::{StoreFile, WRITTEN_SINCE_TAG, written_at};
@@ -349,14 +349,7 @@ pub(crate) fn plan_compaction(
     let snapshot = table.snapshot().map_err(delta)?;
     let partition_columns = snapshot.metadata().partition_columns().to_vec();
     let schema = snapshot.schema();
-    let date_column = partition_columns
-        .iter()
-        .find(|c| {
-            schema
-                .field(c.as_str())
-                .is_some_and(|f| f.data_type() == &DataType::DATE)
-        })
-        .cloned();
+    let date_column = date_partition_column(&partition_columns, &schema);
     for key in options.dedup_key.iter().flat_map(|k| key_columns(k)) {
         let key = &key.to_owned();
         let reason = match schema.field(key) {
@@ -437,9 +430,7 @@ pub(crate) fn plan_compaction(
     // still in it when the partition is planned.
     while let Some((key, (label, mut files))) = partitions.pop_last() {
         files.sort_by(|a, b| (a.modified, &a.path).cmp(&(b.modified, &b.path)));
-        let date = date_index
-            .and_then(|i| key[i].as_deref())
-            .and_then(|v| NaiveDate::parse_from_str(v, "%Y-%m-%d").ok());
+        let date = date_index.and_then(|i| key[i].as_deref()).and_then(partition_date);
         let (mut closed, young): (Vec<DataFile>, Vec<DataFile>) = match date {
             Some(date) if closed_date(date) => (files, Vec::new()),
             Some(_) => (Vec::new(), files),
