@@ -55,7 +55,7 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
     kinesis
         .create_stream()
         .stream_name(&stream)
-        .shard_count(1)
+        .shard_count(3)
         .send()
         .await?;
     for _ in 0..50 {

@@ -2,9 +2,10 @@
 //!
 //! * **Events per hour**: 60-minute tumbling windows on `eventTime`. As with the seed's
 //!   `withWatermark("eventTime", "180 minutes")`, an event whose `eventTime` is more than 180
-//!   minutes older than the latest `eventTime` that arrived before it (in Kinesis arrival order:
-//!   arrival time, shard, sequence number) is late: it is not counted in its window, and the
-//!   report says how many late events there were.
+//!   minutes older than the latest `eventTime` that arrived before it from its game and shard (in
+//!   Kinesis arrival order: arrival time, shard, sequence number) is late: it is not counted in
+//!   its window, and the report says how many late events there were. Each game and shard keeps
+//!   its own watermark, as a Kafka Streams task keeps its partition's stream time.
 //! * **Bookings per hour**: the sum of `eventParams.amount` of `purchaseEvent`s, same windows, same
 //!   watermark.
 //! * **Daily active users**: distinct `eventParams.device_id` per UTC day of `eventTime` (every
