@@ -79,9 +79,16 @@ fn storage(standin: &StandIn) -> StorageConfig {
 /// The log objects of `generated` put into a raw-logs bucket and ingested into tables in a lake
 /// bucket; returns the tables of [`LAKE_BUCKET`] and [`WEB_BUCKET`].
 async fn ingest(standin: &StandIn, generated: &workload::Workload) -> Vec<String> {
-    let raw = standin.create_bucket("report-raw").await.unwrap();
-    let lake = standin.create_bucket("report-lake").await.unwrap();
-    for object in &generated.objects {
+    ingest_objects(standin, &generated.objects, "report").await.0
+}
+
+/// Puts `objects` (gzipped when their name ends in `.gz`) into a raw-logs bucket and ingests them
+/// into tables in a lake bucket, both named after `name`; returns the tables of the two buckets
+/// and the rejects table.
+async fn ingest_objects(standin: &StandIn, objects: &[workload::LogObject], name: &str) -> (Vec<String>, String) {
+    let raw = standin.create_bucket(&format!("{name}-raw")).await.unwrap();
+    let lake = standin.create_bucket(&format!("{name}-lake")).await.unwrap();
+    for object in objects {
         standin
             .s3()
             .put_object()
@@ -95,16 +102,17 @@ async fn ingest(standin: &StandIn, generated: &workload::Workload) -> Vec<String
     let template = TableTemplate::parse("table", &format!("s3://{lake}/access_logs/{{bucket}}")).unwrap();
     let rejects = template.default_rejects();
     let reader = ObjectReader::s3(standin.s3());
-    let objects = reader.list(&format!("s3://{raw}/")).await.unwrap();
-    assert_eq!(objects.len(), generated.objects.len());
-    let ingestor = Ingestor::new(template, rejects, storage(standin), reader, 4);
-    for (object, result) in ingestor.ingest(&objects, &lake::Retry::default(), &NoProgress).await {
+    let listed = reader.list(&format!("s3://{raw}/")).await.unwrap();
+    assert_eq!(listed.len(), objects.len());
+    let ingestor = Ingestor::new(template, rejects.clone(), storage(standin), reader, 4);
+    for (object, result) in ingestor.ingest(&listed, &lake::Retry::default(), &NoProgress).await {
         result.unwrap_or_else(|e| panic!("{object}: {e}"));
     }
-    [LAKE_BUCKET, WEB_BUCKET]
+    let tables = [LAKE_BUCKET, WEB_BUCKET]
         .iter()
         .map(|b| StandIn::s3_uri(&lake, &format!("access_logs/{b}")))
-        .collect()
+        .collect();
+    (tables, rejects)
 }
 
 struct Lake {
@@ -777,4 +785,101 @@ async fn the_dark_data_query_finds_the_reports_dark_data() {
     found.sort();
     want.sort();
     assert_eq!(found, want, "dark datasets: bucket, dataset, objects, bytes");
+}
+
+/// S3's JSON form of the logs (as CloudWatch Logs delivers it on to S3: newline-delimited, gzipped),
+/// built field by field from the S3 user guide's table, lands in the same rows as the text form
+/// and gives the same report. The workload's 51 days in both forms, each ingested into a lake of
+/// its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_json_form_lands_in_the_same_rows_and_gives_the_same_report() {
+    use std::io::Write;
+    let standin = StandIn::connect().await.unwrap();
+    let generated = workload::generate(NaiveDate::from_ymd_opt(2024, 3, 1).unwrap(), workload::MIN_DAYS);
+    let json_objects: Vec<workload::LogObject> = generated
+        .json_objects
+        .iter()
+        .map(|o| {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(&o.data).unwrap();
+            workload::LogObject {
+                name: format!("{}.gz", o.name),
+                data: gz.finish().unwrap(),
+                ..o.clone()
+            }
+        })
+        .collect();
+    assert!(json_objects.iter().all(|o| o.data.starts_with(&[0x1f, 0x8b])));
+    let (text_tables, text_rejects) = ingest_objects(&standin, &generated.objects, "form-text").await;
+    let (json_tables, json_rejects) = ingest_objects(&standin, &json_objects, "form-json").await;
+
+    // Every row alike but for the log object it came from and when it was ingested; none twice.
+    let rows = |tables: &[String]| format!("(SELECT * EXCLUDE (log_object, ingested_at) FROM {})", all_rows(tables));
+    let (text_rows, json_rows) = (rows(&text_tables), rows(&json_tables));
+    let compared = duckdb(
+        standin.endpoint(),
+        &format!(
+            "SELECT (SELECT count(*) FROM {text_rows}), (SELECT count(*) FROM {json_rows}), \
+                    (SELECT count(*) FROM (SELECT * FROM {text_rows} EXCEPT ALL SELECT * FROM {json_rows})), \
+                    (SELECT count(*) FROM (SELECT * FROM {json_rows} EXCEPT ALL SELECT * FROM {text_rows})), \
+                    (SELECT count(*) FROM {json_rows} WHERE extra_fields IS NOT NULL)"
+        ),
+    )
+    .unwrap();
+    let counts: Vec<u64> = compared[0].iter().map(int).collect();
+    let lines: u64 = generated
+        .objects
+        .iter()
+        .map(|o| o.data.iter().filter(|b| **b == b'\n').count() as u64)
+        .sum::<u64>()
+        - generated.malformed;
+    assert_eq!(
+        counts,
+        [lines, lines, 0, 0, 0],
+        "text rows, JSON rows, text only, JSON only, extra"
+    );
+
+    // The cut-off JSON record of each web object is rejected with its reason, as the text form's
+    // malformed line is.
+    let rejects = |table: &str| {
+        duckdb(
+            standin.endpoint(),
+            &format!("SELECT count(*), min(reason) FROM delta_scan('{table}')"),
+        )
+        .unwrap()
+    };
+    let (text_rejected, json_rejected) = (rejects(&text_rejects), rejects(&json_rejects));
+    assert_eq!(int(&text_rejected[0][0]), generated.malformed);
+    assert_eq!(int(&json_rejected[0][0]), generated.malformed);
+    assert!(
+        text(&json_rejected[0][1]).starts_with("request_time: EOF while parsing"),
+        "{json_rejected:?}"
+    );
+
+    // The same report, but for the tables it names and when the rows were ingested.
+    let storage = storage(&standin);
+    let range = TimeRange::parse(Some("2024-03-01"), Some("2024-04-20")).unwrap();
+    let options = AccessOptions::new(PriceTable::default_table().unwrap());
+    let report = |tables: Vec<String>| {
+        let (storage, range, options) = (&storage, &range, &options);
+        async move {
+            let report = lakelog_reports::access::run(&tables, storage, range, options)
+                .await
+                .unwrap();
+            let mut json = serde_json::to_string(&report).unwrap();
+            for table in &tables {
+                json = json.replace(table.as_str(), "TABLE");
+            }
+            let bucket = tables[0].split('/').nth(2).unwrap_or_default().to_owned();
+            let mut json: Value = serde_json::from_str(&json.replace(&bucket, "LAKE")).unwrap();
+            // How long after the requests they were ingested: when each test ran.
+            for bucket in json["completeness"].as_array_mut().unwrap() {
+                bucket["ingestion"] = Value::Null;
+            }
+            json
+        }
+    };
+    let (from_text, from_json) = (report(text_tables).await, report(json_tables).await);
+    assert_eq!(from_text["datasets"].as_array().map(Vec::len), Some(6));
+    assert_eq!(from_text, from_json);
 }

@@ -19,7 +19,7 @@ use lake::{
     now_micros,
 };
 use s3_access_log::{
-    ACCESS_LOGS_UNIQUE_COLUMNS, AccessLogBatchBuilder, BATCH_ROWS, Lines, PARTITION_COLUMN, ParsedLine,
+    ACCESS_LOGS_UNIQUE_COLUMNS, AccessLogBatchBuilder, BATCH_ROWS, Lines, LogLine, PARTITION_COLUMN,
     REJECTS_UNIQUE_COLUMNS, RejectsBatchBuilder, access_logs_schema, is_blank, rejects_schema,
 };
 use tokio::io::AsyncReadExt;
@@ -953,7 +953,7 @@ impl ObjectState<'_> {
                 continue;
             }
             self.report.lines += 1;
-            match ParsedLine::parse(line) {
+            match LogLine::parse(line) {
                 Ok(parsed) => self.row(&parsed, number, line).await?,
                 Err(e) => self.reject(number, line, &e.to_string()).await?,
             }
@@ -961,7 +961,7 @@ impl ObjectState<'_> {
         Ok(next)
     }
 
-    async fn row(&mut self, parsed: &ParsedLine<'_>, number: u64, line: &[u8]) -> Result<(), IngestError> {
+    async fn row(&mut self, parsed: &LogLine<'_>, number: u64, line: &[u8]) -> Result<(), IngestError> {
         let template = &self.session.ingestor.table;
         let bucket = parsed.bucket();
         let bucket = bucket.as_deref().unwrap_or("");
@@ -1012,7 +1012,7 @@ impl ObjectState<'_> {
             self.report.duplicates += 1;
             return Ok(());
         }
-        output.builder.append(parsed, &self.source, number as i64);
+        output.builder.append_line(parsed, &self.source, number as i64);
         self.report.rows += 1;
         output.write_when_full(&self.source).await
     }

@@ -16,7 +16,7 @@ use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 
 use crate::field::Field;
-use crate::record::ParsedLine;
+use crate::record::{AccessLogRecord, LogLine, ParsedLine, Typed};
 use crate::time::date_of;
 
 /// The timezone of every timestamp column: Delta's `timestamp` type is UTC.
@@ -422,24 +422,53 @@ impl AccessLogBatchBuilder {
     #[inline]
     pub fn append(&mut self, line: &ParsedLine<'_>, log_object: &str, log_line: i64) {
         let f = line.fields();
+        let row = (line.typed(), line.key(), f.extra_text());
         if f.is_utf8() {
             // SAFETY: the line is UTF-8.
-            self.append_with(line, log_object, log_line, |field| unsafe { f.utf8_text(field) })
+            self.append_with(row, log_object, log_line, |field| unsafe { f.utf8_text(field) })
         } else {
-            self.append_with(line, log_object, log_line, |field| f.text(field))
+            self.append_with(row, log_object, log_line, |field| f.text(field))
         }
     }
 
+    /// Appends the row of a typed record that is line `log_line` (1-based) of `log_object`.
+    pub fn append_record(&mut self, record: &AccessLogRecord<'_>, log_object: &str, log_line: i64) {
+        let typed = Typed {
+            request_time: record.request_time,
+            http_status: record.http_status,
+            bytes_sent: record.bytes_sent,
+            object_size: record.object_size,
+            total_time_ms: record.total_time_ms,
+            turn_around_time_ms: record.turn_around_time_ms,
+            acl_required: record.acl_required,
+        };
+        let row = (
+            &typed,
+            record.key.as_deref().map(Cow::Borrowed),
+            record.extra_fields.as_deref().map(Cow::Borrowed),
+        );
+        self.append_with(row, log_object, log_line, |field| record.text(field).map(Cow::Borrowed))
+    }
+
+    /// Appends the row of a line of either form, [`LogLine::parse`]d.
+    #[inline]
+    pub fn append_line(&mut self, line: &LogLine<'_>, log_object: &str, log_line: i64) {
+        match line {
+            LogLine::Text(line) => self.append(line, log_object, log_line),
+            LogLine::Json(record) => self.append_record(record, log_object, log_line),
+        }
+    }
+
+    /// Appends a row: its typed fields, decoded key and extra fields, and its text fields through
+    /// `text`.
     #[inline(always)]
     fn append_with<'a>(
         &mut self,
-        line: &ParsedLine<'a>,
+        (t, key, extra): (&Typed, Option<Cow<'a, str>>, Option<Cow<'a, str>>),
         log_object: &str,
         log_line: i64,
         text: impl Fn(Field) -> Option<Cow<'a, str>>,
     ) {
-        let f = line.fields();
-        let t = line.typed();
         // The nullable columns in schema order: their bits in the row's mask.
         let m = &mut RowMask::default();
         put(&mut self.bucket_owner, text(Field::BucketOwner), m);
@@ -455,7 +484,7 @@ impl AccessLogBatchBuilder {
         put(&mut self.requester, text(Field::Requester), m);
         put(&mut self.request_id, text(Field::RequestId), m);
         put(&mut self.operation, text(Field::Operation), m);
-        put(&mut self.key, line.key(), m);
+        put(&mut self.key, key, m);
         put(&mut self.request_uri, text(Field::RequestUri), m);
         self.http_status.push_option(t.http_status, m);
         put(&mut self.error_code, text(Field::ErrorCode), m);
@@ -475,7 +504,7 @@ impl AccessLogBatchBuilder {
         put(&mut self.access_point_arn, text(Field::AccessPointArn), m);
         self.acl_required.append_option(t.acl_required);
         put(&mut self.source_region, text(Field::SourceRegion), m);
-        put(&mut self.extra_fields, f.extra_text(), m);
+        put(&mut self.extra_fields, extra, m);
         self.masks.push(m.bits);
         self.request_date.push(date_of(t.request_time));
         match self.log_objects.last_mut() {

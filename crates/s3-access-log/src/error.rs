@@ -1,6 +1,7 @@
 //! Why a line could not be parsed.
 
 use crate::field::Field;
+use crate::json::JsonField;
 
 /// Why one access-log line could not be parsed. The message names the field and what was wrong, and
 /// is what lands in the `reason` column of the rejects table.
@@ -38,6 +39,28 @@ pub enum ParseError {
         /// The required field.
         field: Field,
     },
+    /// A record of the JSON form is not a JSON object, or a field of it has the wrong type.
+    #[error("{problem}")]
+    Json {
+        /// What serde_json found wrong, with the field's name when it is about one, and where.
+        problem: String,
+    },
+    /// A field of a JSON record that every record needs is null or absent.
+    #[error("{field}: required, found null or nothing")]
+    JsonMissing {
+        /// The required field.
+        field: JsonField,
+    },
+    /// A field of a JSON record has a value outside its domain.
+    #[error("{field}: {problem}: {value:?}")]
+    JsonInvalid {
+        /// The field with the bad value.
+        field: JsonField,
+        /// What is wrong with it.
+        problem: &'static str,
+        /// The value (at most 64 bytes).
+        value: String,
+    },
 }
 
 impl ParseError {
@@ -50,13 +73,27 @@ impl ParseError {
         }
     }
 
-    /// The field the error is about, if it is about one.
+    pub(crate) fn json_invalid(field: JsonField, problem: &'static str, value: &str) -> Self {
+        let end = (0..=value.len().min(64))
+            .rev()
+            .find(|&i| value.is_char_boundary(i))
+            .unwrap_or(0);
+        ParseError::JsonInvalid {
+            field,
+            problem,
+            value: value[..end].to_owned(),
+        }
+    }
+
+    /// The field (or the column of the JSON field) the error is about, if it is about one.
     pub fn field(&self) -> Option<Field> {
         match self {
             ParseError::TooFewFields { missing, .. } => Some(*missing),
             ParseError::Unterminated { field, .. }
             | ParseError::Invalid { field, .. }
             | ParseError::Missing { field } => Some(*field),
+            ParseError::JsonMissing { field } | ParseError::JsonInvalid { field, .. } => field.field(),
+            ParseError::Json { .. } => None,
         }
     }
 }

@@ -27,6 +27,7 @@
 mod batch;
 mod error;
 mod field;
+pub mod json;
 mod lines;
 mod record;
 pub mod render;
@@ -40,6 +41,6 @@ pub use batch::{
 pub use error::ParseError;
 pub use field::Field;
 pub use lines::{Lines, is_blank, parse_lines};
-pub use record::{AccessLogRecord, ParsedLine, decode_key};
+pub use record::{AccessLogRecord, LogLine, ParsedLine, decode_key};
 pub use time::{date_of, parse_request_time};
 pub use tokenizer::{Fields, MIN_FIELDS, NAMED_FIELDS};

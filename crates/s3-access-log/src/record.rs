@@ -4,6 +4,7 @@ use std::borrow::Cow;
 
 use crate::error::ParseError;
 use crate::field::Field;
+use crate::json::{is_json_record, parse_json_record};
 use crate::time::{date_of, parse_request_time};
 use crate::tokenizer::{Fields, find_either};
 
@@ -71,14 +72,97 @@ pub struct AccessLogRecord<'a> {
 }
 
 impl<'a> AccessLogRecord<'a> {
-    /// Parses one line (without its line terminator).
+    /// Parses one line (without its line terminator), of either form ([`LogLine::parse`]).
     pub fn parse(line: &'a [u8]) -> Result<Self, ParseError> {
-        ParsedLine::parse(line).map(|parsed| parsed.record())
+        LogLine::parse(line).map(|parsed| parsed.record())
     }
 
     /// Days since the Unix epoch of the UTC date of the request: the `request_date` partition.
     pub fn request_date(&self) -> i32 {
         date_of(self.request_time)
+    }
+
+    /// The text of a field that is text (`None` for a null and for the fields that are not text:
+    /// the time, the status, the numbers and `acl_required`).
+    pub fn text(&self, field: Field) -> Option<&str> {
+        let text = match field {
+            Field::BucketOwner => &self.bucket_owner,
+            Field::Bucket => &self.bucket,
+            Field::RemoteIp => &self.remote_ip,
+            Field::Requester => &self.requester,
+            Field::RequestId => &self.request_id,
+            Field::Operation => &self.operation,
+            Field::Key => &self.key,
+            Field::RequestUri => &self.request_uri,
+            Field::ErrorCode => &self.error_code,
+            Field::Referer => &self.referer,
+            Field::UserAgent => &self.user_agent,
+            Field::VersionId => &self.version_id,
+            Field::HostId => &self.host_id,
+            Field::SignatureVersion => &self.signature_version,
+            Field::CipherSuite => &self.cipher_suite,
+            Field::AuthenticationType => &self.authentication_type,
+            Field::HostHeader => &self.host_header,
+            Field::TlsVersion => &self.tls_version,
+            Field::AccessPointArn => &self.access_point_arn,
+            Field::SourceRegion => &self.source_region,
+            Field::RequestTime
+            | Field::HttpStatus
+            | Field::BytesSent
+            | Field::ObjectSize
+            | Field::TotalTime
+            | Field::TurnAroundTime
+            | Field::AclRequired => return None,
+        };
+        text.as_deref()
+    }
+}
+
+/// One line of an access-log object, parsed in the form it is written in: the space-delimited text
+/// S3 writes to a bucket, or a JSON record as S3 writes to CloudWatch Logs ([`crate::json`]). What
+/// [`AccessLogBatchBuilder::append_line`](crate::AccessLogBatchBuilder::append_line) takes.
+#[derive(Debug, Clone)]
+pub enum LogLine<'a> {
+    /// A line of the text form, checked; its text still the line's.
+    Text(ParsedLine<'a>),
+    /// A JSON record, typed.
+    Json(AccessLogRecord<'a>),
+}
+
+impl<'a> LogLine<'a> {
+    /// Parses one line (without its line terminator): a JSON record when it starts with `{`
+    /// ([`is_json_record`]), else a line of the text form.
+    #[inline(always)]
+    pub fn parse(line: &'a [u8]) -> Result<Self, ParseError> {
+        if is_json_record(line) {
+            parse_json_record(line).map(LogLine::Json)
+        } else {
+            ParsedLine::parse(line).map(LogLine::Text)
+        }
+    }
+
+    /// The bucket; `None` when it is `-` or null.
+    pub fn bucket(&self) -> Option<Cow<'_, str>> {
+        match self {
+            LogLine::Text(line) => line.bucket(),
+            LogLine::Json(record) => record.bucket.as_deref().map(Cow::Borrowed),
+        }
+    }
+
+    /// Microseconds since the Unix epoch of the request, UTC.
+    pub fn request_time(&self) -> i64 {
+        match self {
+            LogLine::Text(line) => line.request_time(),
+            LogLine::Json(record) => record.request_time,
+        }
+    }
+
+    /// The line as a typed record.
+    pub fn record(self) -> AccessLogRecord<'a> {
+        match self {
+            LogLine::Text(line) => line.record(),
+            LogLine::Json(record) => record,
+        }
     }
 }
 

@@ -1,0 +1,431 @@
+//! Access-log records in the JSON form S3 writes to CloudWatch Logs (and from there to S3 as
+//! newline-delimited JSON, or through Firehose): one object per request with named fields, `null`
+//! where the text format writes `-`, and the request time as ISO 8601 with milliseconds.
+//!
+//! The fields are those of the S3 user guide's "Log format in CloudWatch Logs" (schema
+//! `V_1_0`). Each lands in the column its text-format counterpart does ([`JsonField::field`]);
+//! `key_name` is the key as it is, not URL-encoded. `schema_version_id` `V_1_0` and a `bucket_arn`
+//! that is the bucket's own ARN say nothing the row does not: otherwise they, and every field
+//! that is not documented (a later schema version's), are kept in `extra_fields` as a JSON object
+//! of their names and values as written.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use crate::error::ParseError;
+use crate::field::Field;
+use crate::record::AccessLogRecord;
+
+/// The schema version whose fields are all columns.
+pub const JSON_SCHEMA_VERSION: &str = "V_1_0";
+
+/// A documented field of the JSON form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonField {
+    /// `schema_version_id`: the version of the record's schema.
+    SchemaVersionId,
+    /// `bucket_arn`: the ARN of the bucket.
+    BucketArn,
+    /// A field with a text-format counterpart.
+    Text(Field),
+}
+
+impl JsonField {
+    /// Every documented field, in the guide's order.
+    pub const ALL: [JsonField; 29] = [
+        JsonField::SchemaVersionId,
+        JsonField::BucketArn,
+        JsonField::Text(Field::Bucket),
+        JsonField::Text(Field::RequestTime),
+        JsonField::Text(Field::BucketOwner),
+        JsonField::Text(Field::RemoteIp),
+        JsonField::Text(Field::Requester),
+        JsonField::Text(Field::RequestId),
+        JsonField::Text(Field::Operation),
+        JsonField::Text(Field::Key),
+        JsonField::Text(Field::RequestUri),
+        JsonField::Text(Field::HttpStatus),
+        JsonField::Text(Field::ErrorCode),
+        JsonField::Text(Field::BytesSent),
+        JsonField::Text(Field::ObjectSize),
+        JsonField::Text(Field::TotalTime),
+        JsonField::Text(Field::TurnAroundTime),
+        JsonField::Text(Field::Referer),
+        JsonField::Text(Field::UserAgent),
+        JsonField::Text(Field::VersionId),
+        JsonField::Text(Field::HostId),
+        JsonField::Text(Field::SignatureVersion),
+        JsonField::Text(Field::CipherSuite),
+        JsonField::Text(Field::AuthenticationType),
+        JsonField::Text(Field::HostHeader),
+        JsonField::Text(Field::TlsVersion),
+        JsonField::Text(Field::AccessPointArn),
+        JsonField::Text(Field::AclRequired),
+        JsonField::Text(Field::SourceRegion),
+    ];
+
+    /// The field's name in a record.
+    pub const fn name(self) -> &'static str {
+        match self {
+            JsonField::SchemaVersionId => "schema_version_id",
+            JsonField::BucketArn => "bucket_arn",
+            JsonField::Text(field) => match field {
+                Field::BucketOwner => "bucket_owner_id",
+                Field::Bucket => "bucket_name",
+                Field::Key => "key_name",
+                Field::BytesSent => "bytes_sent_size",
+                Field::TotalTime => "total_duration",
+                Field::TurnAroundTime => "turn_around_duration",
+                other => other.column(),
+            },
+        }
+    }
+
+    /// The text-format field whose column this field lands in, if it has one.
+    pub const fn field(self) -> Option<Field> {
+        match self {
+            JsonField::Text(field) => Some(field),
+            JsonField::SchemaVersionId | JsonField::BucketArn => None,
+        }
+    }
+
+    fn of_name(name: &str) -> Option<Self> {
+        JsonField::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+impl fmt::Display for JsonField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Whether `line` (without its terminator) is a record of the JSON form rather than of the text
+/// form: it starts with `{` and then a quoted name (or is `{}`), leaving out white space. A text
+/// line starts with the bucket owner's id or `-`, and its second field, the bucket, is never
+/// quoted.
+pub fn is_json_record(line: &[u8]) -> bool {
+    let mut bytes = line.iter().filter(|b| !b.is_ascii_whitespace());
+    match (bytes.next(), bytes.next()) {
+        (Some(b'{'), Some(b'"')) => true,
+        (Some(b'{'), Some(b'}')) => bytes.next().is_none(),
+        _ => false,
+    }
+}
+
+/// Parses one record of the JSON form (one line of newline-delimited JSON).
+pub fn parse_json_record(line: &[u8]) -> Result<AccessLogRecord<'_>, ParseError> {
+    let mut de = serde_json::Deserializer::from_slice(line);
+    let raw = match de.deserialize_map(RecordVisitor) {
+        Ok(raw) => raw,
+        Err(e) => return Err(json_error(e)),
+    };
+    if let Err(e) = de.end() {
+        return Err(json_error(e));
+    }
+    raw.into_record()
+}
+
+#[cold]
+fn json_error(e: serde_json::Error) -> ParseError {
+    match e.classify() {
+        serde_json::error::Category::Data => {
+            // Not an object, or a field of the wrong type (or cut short): the message names it.
+            ParseError::Json { problem: e.to_string() }
+        }
+        _ => ParseError::Json {
+            problem: format!("not valid JSON: {e}"),
+        },
+    }
+}
+
+/// The record's fields as read, before they are checked.
+#[derive(Default)]
+struct RawRecord<'a> {
+    record: AccessLogRecord<'a>,
+    request_time: Option<Cow<'a, str>>,
+    schema_version: Option<Cow<'a, str>>,
+    bucket_arn: Option<Cow<'a, str>>,
+    /// Fields that are not documented, as written.
+    unknown: Vec<(Cow<'a, str>, &'a RawValue)>,
+}
+
+impl<'a> RawRecord<'a> {
+    fn into_record(mut self) -> Result<AccessLogRecord<'a>, ParseError> {
+        let time = self.request_time.take().ok_or(ParseError::JsonMissing {
+            field: JsonField::Text(Field::RequestTime),
+        })?;
+        self.record.request_time = parse_iso_time(&time).ok_or_else(|| {
+            ParseError::json_invalid(
+                JsonField::Text(Field::RequestTime),
+                "expected yyyy-MM-ddTHH:mm:ss.SSSZ",
+                &time,
+            )
+        })?;
+        if let Some(status) = self.record.http_status
+            && !(100..=999).contains(&status)
+        {
+            return Err(ParseError::json_invalid(
+                JsonField::Text(Field::HttpStatus),
+                "expected a three-digit status or null",
+                &status.to_string(),
+            ));
+        }
+        let own_arn = |arn: &str| {
+            let bucket = self.record.bucket.as_deref();
+            arn.strip_prefix("arn:aws:s3:::")
+                .is_some_and(|name| Some(name) == bucket)
+        };
+        let mut extra = Vec::new();
+        if let Some(version) = self.schema_version.take().filter(|v| v != JSON_SCHEMA_VERSION) {
+            extra.push((JsonField::SchemaVersionId.name().into(), quoted(&version)));
+        }
+        if let Some(arn) = self.bucket_arn.take().filter(|arn| !own_arn(arn)) {
+            extra.push((JsonField::BucketArn.name().into(), quoted(&arn)));
+        }
+        for (name, value) in self.unknown.drain(..) {
+            extra.push((name, value.get().to_owned()));
+        }
+        if !extra.is_empty() {
+            let mut text = String::from("{");
+            for (i, (name, value)) in extra.iter().enumerate() {
+                if i > 0 {
+                    text.push(',');
+                }
+                text.push_str(&quoted(name));
+                text.push(':');
+                text.push_str(value);
+            }
+            text.push('}');
+            self.record.extra_fields = Some(Cow::Owned(text));
+        }
+        Ok(self.record)
+    }
+}
+
+/// `text` as a JSON string.
+fn quoted(text: &str) -> String {
+    serde_json::Value::from(text).to_string()
+}
+
+/// Microseconds since the epoch of `yyyy-MM-ddTHH:mm:ss[.fraction]Z` (or another RFC 3339 offset).
+fn parse_iso_time(text: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.timestamp_micros())
+}
+
+/// A JSON text or null, borrowed from the input where it has no escapes.
+struct Text<'a>(Option<Cow<'a, str>>);
+
+impl<'de> de::Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string or null")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Some(Cow::Borrowed(v))))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Text(Some(Cow::Owned(v.to_owned()))))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Text(Some(Cow::Owned(v))))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Text(None))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Text(None))
+            }
+        }
+        deserializer.deserialize_any(TextVisitor)
+    }
+}
+
+struct RecordVisitor;
+
+impl<'de> Visitor<'de> for RecordVisitor {
+    type Value = RawRecord<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an access-log record (a JSON object)")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut raw = RawRecord::default();
+        while let Some(Text(name)) = map.next_key::<Text<'de>>()? {
+            let name = name.unwrap_or_default();
+            let Some(field) = JsonField::of_name(&name) else {
+                if raw.unknown.iter().any(|(n, _)| *n == name) {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+                let value: &'de RawValue = map.next_value()?;
+                raw.unknown.push((name, value));
+                continue;
+            };
+            let named = |e: A::Error| de::Error::custom(format_args!("{field}: {e}"));
+            let text = |map: &mut A| map.next_value::<Text<'de>>().map(|t| t.0).map_err(named);
+            let number = |map: &mut A| -> Result<Option<i64>, A::Error> {
+                let n = map.next_value::<Option<i64>>().map_err(named)?;
+                match n {
+                    Some(n) if n < 0 => Err(de::Error::custom(format_args!(
+                        "{field}: expected a non-negative integer or null, found {n}"
+                    ))),
+                    n => Ok(n),
+                }
+            };
+            let r = &mut raw.record;
+            match field {
+                JsonField::SchemaVersionId => raw.schema_version = text(&mut map)?,
+                JsonField::BucketArn => raw.bucket_arn = text(&mut map)?,
+                JsonField::Text(f) => match f {
+                    Field::BucketOwner => r.bucket_owner = text(&mut map)?,
+                    Field::Bucket => r.bucket = text(&mut map)?,
+                    Field::RequestTime => raw.request_time = text(&mut map)?,
+                    Field::RemoteIp => r.remote_ip = text(&mut map)?,
+                    Field::Requester => r.requester = text(&mut map)?,
+                    Field::RequestId => r.request_id = text(&mut map)?,
+                    Field::Operation => r.operation = text(&mut map)?,
+                    Field::Key => r.key = text(&mut map)?,
+                    Field::RequestUri => r.request_uri = text(&mut map)?,
+                    Field::HttpStatus => {
+                        r.http_status = number(&mut map)?.map(|n| i32::try_from(n).unwrap_or(i32::MAX))
+                    }
+                    Field::ErrorCode => r.error_code = text(&mut map)?,
+                    Field::BytesSent => r.bytes_sent = number(&mut map)?,
+                    Field::ObjectSize => r.object_size = number(&mut map)?,
+                    Field::TotalTime => r.total_time_ms = number(&mut map)?,
+                    Field::TurnAroundTime => r.turn_around_time_ms = number(&mut map)?,
+                    Field::Referer => r.referer = text(&mut map)?,
+                    Field::UserAgent => r.user_agent = text(&mut map)?,
+                    Field::VersionId => r.version_id = text(&mut map)?,
+                    Field::HostId => r.host_id = text(&mut map)?,
+                    Field::SignatureVersion => r.signature_version = text(&mut map)?,
+                    Field::CipherSuite => r.cipher_suite = text(&mut map)?,
+                    Field::AuthenticationType => r.authentication_type = text(&mut map)?,
+                    Field::HostHeader => r.host_header = text(&mut map)?,
+                    Field::TlsVersion => r.tls_version = text(&mut map)?,
+                    Field::AccessPointArn => r.access_point_arn = text(&mut map)?,
+                    Field::AclRequired => r.acl_required = map.next_value::<Option<bool>>().map_err(named)?,
+                    Field::SourceRegion => r.source_region = text(&mut map)?,
+                },
+            }
+        }
+        Ok(raw)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The guide's sample record, on one line.
+    const SAMPLE: &str = r#"{"schema_version_id": "V_1_0", "bucket_arn": "arn:aws:s3:::my-data-bucket", "bucket_name": "my-data-bucket", "request_time": "2026-04-29T14:32:16.000Z", "bucket_owner_id": "79a59df900b949e55d96a1e698fbacedfd6e09d98eacf8f8d5218e7cd47ef2be", "remote_ip": "203.0.113.45", "requester": "arn:aws:iam::123456789012:role/DataAnalystRole", "request_id": "3E57427F33A59F07", "operation": "REST.GET.OBJECT", "key_name": "reports/2026/quarterly-summary.parquet", "request_uri": "GET /my-data-bucket/reports/2026/quarterly-summary.parquet HTTP/1.1", "http_status": 200, "error_code": null, "bytes_sent_size": 1048576, "object_size": 1048576, "total_duration": 45, "turn_around_duration": 12, "referer": null, "user_agent": "aws-sdk-java/2.20.0", "version_id": null, "host_id": "s9lzHYrFp76ZVxRcpX9+5cjAnEH2ROuNkd2BHfIa6UkFVdtjf5mKR3/eTPFvsiP/XV/VLi31234=", "signature_version": "SigV4", "cipher_suite": "TLS_AES_128_GCM_SHA256", "authentication_type": "AuthHeader", "host_header": "my-data-bucket.s3.us-east-1.amazonaws.com", "tls_version": "TLSv1.3", "access_point_arn": null, "acl_required": false, "source_region": "us-east-1"}"#;
+
+    #[test]
+    fn the_guides_sample_maps_field_by_field() {
+        assert!(is_json_record(SAMPLE.as_bytes()));
+        let r = parse_json_record(SAMPLE.as_bytes()).unwrap();
+        assert_eq!(r.bucket.as_deref(), Some("my-data-bucket"));
+        assert_eq!(
+            r.bucket_owner.as_deref(),
+            Some("79a59df900b949e55d96a1e698fbacedfd6e09d98eacf8f8d5218e7cd47ef2be")
+        );
+        // 2026-04-29T14:32:16Z.
+        assert_eq!(r.request_time, 1_777_473_136_000_000);
+        assert_eq!(r.key.as_deref(), Some("reports/2026/quarterly-summary.parquet"));
+        assert_eq!(r.http_status, Some(200));
+        assert_eq!((r.bytes_sent, r.object_size), (Some(1_048_576), Some(1_048_576)));
+        assert_eq!((r.total_time_ms, r.turn_around_time_ms), (Some(45), Some(12)));
+        assert_eq!((r.error_code, r.referer, r.version_id), (None, None, None));
+        assert_eq!(r.acl_required, Some(false));
+        assert_eq!(r.source_region.as_deref(), Some("us-east-1"));
+        assert_eq!(r.tls_version.as_deref(), Some("TLSv1.3"));
+        // The version and the bucket's own ARN say nothing more.
+        assert_eq!(r.extra_fields, None);
+    }
+
+    #[test]
+    fn every_documented_field_has_a_distinct_name_and_column() {
+        let mut names: Vec<_> = JsonField::ALL.iter().map(|f| f.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), 29);
+        let mut fields: Vec<_> = JsonField::ALL.iter().filter_map(|f| f.field()).collect();
+        assert_eq!(fields.len(), Field::ALL.len());
+        fields.sort_by_key(|f| *f as u8);
+        assert_eq!(fields, Field::ALL);
+    }
+
+    #[test]
+    fn a_text_line_whose_owner_starts_with_a_brace_is_text() {
+        assert!(!is_json_record(
+            br#"{ bkt [06/Feb/2019:00:00:38 +0000] - - - - - "-" - - - - - - "-" "-""#
+        ));
+        assert!(!is_json_record(br#"{} bkt [06/Feb/2019:00:00:38 +0000]"#));
+        assert!(is_json_record(b" { \"a\": 1}"));
+        assert!(is_json_record(b"{ }"));
+    }
+
+    #[test]
+    fn milliseconds_escapes_and_missing_fields() {
+        let line = br#"{"bucket_name":"b","request_time":"2026-04-29T14:32:16.123Z","key_name":"a \"quoted\"\tkey"}"#;
+        let r = parse_json_record(line).unwrap();
+        assert_eq!(r.request_time % 1_000_000, 123_000);
+        assert_eq!(r.key.as_deref(), Some("a \"quoted\"\tkey"));
+        assert_eq!((r.operation, r.acl_required), (None, None));
+    }
+
+    #[test]
+    fn later_fields_another_version_and_another_arn_are_kept() {
+        let line = br#"{"schema_version_id":"V_1_1","bucket_arn":"arn:aws:s3:::other","bucket_name":"b","request_time":"2026-04-29T14:32:16Z","new_field":{"a":[1,2]},"new_flag":true}"#;
+        let r = parse_json_record(line).unwrap();
+        let extra: serde_json::Value = serde_json::from_str(r.extra_fields.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            extra,
+            serde_json::json!({"schema_version_id": "V_1_1", "bucket_arn": "arn:aws:s3:::other",
+                               "new_field": {"a": [1, 2]}, "new_flag": true})
+        );
+    }
+
+    #[test]
+    fn bad_records_name_the_field_and_what_was_wrong() {
+        let reason = |line: &str| parse_json_record(line.as_bytes()).unwrap_err().to_string();
+        assert_eq!(
+            reason(r#"{"bucket_name":"b"}"#),
+            "request_time: required, found null or nothing"
+        );
+        assert_eq!(
+            reason(r#"{"request_time":"29/Apr/2026:14:32:16 +0000"}"#),
+            "request_time: expected yyyy-MM-ddTHH:mm:ss.SSSZ: \"29/Apr/2026:14:32:16 +0000\""
+        );
+        assert!(
+            reason(r#"{"request_time":"2026-04-29T14:32:16Z","http_status":"200"}"#).starts_with("http_status: "),
+            "{}",
+            reason(r#"{"request_time":"2026-04-29T14:32:16Z","http_status":"200"}"#)
+        );
+        assert!(reason(r#"{"request_time":"2026-04-29T14:32:16Z","object_size":-1}"#).starts_with("object_size: "));
+        assert!(reason(r#"{"request_time":"2026-04-29T14:32:16Z","http_status":42}"#).starts_with("http_status: "));
+        assert!(
+            reason(r#"{"request_time":"2026-04-29T14:32:16Z","acl_required":"Yes"}"#).starts_with("acl_required: ")
+        );
+        assert!(reason(r#"{"request_time":"#).contains("EOF while parsing"));
+        assert_eq!(
+            reason(r#"{"request_time""#),
+            "request_time: EOF while parsing an object at line 1 column 15"
+        );
+        assert_eq!(reason("{} x"), "not valid JSON: trailing characters at line 1 column 4");
+        assert_eq!(
+            reason("[1,2]"),
+            "invalid type: sequence, expected an access-log record (a JSON object) at line 1 column 0"
+        );
+    }
+}
