@@ -1,6 +1,6 @@
 //! The real `bootstrap` binary, run as Lambda runs it: a local Runtime API feeds it
-//! `events/sqs-s3-notification.json` (its two objects, one gzipped under a key that needs
-//! decoding, uploaded to an S3 stand-in) twice, which it stages, then its schedule's tick
+//! `events/sqs-s3-notification.json` (its two objects uploaded to an S3 stand-in: one in S3's JSON
+//! form, one of text gzipped under a key that needs decoding) twice, which it stages, then its schedule's tick
 //! (`events/scheduled-commit.json`), on which it commits, then the notifications once more; DuckDB
 //! reads every row once. A missing setting ends its init with a message a person reads.
 
@@ -46,7 +46,13 @@ async fn ingests_the_sample_notifications_once_staged_twice_then_delivered_again
     let lake = standin.create_bucket("runtime-lake").await.unwrap();
     let s3 = standin.s3();
 
-    let plain = lines(1);
+    let plain = fixtures::cloudwatch_json::from_text(&lines(1));
+    assert!(
+        plain
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .all(s3_access_log::json::is_json_record)
+    );
     let mut with_reject = lines(2);
     with_reject.extend_from_slice(b"this is not an access log line\n");
     let mut gz = GzEncoder::new(Vec::new(), Compression::fast());

@@ -271,4 +271,8 @@ pub struct GenerateLogsArgs {
     /// Gzip the objects.
     #[arg(long)]
     pub gzip: bool,
+    /// Write S3's JSON form (as delivered through CloudWatch Logs: one JSON object per line) of
+    /// the same records; --object-bytes then counts the text form they were made from.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -21,22 +21,29 @@ pub fn run(args: &GenerateLogsArgs) -> anyhow::Result<ExitCode> {
     });
     let object_bytes = args.object_bytes.max(1);
     let objects = args.bytes.div_ceil(object_bytes);
-    let mut buf = Vec::with_capacity(object_bytes as usize + 4096);
+    let mut text = Vec::with_capacity(object_bytes as usize + 4096);
     let mut written = 0u64;
     for i in 0..objects {
-        buf.clear();
-        synth.fill(&mut buf, object_bytes as usize);
+        text.clear();
+        synth.fill(&mut text, object_bytes as usize);
+        let json;
+        let buf = if args.json {
+            json = fixtures::cloudwatch_json::from_text(&text);
+            &json
+        } else {
+            &text
+        };
         written += buf.len() as u64;
         let name = format!("{:04}-{:02}-{:02}-00-00-{i:06}", 2024, 6, 1);
         let path = if args.gzip {
             let path = args.out.join(format!("{name}.gz"));
             let mut enc = GzEncoder::new(Vec::new(), Compression::fast());
-            enc.write_all(&buf)?;
+            enc.write_all(buf)?;
             std::fs::write(&path, enc.finish()?)?;
             path
         } else {
             let path = args.out.join(name);
-            std::fs::write(&path, &buf)?;
+            std::fs::write(&path, buf)?;
             path
         };
         if i == 0 {
