@@ -883,3 +883,112 @@ async fn the_json_form_lands_in_the_same_rows_and_gives_the_same_report() {
     assert_eq!(from_text["datasets"].as_array().map(Vec::len), Some(6));
     assert_eq!(from_text, from_json);
 }
+
+/// Object-level actions on the demo lake with S3 Inventory lists of both buckets: DuckDB, joining
+/// the Parquet lists with the tables on its own, finds exactly the objects the report calls
+/// unread (no read in the last days of the logs, and at least that old), split the same way into
+/// those written before the logs begin and since; no object read in that time is listed; and the
+/// Batch Operations manifests hold exactly the listed objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unread_objects_are_those_the_logs_show_unread_and_their_manifests_list_them() {
+    use lakelog_reports::access::Inventory;
+    use lakelog_reports::access::objects::write_manifests;
+
+    const UNREAD_DAYS: u32 = 3;
+    let standin = StandIn::connect().await.unwrap();
+    let lake = workload::lake::generate(NaiveDate::from_ymd_opt(2024, 3, 1).unwrap(), 8, 9);
+    let tables = ingest(&standin, &lake.workload).await;
+    let lists = tempfile::tempdir().unwrap();
+    let mut options = AccessOptions::new(PriceTable::default_table().unwrap());
+    options.unread_days = Some(UNREAD_DAYS);
+    for bucket in [LAKE_BUCKET, WEB_BUCKET] {
+        let manifest = write_inventory(lists.path(), &lake, bucket, InventoryFormat::Parquet, 1);
+        options.inventories.push(
+            Inventory::read(manifest.to_str().unwrap(), &StorageConfig::default(), &options.rule)
+                .await
+                .unwrap(),
+        );
+    }
+    let report = lakelog_reports::access::run(&tables, &storage(&standin), &TimeRange::default(), &options)
+        .await
+        .unwrap();
+    let objects = report.objects.as_ref().expect("asked for with inventories");
+    let window = objects.window;
+    assert_eq!(objects.unread_days_applied, UNREAD_DAYS);
+    assert_eq!(report.headline.logs_first_day, Some(window.first_day.to_string()));
+
+    // DuckDB: each listed object version, its last read and whether it is unread.
+    let end = window.last_day.succ_opt().unwrap();
+    let truth = duckdb(
+        standin.endpoint(),
+        &format!(
+            "WITH reads AS (SELECT bucket, key, max(request_time) AS last_read FROM {logs} \
+               WHERE operation IN ({READS}) AND coalesce(http_status, 0) < 400 \
+                 AND request_time < TIMESTAMPTZ '{end} 00:00:00+00' GROUP BY bucket, key), \
+             listed AS (SELECT bucket, key, size, last_modified_date AS modified \
+               FROM {inventory} WHERE NOT coalesce(is_delete_marker, false)) \
+             SELECT l.bucket, l.key, \
+                    (r.last_read IS NULL OR r.last_read < TIMESTAMPTZ '{end} 00:00:00+00' - INTERVAL {UNREAD_DAYS} DAY) \
+                      AND l.modified <= TIMESTAMPTZ '{end} 00:00:00+00' - INTERVAL {UNREAD_DAYS} DAY AS unread, \
+                    l.modified < TIMESTAMPTZ '{first} 00:00:00+00' AS before, l.size \
+             FROM listed l LEFT JOIN reads r ON r.bucket = l.bucket AND r.key = l.key",
+            logs = all_rows(&tables),
+            inventory = inventory_table(lists.path()),
+            first = window.first_day,
+        ),
+    )
+    .unwrap();
+    let mut unread: BTreeMap<String, [(u64, u64); 2]> = BTreeMap::new();
+    let mut status: BTreeMap<(String, String), bool> = BTreeMap::new();
+    for row in &truth {
+        let (bucket, key) = (text(&row[0]), text(&row[1]));
+        let is_unread = row[2].as_bool().unwrap();
+        if is_unread {
+            let slot = &mut unread.entry(bucket.clone()).or_default()[usize::from(!row[3].as_bool().unwrap())];
+            slot.0 += 1;
+            slot.1 += int(&row[4]);
+        }
+        status.insert((bucket, key), is_unread);
+    }
+    assert!(
+        status.values().any(|u| *u) && status.values().any(|u| !*u),
+        "both kinds"
+    );
+    let mut listed = BTreeSet::new();
+    for bucket in &objects.buckets {
+        let want = unread.get(&bucket.bucket).copied().unwrap_or_default();
+        assert_eq!(
+            [bucket.unread_before_window, bucket.unread_inside_window],
+            want,
+            "{}: unread before and inside the window",
+            bucket.bucket
+        );
+        for action in &bucket.actions {
+            let key = (action.bucket.clone(), action.key.clone());
+            assert_eq!(
+                status.get(&key),
+                Some(&true),
+                "{key:?} is listed but was read or is young"
+            );
+            assert!(action.net_saving > 0.0 && action.bytes > 0);
+            listed.insert(format!("{},{},", action.bucket, action.key));
+        }
+    }
+    assert!(!listed.is_empty(), "the demo lake has objects worth moving");
+
+    // The manifests hold the listed objects, each once (the keys URL-encoded as S3 Batch
+    // Operations reads them).
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_manifests(objects, dir.path()).unwrap();
+    let mut in_manifests = BTreeSet::new();
+    for path in &written {
+        for line in std::fs::read_to_string(path).unwrap().lines() {
+            let decoded = percent_encoding::percent_decode_str(line)
+                .decode_utf8()
+                .unwrap()
+                .into_owned();
+            assert!(in_manifests.insert(decoded), "{line} twice");
+        }
+    }
+    assert_eq!(in_manifests, listed);
+}

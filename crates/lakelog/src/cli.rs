@@ -186,6 +186,15 @@ pub struct AccessReportArgs {
     /// dark data) are then exact instead of what the logs saw.
     #[arg(long = "inventory", value_name = "MANIFEST")]
     pub inventories: Vec<String>,
+    /// With --inventory: list each object not read for this many days of the logs' window, with
+    /// the transition or expiration that saves the most net of retrieval, transition, minimum
+    /// duration and monitoring charges (in the JSON report, and as --manifests).
+    #[arg(long, value_name = "DAYS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub unread_days: Option<u32>,
+    /// With --unread-days: write S3 Batch Operations manifests (CSV of bucket, key, version) of
+    /// those objects into DIR, one per bucket, action and class.
+    #[arg(long, value_name = "DIR", requires = "unread_days")]
+    pub manifests: Option<PathBuf>,
     /// Range, format and output directory.
     #[command(flatten)]
     pub output: ReportOutputArgs,

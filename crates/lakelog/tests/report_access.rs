@@ -460,6 +460,61 @@ fn ranges_rules_prices_text_and_errors() {
     ]);
     assert!(!ok && err.contains("a second inventory of bucket lake-web"), "{err}");
 
+    // Object by object: the logo is read every day. Of the two objects nobody read, written before
+    // the logs begin, the one whose dataset's advice expires old data saves most by expiring (its
+    // Standard storage for 12 months, $0.00054, against $0.00047 in Deep Archive after the
+    // transition); the other, never read, goes to Deep Archive. One manifest each.
+    let manifests = dir.path().join("manifests");
+    let objects = report(
+        &tables,
+        &[
+            "--inventory",
+            manifest.to_str().unwrap(),
+            "--unread-days",
+            "90",
+            "--manifests",
+            manifests.to_str().unwrap(),
+        ],
+    )["objects"]
+        .clone();
+    let window = objects["window"]["days"].as_u64().unwrap();
+    assert!(window < 90, "{objects:#}");
+    assert_eq!(
+        objects["unread_days_applied"], window,
+        "the logs are shorter: {objects:#}"
+    );
+    let web = &objects["buckets"][0];
+    assert_eq!(web["bucket"], WEB_BUCKET);
+    assert_eq!(web["objects"], 3);
+    assert_eq!(web["unread_before_window"], json!([2, 5 << 20]));
+    assert_eq!(web["unread_inside_window"], json!([0, 0]));
+    let acted: Vec<(String, String)> = web["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["key"].as_str().unwrap().to_owned(), a["to_class"].to_string()))
+        .collect();
+    assert_eq!(
+        acted,
+        [
+            ("web/legacy/index.html".to_owned(), "null".to_owned()),
+            ("web/assets/hero.jpg".to_owned(), "\"DEEP_ARCHIVE\"".to_owned())
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(manifests.join("lake-web.transition.DEEP_ARCHIVE.csv")).unwrap(),
+        "lake-web,web/assets/hero.jpg,\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(manifests.join("lake-web.expire.csv")).unwrap(),
+        "lake-web,web/legacy/index.html,\n"
+    );
+    let (ok, _, err) = lakelog(&["report", "access", "--table", &tables[1], "--unread-days", "90"]);
+    assert!(
+        !ok && err.contains("--unread-days") && err.contains("needs --inventory"),
+        "{err}"
+    );
+
     // Another price table: with free Standard storage nothing is worth moving.
     let mut prices: Value = serde_json::from_str(lakelog_reports::access::prices::DEFAULT_PRICES).unwrap();
     prices["classes"]["STANDARD"]["storage_gb_month"] = json!(0.0);

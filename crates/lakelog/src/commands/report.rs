@@ -58,10 +58,26 @@ async fn access_command(args: &AccessReportArgs) -> anyhow::Result<ExitCode> {
     let storage = StorageConfig::from_env();
     let mut options = access_options(args)?;
     options.inventories = Inventory::read_all(&args.inventories, &storage, &options.rule).await?;
+    if args.unread_days.is_some() && options.inventories.is_empty() {
+        return Err(ReportError::invalid_argument(
+            "--unread-days",
+            &args.unread_days.unwrap_or_default().to_string(),
+            "needs --inventory: the objects to list are those the inventories hold",
+        )
+        .into());
+    }
     let report = lakelog_reports::access::run(&args.tables, &storage, &range, &options).await?;
     match args.output.format {
         Format::Table => print!("{}", report.render_text()),
         Format::Json => println!("{}", report.to_json()?),
+    }
+    if let (Some(dir), Some(objects)) = (&args.manifests, &report.objects) {
+        let written = lakelog_reports::access::objects::write_manifests(objects, dir)?;
+        eprintln!(
+            "{} S3 Batch Operations manifests written to {}",
+            written.len(),
+            dir.display()
+        );
     }
     if let Some(out) = &args.output.out {
         let page = report.write_html(&ReportDir::create(out)?)?;
@@ -96,6 +112,7 @@ pub fn access_options(args: &AccessReportArgs) -> Result<AccessOptions, ReportEr
         top: args.top.max(1),
         rare_share: args.rare_share,
         inventories: Vec::new(),
+        unread_days: args.unread_days,
     })
 }
 

@@ -75,6 +75,8 @@ pub struct Inventory {
     pub format: String,
     /// All its objects.
     pub total: Count,
+    /// How it was reached, to read it again object by object ([`Inventory::objects`]).
+    storage: lake::StorageConfig,
     groups: BTreeMap<Group, Count>,
     /// The datasets holding a table format's files, with the format's index in
     /// [`advisor::TABLE_FORMATS`] (the first when several).
@@ -111,10 +113,26 @@ struct ManifestFile {
 /// One row as the lists give it.
 struct Row<'a> {
     key: &'a str,
+    version_id: &'a str,
     size: Option<u64>,
     modified: Option<DateTime<Utc>>,
     class: &'a str,
     delete_marker: bool,
+}
+
+/// One stored object version of a list (delete markers are not objects).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListedObject<'a> {
+    /// Its key.
+    pub key: &'a str,
+    /// Its version id; empty for an unversioned bucket's objects (and lists without the field).
+    pub version_id: &'a str,
+    /// Its size in bytes.
+    pub size: u64,
+    /// When it was last written, if the list has the field.
+    pub modified: Option<DateTime<Utc>>,
+    /// Its storage class (`STANDARD` when the list names none).
+    pub class: &'a str,
 }
 
 fn error(location: &str, reason: impl Into<String>) -> ReportError {
@@ -128,45 +146,37 @@ impl Inventory {
     /// Reads the inventory whose manifest is at `location` (a path, `file://` or `s3://` URL) and
     /// groups its objects by `rule`'s datasets.
     pub async fn read(location: &str, storage: &lake::StorageConfig, rule: &DatasetRule) -> Result<Self, ReportError> {
-        let source = Source::of(location, storage)?;
-        let text = source.get(&source.manifest).await?;
-        let manifest: Manifest =
-            serde_json::from_slice(&text).map_err(|e| error(location, format!("not an S3 Inventory manifest: {e}")))?;
-        let format = match manifest.file_format.to_ascii_uppercase().as_str() {
-            "CSV" => Format::Csv(CsvColumns::of(&manifest.file_schema).map_err(|reason| error(location, reason))?),
-            "PARQUET" => Format::Parquet,
-            other => {
-                return Err(error(
-                    location,
-                    format!("fileFormat {other:?} is not read (only CSV and Parquet inventories are)"),
-                ));
-            }
-        };
-        let taken = manifest
-            .creation_timestamp
-            .as_deref()
-            .and_then(|t| t.parse::<i64>().ok())
-            .and_then(DateTime::from_timestamp_millis)
-            .ok_or_else(|| error(location, "creationTimestamp is missing or not milliseconds since 1970"))?;
+        let list = List::open(location, storage).await?;
         let mut inventory = Self {
-            bucket: manifest.source_bucket.clone(),
+            bucket: list.manifest.source_bucket.clone(),
             location: location.to_owned(),
-            taken,
-            format: manifest.file_format.clone(),
+            taken: list.taken,
+            format: list.manifest.file_format.clone(),
             total: Count::default(),
+            storage: storage.clone(),
             groups: BTreeMap::new(),
             formats: BTreeMap::new(),
         };
-        for file in &manifest.files {
-            let path = source.data_file(&file.key)?;
-            let bytes = source.get(&path).await?;
-            let at = format!("{location}: data file {}", file.key);
-            match &format {
-                Format::Csv(columns) => columns.rows(&bytes, &at, |row| inventory.add(row, rule))?,
-                Format::Parquet => parquet_rows(bytes, &at, |row| inventory.add(row, rule))?,
-            }
-        }
+        list.rows(|row| inventory.add(row, rule)).await?;
         Ok(inventory)
+    }
+
+    /// Reads the list again, data file by data file, giving each stored object version to
+    /// `each`: what object-level advice needs, without holding the list in memory.
+    pub async fn objects(&self, mut each: impl FnMut(ListedObject<'_>)) -> Result<(), ReportError> {
+        let list = List::open(&self.location, &self.storage).await?;
+        list.rows(|row| {
+            if !row.delete_marker {
+                each(ListedObject {
+                    key: row.key,
+                    version_id: row.version_id,
+                    size: row.size.unwrap_or(0),
+                    modified: row.modified,
+                    class: if row.class.is_empty() { DEFAULT_CLASS } else { row.class },
+                });
+            }
+        })
+        .await
     }
 
     /// Reads the inventories whose manifests are at `locations`, one after the other.
@@ -245,6 +255,61 @@ impl Inventory {
             }
         }
         out
+    }
+}
+
+/// An inventory list opened: its manifest read and checked.
+struct List {
+    location: String,
+    source: Source,
+    manifest: Manifest,
+    format: Format,
+    taken: DateTime<Utc>,
+}
+
+impl List {
+    async fn open(location: &str, storage: &lake::StorageConfig) -> Result<Self, ReportError> {
+        let source = Source::of(location, storage)?;
+        let text = source.get(&source.manifest).await?;
+        let manifest: Manifest =
+            serde_json::from_slice(&text).map_err(|e| error(location, format!("not an S3 Inventory manifest: {e}")))?;
+        let format = match manifest.file_format.to_ascii_uppercase().as_str() {
+            "CSV" => Format::Csv(CsvColumns::of(&manifest.file_schema).map_err(|reason| error(location, reason))?),
+            "PARQUET" => Format::Parquet,
+            other => {
+                return Err(error(
+                    location,
+                    format!("fileFormat {other:?} is not read (only CSV and Parquet inventories are)"),
+                ));
+            }
+        };
+        let taken = manifest
+            .creation_timestamp
+            .as_deref()
+            .and_then(|t| t.parse::<i64>().ok())
+            .and_then(DateTime::from_timestamp_millis)
+            .ok_or_else(|| error(location, "creationTimestamp is missing or not milliseconds since 1970"))?;
+        Ok(Self {
+            location: location.to_owned(),
+            source,
+            manifest,
+            format,
+            taken,
+        })
+    }
+
+    /// Gives every row of every data file to `each`, one data file at a time.
+    async fn rows(&self, mut each: impl FnMut(Row<'_>)) -> Result<(), ReportError> {
+        for file in &self.manifest.files {
+            let path = self.source.data_file(&file.key)?;
+            let bytes = self.source.get(&path).await?;
+            let at = format!("{}: data file {}", self.location, file.key);
+            match &self.format {
+                Format::Csv(columns) => columns.rows(&bytes, &at, &mut each)?,
+                Format::Parquet => parquet_rows(bytes, &at, &mut each)?,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -329,6 +394,7 @@ enum Format {
 /// Where the fields the report needs are in a CSV list's rows.
 struct CsvColumns {
     key: usize,
+    version_id: Option<usize>,
     size: usize,
     modified: Option<usize>,
     class: Option<usize>,
@@ -345,6 +411,7 @@ impl CsvColumns {
         };
         Ok(Self {
             key: need("Key")?,
+            version_id: find("VersionId"),
             size: need("Size")?,
             modified: find("LastModifiedDate"),
             class: find("StorageClass"),
@@ -398,6 +465,7 @@ impl CsvColumns {
             };
             each(Row {
                 key: &key,
+                version_id: self.version_id.map(field).unwrap_or(""),
                 size,
                 modified,
                 class: self.class.map(field).unwrap_or(""),
@@ -427,16 +495,19 @@ fn parquet_rows(bytes: bytes::Bytes, at: &str, mut each: impl FnMut(Row<'_>)) ->
         let modified = column("last_modified_date", &DataType::Int64)?;
         let classes = column("storage_class", &DataType::Utf8)?;
         let markers = column("is_delete_marker", &DataType::Boolean)?;
+        let versions = column("version_id", &DataType::Utf8)?;
         let (keys, sizes) = (keys.as_string::<i32>(), sizes.as_primitive::<Int64Type>());
         let modified = modified.as_ref().map(|m| m.as_primitive::<Int64Type>());
         let classes = classes.as_ref().map(|c| c.as_string::<i32>());
         let markers = markers.as_ref().map(|m| m.as_boolean());
+        let versions = versions.as_ref().map(|v| v.as_string::<i32>());
         for i in 0..batch.num_rows() {
             if keys.is_null(i) {
                 return Err(error(at, format!("row {i} of a batch has no key")));
             }
             each(Row {
                 key: keys.value(i),
+                version_id: versions.filter(|v| !v.is_null(i)).map_or("", |v| v.value(i)),
                 size: (!sizes.is_null(i)).then(|| sizes.value(i).max(0) as u64),
                 modified: modified
                     .filter(|m| !m.is_null(i))

@@ -34,6 +34,7 @@ pub mod advisor;
 pub mod dataset;
 pub mod hygiene;
 pub mod inventory;
+pub mod objects;
 pub mod operation;
 pub mod prices;
 mod render;
@@ -48,6 +49,7 @@ pub use advisor::{Advice, DatasetFacts, Expiration, ReaderAge, ReadsAt, StoredAt
 pub use dataset::{DEFAULT_DEPTH, DatasetRule, key_date};
 pub use hygiene::{Completeness, Hygiene};
 pub use inventory::Inventory;
+pub use objects::ObjectActions;
 pub use prices::PriceTable;
 
 use super::{ReportError, ReportSession, TimeRange, quote_ident};
@@ -106,6 +108,9 @@ pub struct AccessOptions {
     /// S3 Inventory lists, at most one per bucket: the stored objects of their buckets are taken
     /// from them, exactly, instead of from the logs.
     pub inventories: Vec<Inventory>,
+    /// With inventories: days without a read after which an object is listed for action
+    /// ([`objects`]); `None` leaves the object-level section out.
+    pub unread_days: Option<u32>,
 }
 
 impl AccessOptions {
@@ -118,6 +123,7 @@ impl AccessOptions {
             top: 10,
             rare_share: 0.05,
             inventories: Vec::new(),
+            unread_days: None,
         }
     }
 }
@@ -254,7 +260,7 @@ pub struct UnusedDataset {
     /// Last read in the range, if any.
     #[serde(serialize_with = "rfc3339_opt")]
     pub last_read: Option<DateTime<Utc>>,
-    /// Days from the last read (or the start of the range) to the end of the range.
+    /// Days from the last read (or the first day of the logs read) to the end of the range.
     pub days_without_reads: i64,
     /// Who writes it, most writes first.
     pub writers: Vec<Writer>,
@@ -287,11 +293,17 @@ pub struct Summary {
     pub end_day: Option<NaiveDate>,
     /// Days from the first to the last day, both included (at least 1).
     pub range_days: u32,
+    /// The day of the first request read: how far back the logs go within the range. Nothing
+    /// before it is known, so "unread" means unread since then.
+    pub logs_first_day: Option<NaiveDate>,
+    /// Days from `logs_first_day` to the last day, both included (at least 1): the window in
+    /// which reads were seen.
+    pub window_days: u32,
     /// Successful object requests in the range.
     pub requests: u64,
     /// The unused-days threshold.
     pub unused_days: u32,
-    /// The threshold applied: `unused_days`, or the range's days when it is shorter.
+    /// The threshold applied: `unused_days`, or the logs' window when it is shorter.
     pub unused_days_applied: u32,
     /// The reads' rare share.
     pub rare_share: f64,
@@ -308,6 +320,9 @@ pub struct Summary {
 pub struct Headline {
     /// The first day of the range (`YYYY-MM-DD`), if it has a request.
     pub first_day: Option<String>,
+    /// The day of the first request read: the logs go back no further (nothing before it is
+    /// known).
+    pub logs_first_day: Option<String>,
     /// The last day of the range.
     pub last_day: Option<String>,
     /// Days from the first to the last, both included.
@@ -355,6 +370,7 @@ impl Headline {
             .sum();
         Self {
             first_day: summary.start_day.map(|d| d.to_string()),
+            logs_first_day: summary.logs_first_day.map(|d| d.to_string()),
             last_day: summary.end_day.map(|d| d.to_string()),
             days: summary.range_days,
             datasets: datasets.len() as u64,
@@ -391,6 +407,9 @@ pub struct AccessReport {
     pub hygiene: Hygiene,
     /// How completely each bucket's logs arrived.
     pub completeness: Vec<Completeness>,
+    /// Object-level actions, when asked for with inventories.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub objects: Option<ObjectActions>,
     /// Reads per dataset and day.
     #[serde(skip)]
     pub days: Vec<DayUsage>,
@@ -478,10 +497,13 @@ pub async fn access_report(
     let start_day = range.from.or(first_request).map(|t| t.date_naive());
     let end = range.to.or(last_request.map(|t| t + TimeDelta::microseconds(1)));
     let end_day = end.map(|t| (t - TimeDelta::microseconds(1)).date_naive());
-    let range_days = match (start_day, end_day) {
+    let days_from = |first: Option<NaiveDate>| match (first, end_day) {
         (Some(s), Some(e)) => ((e - s).num_days() + 1).max(1) as u32,
         _ => 1,
     };
+    let range_days = days_from(start_day);
+    let logs_first_day = first_request.map(|t| t.date_naive());
+    let window_days = days_from(logs_first_day);
     let summary = Summary {
         range: *range,
         first_request,
@@ -489,9 +511,11 @@ pub async fn access_report(
         start_day,
         end_day,
         range_days,
+        logs_first_day,
+        window_days,
         requests,
         unused_days: options.unused_days,
-        unused_days_applied: options.unused_days.min(range_days),
+        unused_days_applied: options.unused_days.min(window_days),
         rare_share: options.rare_share,
         rule: options.rule.clone(),
         prices: (
@@ -510,6 +534,7 @@ pub async fn access_report(
             storage: None,
             hygiene: Hygiene::default(),
             completeness: Vec::new(),
+            objects: None,
             days: Vec::new(),
             summary,
         });
@@ -566,7 +591,7 @@ pub async fn access_report(
             .then_with(|| (&a.bucket, &a.dataset).cmp(&(&b.bucket, &b.dataset)))
     });
 
-    let unused = unused_datasets(&datasets, writers, end_day, range_days, summary.unused_days_applied);
+    let unused = unused_datasets(&datasets, writers, end_day, window_days, summary.unused_days_applied);
     let storage = match options.inventories.is_empty() {
         true => None,
         false => Some(storage(session, &window, &options.inventories, &options.prices).await?),
@@ -608,6 +633,25 @@ pub async fn access_report(
             advice
         })
         .collect();
+    let objects = match (options.unread_days, options.inventories.is_empty(), logs_first_day) {
+        (Some(unread_days), false, Some(first_day)) => {
+            let inputs = objects::Inputs {
+                inventories: &options.inventories,
+                rule: &options.rule,
+                prices: &options.prices,
+                advice: &advice,
+                reads: objects::reads_per_object(session, &window, end).await?,
+                window: objects::LogWindow {
+                    first_day,
+                    last_day: end_day,
+                    days: window_days,
+                },
+                unread_days,
+            };
+            Some(objects::object_actions(inputs).await?)
+        }
+        _ => None,
+    };
     let hygiene = hygiene::hygiene(session).await?;
     let completeness = hygiene::completeness(session).await?;
     Ok(AccessReport {
@@ -618,6 +662,7 @@ pub async fn access_report(
         storage,
         hygiene,
         completeness,
+        objects,
         days,
         summary,
     })
@@ -1123,7 +1168,7 @@ fn unused_datasets(
     datasets: &[DatasetUsage],
     mut writers: BTreeMap<(String, String), Vec<Writer>>,
     end_day: NaiveDate,
-    range_days: u32,
+    window_days: u32,
     unused_days: u32,
 ) -> Vec<UnusedDataset> {
     let mut unused: Vec<UnusedDataset> = datasets
@@ -1133,7 +1178,7 @@ fn unused_datasets(
             let last_write = d.last_write?;
             let days_without_reads = match d.last_read {
                 Some(read) => (end_day - read.date_naive()).num_days(),
-                None => i64::from(range_days),
+                None => i64::from(window_days),
             };
             (days_without_reads >= i64::from(unused_days)).then(|| UnusedDataset {
                 bucket: d.bucket.clone(),

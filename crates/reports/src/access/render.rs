@@ -243,6 +243,17 @@ impl AccessReport {
             count(s.requests),
             count(self.headline.reads)
         );
+        if let Some(first) = s
+            .logs_first_day
+            .filter(|first| s.start_day.is_some_and(|start| *first > start))
+        {
+            let _ = write!(
+                intro,
+                "\n\nThe logs go back to {first} only ({}): nothing before is known, so a dataset or \
+                 object \"not read\" was not read since then.",
+                plural(u64::from(s.window_days), "day")
+            );
+        }
         if s.requests == 0 {
             intro.push_str("\n\nNo successful object request in the range: nothing to report.");
         }
@@ -331,7 +342,7 @@ impl AccessReport {
         sections.push((
             if s.unused_days_applied < s.unused_days {
                 format!(
-                    "Unused datasets (written, not read in the range's {}: the range is shorter than the {} of \
+                    "Unused datasets (written, not read in the logs' {}: they are shorter than the {} of \
                      --unused-days, which need that many days of logs)",
                     plural(u64::from(s.unused_days_applied), "day"),
                     plural(u64::from(s.unused_days), "day")
@@ -569,6 +580,9 @@ impl AccessReport {
             "Log completeness (S3 delivers server access logs best-effort)".to_owned(),
             Body::Table(complete),
         ));
+        if let Some(objects) = &self.objects {
+            sections.extend(object_sections(objects));
+        }
         sections
     }
 
@@ -945,6 +959,95 @@ fn file_safe(name: &str) -> String {
             }
         })
         .collect()
+}
+
+/// The most objects the object-level table shows (the JSON report and the manifests hold all).
+const OBJECTS_SHOWN: usize = 25;
+
+/// The object-level sections: per bucket what went unread, and the objects that save the most.
+fn object_sections(objects: &super::ObjectActions) -> Vec<(String, Body)> {
+    let w = &objects.window;
+    let mut intro = format!(
+        "The logs read go from {} to {} ({}). An object is unread when they show no read of it in \
+         its last {} and it is at least that old",
+        w.first_day,
+        w.last_day,
+        plural(u64::from(w.days), "day"),
+        plural(u64::from(objects.unread_days_applied), "day"),
+    );
+    if objects.unread_days_applied < objects.unread_days {
+        let _ = write!(
+            intro,
+            " (the logs are shorter than the {} of --unread-days)",
+            plural(u64::from(objects.unread_days), "day")
+        );
+    }
+    let _ = write!(
+        intro,
+        ". Savings are over {} months, net of retrieval, request, transition, minimum-duration and \
+         monitoring charges.",
+        objects.horizon_months
+    );
+    for b in &objects.buckets {
+        let _ = write!(
+            intro,
+            "\n\n{}: {} objects listed; unread: {} objects ({}) written before the logs begin (their \
+             earlier reads are unknown) and {} ({}) written since; {} to act on, saving {}.",
+            b.bucket,
+            count(b.objects),
+            count(b.unread_before_window.0),
+            bytes(b.unread_before_window.1),
+            count(b.unread_inside_window.0),
+            bytes(b.unread_inside_window.1),
+            count(b.actions.len() as u64),
+            money(b.net_saving, &objects.currency),
+        );
+        for rule in &b.lifecycle_rules {
+            let _ = write!(intro, "\nA lifecycle rule does the same for a whole prefix: {rule}");
+        }
+    }
+    let mut table = TextTable::new([
+        "bucket",
+        "key",
+        "class",
+        "size",
+        "written",
+        "last read",
+        "reads 30/90/365 d",
+        "readers",
+        "action",
+        "net saving",
+    ]);
+    let mut all: Vec<_> = objects.buckets.iter().flat_map(|b| &b.actions).collect();
+    all.sort_by(|a, b| b.net_saving.total_cmp(&a.net_saving));
+    for a in all.into_iter().take(OBJECTS_SHOWN) {
+        table.push([
+            a.bucket.clone(),
+            a.key.clone(),
+            a.class.clone(),
+            bytes(a.bytes),
+            match (a.last_modified, a.written_before_window) {
+                (Some(t), true) => format!("{} (before the logs)", t.date_naive()),
+                (Some(t), false) => t.date_naive().to_string(),
+                (None, _) => "unknown".to_owned(),
+            },
+            day(a.last_read),
+            format!("{}/{}/{}", a.reads_30, a.reads_90, a.reads_365),
+            count(a.readers),
+            match a.to_class {
+                Some(class) => format!("{} to {class}", a.action),
+                None => a.action.to_owned(),
+            },
+            money(a.net_saving, &objects.currency),
+        ]);
+    }
+    vec![
+        ("Unread objects (S3 Inventory)".to_owned(), Body::Text(intro)),
+        (
+            format!("Objects to move or expire, most saved first (at most {OBJECTS_SHOWN}; all in the JSON report)"),
+            Body::Table(table),
+        ),
+    ]
 }
 
 #[cfg(test)]
