@@ -474,6 +474,8 @@ fn ranges_rules_prices_text_and_errors() {
             "90",
             "--manifests",
             manifests.to_str().unwrap(),
+            "--out",
+            dir.path().join("page").to_str().unwrap(),
         ],
     )["objects"]
         .clone();
@@ -509,6 +511,11 @@ fn ranges_rules_prices_text_and_errors() {
         std::fs::read_to_string(manifests.join("lake-web.expire.csv")).unwrap(),
         "lake-web,web/legacy/index.html,\n"
     );
+    // The page's folder has them too, and the page names them.
+    let page = dir.path().join("page");
+    assert!(page.join("manifests/lake-web.expire.csv").is_file());
+    let html = std::fs::read_to_string(page.join("index.html")).unwrap();
+    assert!(html.contains("S3 Batch Operations manifests") && html.contains("web/legacy/index.html"));
     let (ok, _, err) = lakelog(&["report", "access", "--table", &tables[1], "--unread-days", "90"]);
     assert!(
         !ok && err.contains("--unread-days") && err.contains("needs --inventory"),

@@ -1,5 +1,6 @@
 //! Throughput of the access-log parser into Arrow batches, against the regex of Athena's documented
-//! `CREATE TABLE` for S3 server access logs.
+//! `CREATE TABLE` for S3 server access logs; and of the same records in S3's JSON form (as
+//! delivered through CloudWatch Logs) into the same batches.
 //!
 //! Run with `cargo bench -p s3-access-log --bench parse`.
 
@@ -9,7 +10,7 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use fixtures::log_lines::{SynthConfig, corpus};
 use regex::bytes::Regex;
-use s3_access_log::{AccessLogBatchBuilder, BATCH_ROWS, Lines, ParsedLine, RejectsBatchBuilder, is_blank};
+use s3_access_log::{AccessLogBatchBuilder, BATCH_ROWS, Lines, LogLine, ParsedLine, RejectsBatchBuilder, is_blank};
 
 /// The corpus size: every era and quirk mixed, a few malformed lines.
 const CORPUS_BYTES: usize = 50 << 20;
@@ -28,6 +29,28 @@ fn into_arrow(corpus: &[u8]) -> (usize, usize) {
         match ParsedLine::parse(line) {
             Ok(parsed) => {
                 batch.append(&parsed, LOG_OBJECT, number as i64);
+                if batch.len() == BATCH_ROWS {
+                    rows += black_box(batch.finish().expect("batch")).num_rows();
+                }
+            }
+            Err(err) => rejects.append(LOG_OBJECT, number as i64, line, &err.to_string()),
+        }
+    }
+    rows += black_box(batch.finish().expect("batch")).num_rows();
+    let rejected = black_box(rejects.finish().expect("rejects")).num_rows();
+    (rows, rejected)
+}
+
+/// Parses every line of either form ([`LogLine::parse`]) into Arrow batches; returns (rows,
+/// rejects).
+fn either_form_into_arrow(corpus: &[u8]) -> (usize, usize) {
+    let mut batch = AccessLogBatchBuilder::with_capacity(0, BATCH_ROWS);
+    let mut rejects = RejectsBatchBuilder::new(0);
+    let mut rows = 0;
+    for (number, line) in Lines::new(corpus).filter(|(_, line)| !is_blank(line)) {
+        match LogLine::parse(line) {
+            Ok(parsed) => {
+                batch.append_line(&parsed, LOG_OBJECT, number as i64);
                 if batch.len() == BATCH_ROWS {
                     rows += black_box(batch.finish().expect("batch")).num_rows();
                 }
@@ -78,6 +101,21 @@ fn parse(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(10));
     group.bench_function("arrow", |b| b.iter(|| into_arrow(black_box(&corpus))));
     group.bench_function("regex_athena", |b| b.iter(|| with_regex(&re, black_box(&corpus))));
+    group.finish();
+
+    // The same records in the JSON form: about twice the bytes, so MB/s are per JSON byte.
+    let json = fixtures::cloudwatch_json::from_text(&corpus);
+    let (json_rows, json_rejected) = either_form_into_arrow(&json);
+    eprintln!(
+        "JSON form: {} bytes; parser: {json_rows} rows, {json_rejected} rejects",
+        json.len()
+    );
+    let mut group = c.benchmark_group("access_log_parse_json");
+    group.throughput(Throughput::Bytes(json.len() as u64));
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(10));
+    group.bench_function("arrow", |b| b.iter(|| either_form_into_arrow(black_box(&json))));
     group.finish();
 }
 

@@ -520,9 +520,18 @@ pub fn write_manifests(actions: &ObjectActions, dir: &Path) -> std::io::Result<V
     let mut files: BTreeMap<String, (String, std::collections::HashSet<String>)> = BTreeMap::new();
     for bucket in &actions.buckets {
         for a in &bucket.actions {
+            // The bucket comes from the list: only the characters of a bucket name reach the path.
+            let safe: String = bucket
+                .bucket
+                .chars()
+                .map(|c| match c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                    true => c,
+                    false => '_',
+                })
+                .collect();
             let name = match a.to_class {
-                Some(class) => format!("{}.{}.{class}.csv", bucket.bucket, a.action),
-                None => format!("{}.{}.csv", bucket.bucket, a.action),
+                Some(class) => format!("{safe}.{}.{class}.csv", a.action),
+                None => format!("{safe}.{}.csv", a.action),
             };
             let (text, seen) = files.entry(name).or_default();
             let line = format!(

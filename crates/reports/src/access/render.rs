@@ -128,6 +128,28 @@ impl AccessReport {
             }
             page.table(&files);
         }
+        if let Some(objects) = &self.objects {
+            let folder = dir.path().join("manifests");
+            let written = super::objects::write_manifests(objects, &folder).map_err(|source| ReportError::Write {
+                path: folder.clone(),
+                source,
+            })?;
+            if !written.is_empty() {
+                page.heading("S3 Batch Operations manifests");
+                page.paragraph(
+                    "The unread objects to act on, one CSV (bucket, key, version) per bucket, action and class: a \
+                     Batch Operations copy job with that storage class for a transition, a deletion job for an \
+                     expiration.",
+                );
+                let mut files = TextTable::new(["file", "objects"]);
+                for path in written {
+                    let lines = std::fs::read_to_string(&path).map_or(0, |t| t.lines().count());
+                    let name = path.strip_prefix(dir.path()).unwrap_or(&path).display().to_string();
+                    files.push([name, count(lines as u64)]);
+                }
+                page.table(&files);
+            }
+        }
         let tierings: Vec<(&Advice, &Value)> = self
             .advice
             .iter()
