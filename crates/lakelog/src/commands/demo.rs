@@ -542,6 +542,7 @@ async fn access_report(
 ) -> anyhow::Result<PathBuf> {
     let mut options = AccessOptions::new(PriceTable::default_table()?);
     options.inventories = Inventory::read_all(inventories, storage, &options.rule).await?;
+    options.unread_days = Some(lakelog_reports::access::objects::DEFAULT_UNREAD_DAYS);
     let report = lakelog_reports::access::run(tables, storage, &TimeRange::default(), &options).await?;
     let page = report.write_html(&ReportDir::create(out)?)?;
     println!("  access patterns of {} datasets:", report.datasets.len());
@@ -575,6 +576,20 @@ async fn access_report(
             stored.dark.bytes as f64 / 1e12,
             stored.dark.datasets,
             stored.dark.monthly_storage_cost
+        );
+    }
+    if let Some(objects) = &report.objects {
+        let unread: u64 = objects
+            .buckets
+            .iter()
+            .map(|b| b.unread_before_window.0 + b.unread_inside_window.0)
+            .sum();
+        let actions: usize = objects.buckets.iter().map(|b| b.actions.len()).sum();
+        let saving: f64 = objects.buckets.iter().map(|b| b.net_saving).sum();
+        println!(
+            "    unread objects (no read in the logs' last {} days): {unread}; {actions} to move or expire, saving \
+             {saving:.2} USD over {} months (manifests in the report's manifests/)",
+            objects.unread_days_applied, objects.horizon_months
         );
     }
     let savings: f64 = report.advice.iter().map(|a| a.monthly_saving).sum();
