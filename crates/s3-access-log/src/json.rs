@@ -186,6 +186,13 @@ enum Flat<'a> {
 /// control characters, numbers, booleans and nulls, when a documented field has a value of the
 /// wrong type, or when it is not well-formed: serde_json then reads it again and says why.
 fn flat(line: &[u8]) -> Option<RawRecord<'_>> {
+    // Checked once for the line: no control character (JSON allows none in texts; the white
+    // space it allows between values, S3 does not write), and UTF-8, so that the texts below are
+    // slices of it cut at quotes and other ASCII bytes.
+    if line.iter().any(|b| *b < 0x20) {
+        return None;
+    }
+    let utf8 = std::str::from_utf8(line).ok()?;
     let mut at = 0;
     // JSON's white space (not ASCII's, which has a form feed too).
     let skip = |at: &mut usize| {
@@ -200,12 +207,8 @@ fn flat(line: &[u8]) -> Option<RawRecord<'_>> {
         if line[end] != b'"' {
             return None;
         }
-        let bytes = &line[start..end];
-        if bytes.iter().any(|b| *b < 0x20) {
-            return None;
-        }
         *at = end + 1;
-        std::str::from_utf8(bytes).ok()
+        utf8.get(start..end)
     };
     skip(&mut at);
     if line.get(at) != Some(&b'{') {
@@ -255,12 +258,11 @@ fn flat(line: &[u8]) -> Option<RawRecord<'_>> {
                     {
                         at += 1;
                     }
-                    Flat::Number(std::str::from_utf8(&line[start..at]).ok()?)
+                    Flat::Number(utf8.get(start..at)?)
                 }
                 _ => return None,
             };
-            let written = std::str::from_utf8(&line[start..at]).ok()?;
-            raw.set(name, value, written)?;
+            raw.set(name, value, utf8.get(start..at)?)?;
             skip(&mut at);
             match line.get(at) {
                 Some(b',') => at += 1,
