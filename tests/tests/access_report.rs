@@ -60,6 +60,29 @@ fn write_inventory(
     workload::inventory::write(root, bucket, &objects, format, lake.inventory_taken, files).unwrap()
 }
 
+/// Parquet lists of both buckets of `lake` written under `root`, each in one data file, and read
+/// with `options`' dataset rule.
+async fn inventories(
+    root: &Path,
+    lake: &workload::lake::Lake,
+    options: &AccessOptions,
+) -> Vec<lakelog_reports::access::Inventory> {
+    let mut read = Vec::new();
+    for bucket in [LAKE_BUCKET, WEB_BUCKET] {
+        let manifest = write_inventory(root, lake, bucket, InventoryFormat::Parquet, 1);
+        read.push(
+            lakelog_reports::access::Inventory::read(
+                manifest.to_str().unwrap(),
+                &StorageConfig::default(),
+                &options.rule,
+            )
+            .await
+            .unwrap(),
+        );
+    }
+    read
+}
+
 /// The Parquet lists under `root` as Athena's S3 Inventory table has them: the lists' rows, in
 /// one `dt` partition.
 fn inventory_table(root: &Path) -> String {
@@ -740,21 +763,12 @@ async fn an_inventory_on_s3_reads_as_its_local_copy_does() {
 /// and touched by no successful request. The headline's dark bytes are their sum.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dark_data_query_finds_the_reports_dark_data() {
-    use lakelog_reports::access::Inventory;
-
     let standin = StandIn::connect().await.unwrap();
     let lake = workload::lake::generate(NaiveDate::from_ymd_opt(2024, 3, 1).unwrap(), 6, 9);
     let tables = ingest(&standin, &lake.workload).await;
     let lists = tempfile::tempdir().unwrap();
     let mut options = AccessOptions::new(PriceTable::default_table().unwrap());
-    for bucket in [LAKE_BUCKET, WEB_BUCKET] {
-        let manifest = write_inventory(lists.path(), &lake, bucket, InventoryFormat::Parquet, 1);
-        options.inventories.push(
-            Inventory::read(manifest.to_str().unwrap(), &StorageConfig::default(), &options.rule)
-                .await
-                .unwrap(),
-        );
-    }
+    options.inventories = inventories(lists.path(), &lake, &options).await;
     let report = lakelog_reports::access::run(&tables, &storage(&standin), &TimeRange::default(), &options)
         .await
         .unwrap();
@@ -891,7 +905,6 @@ async fn the_json_form_lands_in_the_same_rows_and_gives_the_same_report() {
 /// Batch Operations manifests hold exactly the listed objects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unread_objects_are_those_the_logs_show_unread_and_their_manifests_list_them() {
-    use lakelog_reports::access::Inventory;
     use lakelog_reports::access::objects::write_manifests;
 
     const UNREAD_DAYS: u32 = 3;
@@ -901,14 +914,7 @@ async fn unread_objects_are_those_the_logs_show_unread_and_their_manifests_list_
     let lists = tempfile::tempdir().unwrap();
     let mut options = AccessOptions::new(PriceTable::default_table().unwrap());
     options.unread_days = Some(UNREAD_DAYS);
-    for bucket in [LAKE_BUCKET, WEB_BUCKET] {
-        let manifest = write_inventory(lists.path(), &lake, bucket, InventoryFormat::Parquet, 1);
-        options.inventories.push(
-            Inventory::read(manifest.to_str().unwrap(), &StorageConfig::default(), &options.rule)
-                .await
-                .unwrap(),
-        );
-    }
+    options.inventories = inventories(lists.path(), &lake, &options).await;
     let report = lakelog_reports::access::run(&tables, &storage(&standin), &TimeRange::default(), &options)
         .await
         .unwrap();
@@ -970,7 +976,7 @@ async fn unread_objects_are_those_the_logs_show_unread_and_their_manifests_list_
                 Some(&true),
                 "{key:?} is listed but was read or is young"
             );
-            assert!(action.net_saving > 0.0 && action.bytes > 0);
+            assert!(action.costs.net_saving > 0.0 && action.bytes > 0);
             listed.insert(format!("{},{},", action.bucket, action.key));
         }
     }

@@ -122,21 +122,9 @@ pub struct ObjectAction {
     pub reads_365: u64,
     /// Distinct readers in the window.
     pub readers: u64,
-    /// `transition` or `expire`.
-    pub action: &'static str,
-    /// The class a transition moves it to.
-    pub to_class: Option<&'static str>,
-    /// Storage saved per month (less per-object overhead and monitoring fees).
-    pub monthly_storage_saving: f64,
-    /// What its reads would cost per month in the new class (retrieval, GETs, warming back).
-    pub monthly_read_cost: f64,
-    /// The transition request (none for an expiration).
-    pub transition_cost: f64,
-    /// The early-deletion charge of leaving its class before its minimum storage duration.
-    pub early_deletion_cost: f64,
-    /// Over [`HORIZON_MONTHS`]: monthly saving less read costs, times the months, less the
-    /// one-time costs.
-    pub net_saving: f64,
+    /// What to do with it, and what that saves.
+    #[serde(flatten)]
+    pub costs: Costed,
 }
 
 /// The actions of one bucket.
@@ -330,22 +318,23 @@ pub fn evaluate(facts: &ObjectFacts<'_>, reads: &ObjectReads, prices: &PriceTabl
     best
 }
 
-/// An action with its costs and savings.
-#[derive(Debug, Clone, PartialEq)]
+/// An action on one object with its costs and savings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Costed {
     /// `transition` or `expire`.
     pub action: &'static str,
     /// The class a transition moves it to.
     pub to_class: Option<&'static str>,
-    /// See [`ObjectAction::monthly_storage_saving`].
+    /// Storage saved per month (less per-object overhead and monitoring fees).
     pub monthly_storage_saving: f64,
-    /// See [`ObjectAction::monthly_read_cost`].
+    /// What its reads would cost per month in the new class (retrieval, GETs, warming back).
     pub monthly_read_cost: f64,
-    /// See [`ObjectAction::transition_cost`].
+    /// The transition request (none for an expiration).
     pub transition_cost: f64,
-    /// See [`ObjectAction::early_deletion_cost`].
+    /// The early-deletion charge of leaving its class before its minimum storage duration.
     pub early_deletion_cost: f64,
-    /// See [`ObjectAction::net_saving`].
+    /// Over [`HORIZON_MONTHS`]: monthly saving less read costs, times the months, less the
+    /// one-time costs.
     pub net_saving: f64,
 }
 
@@ -444,13 +433,7 @@ pub(super) async fn object_actions(inputs: Inputs<'_>) -> Result<ObjectActions, 
                             reads_90: reads.reads_90,
                             reads_365: reads.reads_365,
                             readers: reads.readers,
-                            action: c.action,
-                            to_class: c.to_class,
-                            monthly_storage_saving: c.monthly_storage_saving,
-                            monthly_read_cost: c.monthly_read_cost,
-                            transition_cost: c.transition_cost,
-                            early_deletion_cost: c.early_deletion_cost,
-                            net_saving: c.net_saving,
+                            costs: c,
                         });
                     }
                 }
@@ -460,9 +443,12 @@ pub(super) async fn object_actions(inputs: Inputs<'_>) -> Result<ObjectActions, 
             })
             .await?;
         bucket.lifecycle_rules = prefix_rules(&inventory.bucket, &ages);
-        bucket
-            .actions
-            .sort_by(|a, b| b.net_saving.total_cmp(&a.net_saving).then_with(|| a.key.cmp(&b.key)));
+        bucket.actions.sort_by(|a, b| {
+            b.costs
+                .net_saving
+                .total_cmp(&a.costs.net_saving)
+                .then_with(|| a.key.cmp(&b.key))
+        });
         buckets.push(bucket);
     }
     Ok(ObjectActions {
@@ -529,9 +515,9 @@ pub fn write_manifests(actions: &ObjectActions, dir: &Path) -> std::io::Result<V
                     false => '_',
                 })
                 .collect();
-            let name = match a.to_class {
-                Some(class) => format!("{safe}.{}.{class}.csv", a.action),
-                None => format!("{safe}.{}.csv", a.action),
+            let name = match a.costs.to_class {
+                Some(class) => format!("{safe}.{}.{class}.csv", a.costs.action),
+                None => format!("{safe}.{}.csv", a.costs.action),
             };
             let (text, seen) = files.entry(name).or_default();
             let line = format!(
@@ -680,13 +666,15 @@ mod tests {
             reads_90: 0,
             reads_365: 0,
             readers: 0,
-            action: if to.is_some() { "transition" } else { "expire" },
-            to_class: to,
-            monthly_storage_saving: 0.0,
-            monthly_read_cost: 0.0,
-            transition_cost: 0.0,
-            early_deletion_cost: 0.0,
-            net_saving: 0.0,
+            costs: Costed {
+                action: if to.is_some() { "transition" } else { "expire" },
+                to_class: to,
+                monthly_storage_saving: 0.0,
+                monthly_read_cost: 0.0,
+                transition_cost: 0.0,
+                early_deletion_cost: 0.0,
+                net_saving: 0.0,
+            },
         };
         let actions = ObjectActions {
             window: LogWindow {

@@ -1041,7 +1041,7 @@ fn object_sections(objects: &super::ObjectActions) -> Vec<(String, Body)> {
         "net saving",
     ]);
     let mut all: Vec<_> = objects.buckets.iter().flat_map(|b| &b.actions).collect();
-    all.sort_by(|a, b| b.net_saving.total_cmp(&a.net_saving));
+    all.sort_by(|a, b| b.costs.net_saving.total_cmp(&a.costs.net_saving));
     for a in all.into_iter().take(OBJECTS_SHOWN) {
         table.push([
             a.bucket.clone(),
@@ -1056,11 +1056,11 @@ fn object_sections(objects: &super::ObjectActions) -> Vec<(String, Body)> {
             day(a.last_read),
             format!("{}/{}/{}", a.reads_30, a.reads_90, a.reads_365),
             count(a.readers),
-            match a.to_class {
-                Some(class) => format!("{} to {class}", a.action),
-                None => a.action.to_owned(),
+            match a.costs.to_class {
+                Some(class) => format!("{} to {class}", a.costs.action),
+                None => a.costs.action.to_owned(),
             },
-            money(a.net_saving, &objects.currency),
+            money(a.costs.net_saving, &objects.currency),
         ]);
     }
     vec![
