@@ -905,7 +905,7 @@ async fn the_json_form_lands_in_the_same_rows_and_gives_the_same_report() {
 /// Batch Operations manifests hold exactly the listed objects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unread_objects_are_those_the_logs_show_unread_and_their_manifests_list_them() {
-    use lakelog_reports::access::objects::write_manifests;
+    use lakelog_reports::access::write_manifests;
 
     const UNREAD_DAYS: u32 = 3;
     let standin = StandIn::connect().await.unwrap();

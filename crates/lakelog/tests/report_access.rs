@@ -523,7 +523,7 @@ fn ranges_rules_prices_text_and_errors() {
     );
 
     // Another price table: with free Standard storage nothing is worth moving.
-    let mut prices: Value = serde_json::from_str(lakelog_reports::access::prices::DEFAULT_PRICES).unwrap();
+    let mut prices: Value = serde_json::from_str(lakelog_reports::access::DEFAULT_PRICES).unwrap();
     prices["classes"]["STANDARD"]["storage_gb_month"] = json!(0.0);
     let file = dir.path().join("prices.json");
     std::fs::write(&file, prices.to_string()).unwrap();

@@ -1,19 +1,19 @@
 //! SVG charts drawn with plotters: horizontal bar charts, line charts over days, histograms.
 //!
 //! Charts are SVG text, so no font or image library is needed; plotters escapes every label,
-//! which makes the markup safe to inline in an HTML page ([`super::HtmlPage::chart`]).
+//! which makes the markup safe to inline in an HTML page ([`crate::html::HtmlPage::chart`]).
 
 use chrono::{Datelike, NaiveDate};
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::ReportError;
-use super::figures::{BYTE_UNITS, byte_unit, bytes, count};
+use crate::error::ReportError;
+use crate::figures::{BYTE_UNITS, byte_unit, bytes, count};
 
 /// What a chart's values are: it names the value axis, with the unit, and formats the labels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit<'a> {
+pub(crate) enum Unit<'a> {
     /// A count of things, named in the plural (`"reads"`, `"events"`).
     Count(&'a str),
     /// Bytes of what is named (`"bytes read"`): the axis is in the binary unit the largest value
@@ -37,7 +37,7 @@ impl Unit<'_> {
     }
 
     /// A value as its label says it: `1,234`, `5.91 GiB`, `12.34 USD`.
-    pub fn label(&self, value: f64) -> String {
+    pub(crate) fn label(&self, value: f64) -> String {
         match *self {
             Unit::Count(_) => count(value.max(0.0).round() as u64),
             Unit::Bytes(_) => bytes(value.max(0.0).round() as u64),
@@ -47,7 +47,7 @@ impl Unit<'_> {
 
     /// A value as its label on a bar says it, in the unit of an axis whose largest value is
     /// `max` (one unit on a chart): `812 GiB`, `0.25 GiB`, `< 0.01 GiB`.
-    pub fn label_on_axis(&self, value: f64, max: f64) -> String {
+    pub(crate) fn label_on_axis(&self, value: f64, max: f64) -> String {
         match *self {
             Unit::Bytes(_) => {
                 let unit = byte_unit(max);
@@ -87,7 +87,7 @@ impl Svg {
 
 /// One line of a [`line_chart`]: a value per day.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Series {
+pub(crate) struct Series {
     /// Legend text.
     pub name: String,
     /// `(day, value)`, in any order; days without a point are drawn as 0.
@@ -105,13 +105,13 @@ const BAR_COLOR: RGBColor = LINE_COLORS[0];
 const LABEL_CHARS: usize = 48;
 
 /// How many times the next bar the longest may be before it is drawn broken.
-pub const BREAK_RATIO: f64 = 10.0;
+pub(crate) const BREAK_RATIO: f64 = 10.0;
 
 /// A horizontal bar chart, one bar per `(label, value)`, first bar on top, each bar with its value
 /// written at its end in the axis's unit ([`Unit::label_on_axis`]). A longest bar more than
 /// [`BREAK_RATIO`] times the next is drawn broken (a gap across it, and the axis scaled to the
 /// others), so that it does not flatten them; the axis's description says so.
-pub fn bar_chart(title: &str, unit: Unit<'_>, bars: &[(String, f64)]) -> Result<Svg, ReportError> {
+pub(crate) fn bar_chart(title: &str, unit: Unit<'_>, bars: &[(String, f64)]) -> Result<Svg, ReportError> {
     let labels: Vec<String> = bars.iter().map(|(l, _)| shorten(l)).collect();
     let n = bars.len().max(1) as u32;
     let mut values: Vec<f64> = bars.iter().map(|(_, v)| *v).collect();
@@ -196,20 +196,20 @@ pub fn bar_chart(title: &str, unit: Unit<'_>, bars: &[(String, f64)]) -> Result<
 }
 
 /// A histogram of counts in labelled buckets, in the order given, every bucket labelled.
-pub fn histogram(title: &str, unit: Unit<'_>, buckets: &[(String, f64)]) -> Result<Svg, ReportError> {
+pub(crate) fn histogram(title: &str, unit: Unit<'_>, buckets: &[(String, f64)]) -> Result<Svg, ReportError> {
     column_chart(title, unit, buckets, None, (640, 360))
 }
 
 /// Steps between the ticks of an axis of hours: whole hours of the day, then whole days (at
 /// midnight UTC).
-pub const HOUR_STEPS: [i64; 12] = [1, 2, 3, 6, 12, 24, 48, 72, 168, 336, 720, 2160];
+pub(crate) const HOUR_STEPS: [i64; 12] = [1, 2, 3, 6, 12, 24, 48, 72, 168, 336, 720, 2160];
 /// Steps between the ticks of an axis of days: each day, every other, then weeks.
-pub const DAY_STEPS: [i64; 8] = [1, 2, 7, 14, 28, 56, 91, 364];
+pub(crate) const DAY_STEPS: [i64; 8] = [1, 2, 7, 14, 28, 56, 91, 364];
 
 /// The ticks of an axis of `slots` (hours or days since the epoch, one per position, in order):
 /// the positions whose slot is a multiple of the smallest step of `steps` that leaves at most
 /// `max` of them, so that ticks fall on round hours or at midnight, never at an arbitrary slot.
-pub fn ticks(slots: &[i64], steps: &[i64], max: usize) -> Vec<usize> {
+pub(crate) fn ticks(slots: &[i64], steps: &[i64], max: usize) -> Vec<usize> {
     let on = |step: i64| -> Vec<usize> {
         slots
             .iter()
@@ -226,27 +226,32 @@ pub fn ticks(slots: &[i64], steps: &[i64], max: usize) -> Vec<usize> {
 }
 
 /// Steps between the ticks of an axis of minutes: round minutes, then round hours.
-pub const MINUTE_STEPS: [i64; 10] = [1, 2, 5, 10, 15, 30, 60, 120, 180, 360];
+pub(crate) const MINUTE_STEPS: [i64; 10] = [1, 2, 5, 10, 15, 30, 60, 120, 180, 360];
 
 /// Minutes since the epoch of `t`, for [`ticks`] with [`MINUTE_STEPS`].
-pub fn minute_slot(t: chrono::DateTime<chrono::Utc>) -> i64 {
+pub(crate) fn minute_slot(t: chrono::DateTime<chrono::Utc>) -> i64 {
     t.timestamp().div_euclid(60)
 }
 
 /// Hours since the epoch of `t`, for [`ticks`] with [`HOUR_STEPS`].
-pub fn hour_slot(t: chrono::DateTime<chrono::Utc>) -> i64 {
+pub(crate) fn hour_slot(t: chrono::DateTime<chrono::Utc>) -> i64 {
     t.timestamp().div_euclid(3600)
 }
 
 /// Days of `day` since Monday 1970-01-05, for [`ticks`] with [`DAY_STEPS`]: weekly ticks fall on
 /// Mondays.
-pub fn day_slot(day: NaiveDate) -> i64 {
+pub(crate) fn day_slot(day: NaiveDate) -> i64 {
     i64::from(day.num_days_from_ce()) - 719_167
 }
 
 /// A series along the x axis (hours, days) as vertical bars in the order given, as wide as the
 /// page, the labels of the bars at the positions `ticks` shown (see [`ticks`]).
-pub fn series_chart(title: &str, unit: Unit<'_>, bars: &[(String, f64)], ticks: &[usize]) -> Result<Svg, ReportError> {
+pub(crate) fn series_chart(
+    title: &str,
+    unit: Unit<'_>,
+    bars: &[(String, f64)],
+    ticks: &[usize],
+) -> Result<Svg, ReportError> {
     column_chart(title, unit, bars, Some(ticks), (WIDTH, 360))
 }
 
@@ -298,7 +303,7 @@ fn column_chart(
 }
 
 /// A line chart of values per day, one line per series, with a legend.
-pub fn line_chart(title: &str, unit: Unit<'_>, series: &[Series]) -> Result<Svg, ReportError> {
+pub(crate) fn line_chart(title: &str, unit: Unit<'_>, series: &[Series]) -> Result<Svg, ReportError> {
     let day = |d: &NaiveDate| i64::from(d.num_days_from_ce());
     let lines: Vec<(&str, Vec<(i64, f64)>)> = series
         .iter()
@@ -315,7 +320,7 @@ pub fn line_chart(title: &str, unit: Unit<'_>, series: &[Series]) -> Result<Svg,
 
 /// One line of an [`hourly_line_chart`]: a value per hour.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HourlySeries {
+pub(crate) struct HourlySeries {
     /// Legend text.
     pub name: String,
     /// `(window start, value)`, in any order; hours without a point are drawn as 0.
@@ -323,7 +328,7 @@ pub struct HourlySeries {
 }
 
 /// A line chart of values per hour (windows starting on whole hours), one line per series.
-pub fn hourly_line_chart(title: &str, unit: Unit<'_>, series: &[HourlySeries]) -> Result<Svg, ReportError> {
+pub(crate) fn hourly_line_chart(title: &str, unit: Unit<'_>, series: &[HourlySeries]) -> Result<Svg, ReportError> {
     let hour = |t: &chrono::DateTime<chrono::Utc>| t.timestamp().div_euclid(3600);
     let lines: Vec<(&str, Vec<(i64, f64)>)> = series
         .iter()
@@ -476,7 +481,7 @@ fn shorten(label: &str) -> String {
 }
 
 /// An axis number with an SI suffix: 950, 1.2k, 3.4M, 5.6G, 7.8T.
-pub fn human(v: f64) -> String {
+pub(crate) fn human(v: f64) -> String {
     let a = v.abs();
     let (scaled, suffix) = if a >= 1e12 {
         (v / 1e12, "T")

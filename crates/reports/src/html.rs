@@ -4,22 +4,22 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::ReportError;
-use super::chart::Svg;
-use super::text::TextTable;
+use crate::chart::Svg;
+use crate::error::ReportError;
+use crate::text::TextTable;
 
 /// A self-contained HTML page: headings, paragraphs, tables, preformatted blocks and inline SVG
 /// charts. All text is escaped; only [`Svg`] charts (drawn by [`super::chart`], which escapes
 /// their labels) go in as markup.
 #[derive(Debug, Clone)]
-pub struct HtmlPage {
+pub(crate) struct HtmlPage {
     title: String,
     body: String,
 }
 
 impl HtmlPage {
     /// An empty page with this title (also its first heading).
-    pub fn new(title: &str) -> Self {
+    pub(crate) fn new(title: &str) -> Self {
         let mut page = Self {
             title: title.to_owned(),
             body: String::new(),
@@ -30,7 +30,7 @@ impl HtmlPage {
 
     /// A piece of a page (no title, no heading) whose markup goes into another: see
     /// [`HtmlPage::markup`].
-    pub fn fragment() -> Self {
+    pub(crate) fn fragment() -> Self {
         Self {
             title: String::new(),
             body: String::new(),
@@ -38,37 +38,37 @@ impl HtmlPage {
     }
 
     /// The markup of the body so far (for a [`HtmlPage::fragment`] sent to a live page).
-    pub fn markup(&self) -> &str {
+    pub(crate) fn markup(&self) -> &str {
         &self.body
     }
 
     /// An empty block with this id (letters, digits and `-`), for a script to fill.
-    pub fn region(&mut self, id: &str) -> &mut Self {
+    pub(crate) fn region(&mut self, id: &str) -> &mut Self {
         let id: String = id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
         let _ = writeln!(self.body, "<div id=\"{id}\" aria-live=\"polite\"></div>");
         self
     }
 
     /// A script: only code of this program (a `'static` text), never input.
-    pub fn script(&mut self, code: &'static str) -> &mut Self {
+    pub(crate) fn script(&mut self, code: &'static str) -> &mut Self {
         let _ = writeln!(self.body, "<script>\n{code}\n</script>");
         self
     }
 
     /// A section heading.
-    pub fn heading(&mut self, text: &str) -> &mut Self {
+    pub(crate) fn heading(&mut self, text: &str) -> &mut Self {
         let _ = writeln!(self.body, "<h2>{}</h2>", escape_html(text));
         self
     }
 
     /// A paragraph of text.
-    pub fn paragraph(&mut self, text: &str) -> &mut Self {
+    pub(crate) fn paragraph(&mut self, text: &str) -> &mut Self {
         let _ = writeln!(self.body, "<p>{}</p>", escape_html(text));
         self
     }
 
     /// The figures a report opens with, side by side: `(what, value)` each.
-    pub fn headline(&mut self, figures: &[(&str, String)]) -> &mut Self {
+    pub(crate) fn headline(&mut self, figures: &[(&str, String)]) -> &mut Self {
         self.body.push_str("<dl class=\"headline\">\n");
         for (what, value) in figures {
             let _ = writeln!(
@@ -84,7 +84,7 @@ impl HtmlPage {
 
     /// A table; numeric columns are right-aligned. A long table is folded: a summary line with its
     /// size opens it.
-    pub fn table(&mut self, table: &TextTable) -> &mut Self {
+    pub(crate) fn table(&mut self, table: &TextTable) -> &mut Self {
         let folded = table.rows().len() > OPEN_ROWS;
         if folded {
             let _ = writeln!(
@@ -119,13 +119,13 @@ impl HtmlPage {
     }
 
     /// A block of preformatted text (JSON, commands).
-    pub fn preformatted(&mut self, text: &str) -> &mut Self {
+    pub(crate) fn preformatted(&mut self, text: &str) -> &mut Self {
         let _ = writeln!(self.body, "<pre>{}</pre>", escape_html(text));
         self
     }
 
     /// A chart, inline; its title is drawn in the chart.
-    pub fn chart(&mut self, svg: &Svg) -> &mut Self {
+    pub(crate) fn chart(&mut self, svg: &Svg) -> &mut Self {
         // The chart draws its title itself (its SVG file stands on its own too); the figure only
         // names it for screen readers.
         let _ = writeln!(
@@ -138,7 +138,7 @@ impl HtmlPage {
     }
 
     /// The complete document.
-    pub fn finish(&self) -> String {
+    pub(crate) fn finish(&self) -> String {
         format!(
             "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
              <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
@@ -150,7 +150,7 @@ impl HtmlPage {
 }
 
 /// Tables up to this many rows are shown open; longer ones are folded.
-pub const OPEN_ROWS: usize = 15;
+pub(crate) const OPEN_ROWS: usize = 15;
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;padding:0 1em;color:#222}\
 table{border-collapse:collapse;margin:1em 0;font-size:.9em}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left}\
@@ -162,7 +162,7 @@ padding:.6em 1em;min-width:10em;background:#fafafa}.headline dt{font-size:.85em;
 details{margin:1em 0}summary{cursor:pointer;color:#0072b2}";
 
 /// `text` with `&`, `<`, `>`, `"` and `'` escaped, for HTML text and attribute values.
-pub fn escape_html(text: &str) -> String {
+pub(crate) fn escape_html(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -2,8 +2,8 @@
 
 use chrono::{DateTime, Days, NaiveDate, NaiveTime, SecondsFormat, TimeDelta, Utc};
 
-use super::ReportError;
-use super::session::{quote_ident, quote_literal};
+use crate::error::ReportError;
+use crate::session::{quote_ident, quote_literal};
 
 /// A half-open time range `[from, to)`; either end may be open.
 ///
@@ -124,7 +124,7 @@ fn instant(t: DateTime<Utc>) -> String {
 }
 
 /// One bound: RFC 3339, or a date (its start; with `end`, the start of the next day).
-pub fn parse_bound(argument: &str, text: &str, end: bool) -> Result<DateTime<Utc>, ReportError> {
+pub(crate) fn parse_bound(argument: &str, text: &str, end: bool) -> Result<DateTime<Utc>, ReportError> {
     let trimmed = text.trim();
     if let Ok(t) = DateTime::parse_from_rfc3339(trimmed) {
         return Ok(t.with_timezone(&Utc));

@@ -13,7 +13,7 @@ use deltalake::delta_datafusion::DeltaSessionContext;
 use lake::StorageConfig;
 use tracing::debug;
 
-use super::ReportError;
+use crate::error::ReportError;
 
 /// A SQL session with lakelog's tables registered in it.
 ///
@@ -160,7 +160,7 @@ fn check_same_columns(first: &Schema, other: &Schema) -> Result<(), String> {
 }
 
 /// `"name"`, with quotes inside doubled: a SQL identifier that keeps its case.
-pub fn quote_ident(name: &str) -> String {
+pub(crate) fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
@@ -318,7 +318,7 @@ mod tests {
     use arrow::datatypes::Field;
 
     use super::*;
-    use crate::TimeRange;
+    use crate::range::TimeRange;
 
     #[test]
     fn columns_are_cast_to_what_the_report_reads() {

@@ -1,4 +1,15 @@
-//! Plain-text tables for terminals.
+//! What a report prints on standard output: plain-text tables for terminals, or JSON.
+
+/// How a report is printed on standard output.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Format {
+    /// Aligned plain-text tables.
+    #[default]
+    Table,
+    /// One JSON document.
+    Json,
+}
 
 /// A table of text cells with a header row, printed with aligned columns. Columns whose cells are
 /// all numbers are right-aligned. Control characters in cells (a key may contain a newline) are

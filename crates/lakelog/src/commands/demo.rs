@@ -542,7 +542,7 @@ async fn access_report(
 ) -> anyhow::Result<PathBuf> {
     let mut options = AccessOptions::new(PriceTable::default_table()?);
     options.inventories = Inventory::read_all(inventories, storage, &options.rule).await?;
-    options.unread_days = Some(lakelog_reports::access::objects::DEFAULT_UNREAD_DAYS);
+    options.unread_days = Some(lakelog_reports::access::DEFAULT_UNREAD_DAYS);
     let report = lakelog_reports::access::run(tables, storage, &TimeRange::default(), &options).await?;
     let page = report.write_html(&ReportDir::create(out)?)?;
     println!("  access patterns of {} datasets:", report.datasets.len());

@@ -72,7 +72,7 @@ async fn access_command(args: &AccessReportArgs) -> anyhow::Result<ExitCode> {
         Format::Json => println!("{}", report.to_json()?),
     }
     if let (Some(dir), Some(objects)) = (&args.manifests, &report.objects) {
-        let written = lakelog_reports::access::objects::write_manifests(objects, dir)?;
+        let written = lakelog_reports::access::write_manifests(objects, dir)?;
         eprintln!(
             "{} S3 Batch Operations manifests written to {}",
             written.len(),

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use chrono::{Days, NaiveDate};
 use fixtures::game::season::{RETURN_DAYS, SeasonTruth};
-use lakelog_reports::game::sessions::LENGTHS;
+use lakelog_reports::game::SESSION_LENGTHS;
 use serde_json::{Value, json};
 
 fn date(text: &Value) -> NaiveDate {
@@ -102,9 +102,9 @@ pub fn assert_report_is_the_season(report: &Value, truth: &SeasonTruth) -> usize
         .map(|(d, t)| (*d, (t.sessions, t.active, t.median_seconds)))
         .collect();
     assert_eq!(sessions, want, "sessions per day (sessions, devices, median seconds)");
-    let mut buckets = vec![0u64; LENGTHS.len()];
+    let mut buckets = vec![0u64; SESSION_LENGTHS.len()];
     for seconds in &truth.lengths {
-        let k = LENGTHS
+        let k = SESSION_LENGTHS
             .iter()
             .position(|(_, bound)| bound.is_none_or(|b| *seconds < b))
             .unwrap();
@@ -170,7 +170,7 @@ pub fn assert_duckdb_sessions_are_the_report(report: &Value, table: &Path) {
     }
 }
 
-/// The report's sessions of each length, in the buckets of [`LENGTHS`].
+/// The report's sessions of each length, in the buckets of [`SESSION_LENGTHS`].
 fn reported_lengths(report: &Value) -> Vec<u64> {
     report["sessions"]["lengths"]
         .as_array()

@@ -35,25 +35,25 @@ use serde_json::{Value, json};
 use super::prices::{ClassPrices, PriceTable};
 
 /// Bytes S3 bills as one GB.
-pub const GB: f64 = (1u64 << 30) as f64;
+pub(super) const GB: f64 = (1u64 << 30) as f64;
 
 /// S3 Lifecycle does not transition objects smaller than this (its default since September 2024).
-pub const MIN_TRANSITION_BYTES: i64 = 128 * 1024;
+pub(super) const MIN_TRANSITION_BYTES: i64 = 128 * 1024;
 
 /// Days of reads scaled to one month.
-pub const MONTH_DAYS: f64 = 30.0;
+pub(super) const MONTH_DAYS: f64 = 30.0;
 
 /// The youngest age S3 allows for a transition to Standard-IA (and One Zone-IA).
-pub const STANDARD_IA_MIN_DAYS: u32 = 30;
+pub(super) const STANDARD_IA_MIN_DAYS: u32 = 30;
 
 /// Transition ages the advisor tries, in days.
-pub const CANDIDATE_DAYS: [u32; 12] = [1, 7, 14, 30, 60, 90, 120, 180, 270, 365, 540, 730];
+pub(super) const CANDIDATE_DAYS: [u32; 12] = [1, 7, 14, 30, 60, 90, 120, 180, 270, 365, 540, 730];
 
 /// The classes the advisor moves data to, coldest last.
-pub const CLASSES: [&str; 4] = ["STANDARD_IA", "GLACIER_IR", "GLACIER", "DEEP_ARCHIVE"];
+pub(super) const CLASSES: [&str; 4] = ["STANDARD_IA", "GLACIER_IR", "GLACIER", "DEEP_ARCHIVE"];
 
 /// S3's storage classes, as S3 Inventory and lifecycle rules name them.
-pub const STORAGE_CLASSES: [&str; 11] = [
+pub(super) const STORAGE_CLASSES: [&str; 11] = [
     "STANDARD",
     "REDUCED_REDUNDANCY",
     "STANDARD_IA",
@@ -68,16 +68,16 @@ pub const STORAGE_CLASSES: [&str; 11] = [
 ];
 
 /// `name` as one of [`STORAGE_CLASSES`], if it is one.
-pub fn storage_class(name: &str) -> Option<&'static str> {
+pub(super) fn storage_class(name: &str) -> Option<&'static str> {
     STORAGE_CLASSES.into_iter().find(|c| *c == name)
 }
 
 /// The classes of [`CLASSES`] whose objects must be restored before a GET.
-pub const ARCHIVE_CLASSES: [&str; 2] = ["GLACIER", "DEEP_ARCHIVE"];
+pub(super) const ARCHIVE_CLASSES: [&str; 2] = ["GLACIER", "DEEP_ARCHIVE"];
 
 /// Reads of one dataset of one age.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReadsAt {
+pub(super) struct ReadsAt {
     /// Age of the data read, in days; `None` when unknown.
     pub age: Option<i64>,
     /// Whether the object read is large enough to be moved (at least 128 KiB, or of unknown size).
@@ -107,7 +107,7 @@ pub struct StoredAt {
 
 /// What the advisor knows of one dataset.
 #[derive(Debug, Clone, Default)]
-pub struct DatasetFacts {
+pub(super) struct DatasetFacts {
     /// Reads in the range, by age.
     pub reads: Vec<ReadsAt>,
     /// Objects at the end of the range, by age.
@@ -142,7 +142,7 @@ pub struct Expiration {
     pub days: i64,
     /// The oldest data read in the range, in days; `None` when nothing was read.
     pub oldest_read_days: Option<i64>,
-    /// Days added to that age: a quarter of it, at least [`MIN_EXPIRATION_MARGIN_DAYS`].
+    /// Days added to that age: a quarter of it, at least 7 days.
     pub margin_days: i64,
     /// The readers that read the oldest data, oldest first (at most five).
     pub readers: Vec<ReaderAge>,
@@ -209,11 +209,11 @@ pub struct ArchiveAccess {
 }
 
 /// The class name of S3 Intelligent-Tiering in lifecycle rules and price tables.
-pub const INTELLIGENT_TIERING: &str = "INTELLIGENT_TIERING";
+pub(super) const INTELLIGENT_TIERING: &str = "INTELLIGENT_TIERING";
 
 /// The age at which the lifecycle rule of an Intelligent-Tiering plan moves objects there: its
 /// first day (S3 accepts 0 days for this class), so its own tiers do the rest.
-pub const INTELLIGENT_TIERING_AFTER_DAYS: u32 = 0;
+pub(super) const INTELLIGENT_TIERING_AFTER_DAYS: u32 = 0;
 
 /// The best Intelligent-Tiering plan for `facts` (automatic tiers only, or with one of the
 /// archive tiers after one of [`CANDIDATE_DAYS`] that S3 accepts), with its outcome, when the
@@ -382,13 +382,13 @@ fn evaluate_tiering(
 }
 
 /// The least margin an expiration keeps beyond the oldest data read.
-pub const MIN_EXPIRATION_MARGIN_DAYS: i64 = 7;
+pub(super) const MIN_EXPIRATION_MARGIN_DAYS: i64 = 7;
 
 /// The expiration proposal for a dataset whose transitions are `transitions` (with `tiering`, the
 /// Intelligent-Tiering plan, when they are its transition): objects older than the oldest data
 /// any reader read, plus a margin, or, when nothing was read in the range, older than the range. None when that would delete nothing, when the age of some reads is unknown,
 /// or for the files of a table format (expiring them breaks the table).
-pub fn expiration(
+pub(super) fn expiration(
     bucket: &str,
     dataset: &str,
     facts: &DatasetFacts,
@@ -460,7 +460,7 @@ pub fn expiration(
 
 /// Directories that mark the files of a table format, as `(format, directory)`: a key of the
 /// dataset with `/directory/` in it (or starting with `directory/`) is such a file.
-pub const TABLE_FORMATS: [(&str, &str); 3] = [
+pub(super) const TABLE_FORMATS: [(&str, &str); 3] = [
     ("Delta Lake", "_delta_log"),
     ("Apache Iceberg", "metadata"),
     ("Apache Hudi", ".hoodie"),
@@ -547,7 +547,7 @@ struct Outcome {
 
 /// The smallest age `A` such that reads of data aged `A` days or more are at most `rare_share`
 /// of the reads of known age.
-pub fn rare_after(reads: &[ReadsAt], rare_share: f64) -> Option<i64> {
+pub(super) fn rare_after(reads: &[ReadsAt], rare_share: f64) -> Option<i64> {
     let mut by_age: BTreeMap<i64, u64> = BTreeMap::new();
     for r in reads {
         if let Some(age) = r.age {
@@ -578,7 +578,13 @@ pub fn rare_after(reads: &[ReadsAt], rare_share: f64) -> Option<i64> {
 }
 
 /// The advice for one dataset.
-pub fn advise(bucket: &str, dataset: &str, facts: &DatasetFacts, prices: &PriceTable, rare_share: f64) -> Advice {
+pub(super) fn advise(
+    bucket: &str,
+    dataset: &str,
+    facts: &DatasetFacts,
+    prices: &PriceTable,
+    rare_share: f64,
+) -> Advice {
     let reads: u64 = facts.reads.iter().map(|r| r.reads).sum();
     let reads_of_unknown_age: u64 = facts.reads.iter().filter(|r| r.age.is_none()).map(|r| r.reads).sum();
     let stored_objects = facts.stored.iter().map(|s| s.objects).sum();
@@ -739,7 +745,7 @@ impl Advice {
 }
 
 /// [`Advice::stored_from`] when the figures come from the access logs.
-pub const STORED_FROM_LOGS: &str = "access logs (objects requests touched; a lower bound)";
+pub(super) const STORED_FROM_LOGS: &str = "access logs (objects requests touched; a lower bound)";
 
 /// Every plan, skipped classes included, in a fixed order (fewer transitions first).
 fn plans() -> Vec<Plan> {
@@ -835,7 +841,7 @@ fn evaluate(plan: &Plan, facts: &DatasetFacts, prices: &PriceTable) -> Option<Ou
 
 /// A lifecycle configuration with one rule moving the dataset's objects, or `None` without
 /// transitions or for the bucket's root (a rule for the empty prefix covers the whole bucket).
-pub fn lifecycle_configuration(bucket: &str, dataset: &str, transitions: &[Transition]) -> Option<Value> {
+pub(super) fn lifecycle_configuration(bucket: &str, dataset: &str, transitions: &[Transition]) -> Option<Value> {
     if transitions.is_empty() || dataset.is_empty() {
         return None;
     }
@@ -843,7 +849,7 @@ pub fn lifecycle_configuration(bucket: &str, dataset: &str, transitions: &[Trans
 }
 
 /// One lifecycle rule for the dataset's prefix.
-pub fn lifecycle_rule(bucket: &str, dataset: &str, transitions: &[Transition]) -> Value {
+pub(super) fn lifecycle_rule(bucket: &str, dataset: &str, transitions: &[Transition]) -> Value {
     let steps: Vec<Value> = transitions
         .iter()
         .map(|t| json!({ "Days": t.days, "StorageClass": t.storage_class }))

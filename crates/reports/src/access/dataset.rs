@@ -88,7 +88,7 @@ impl DatasetRule {
 
 /// The default rule: cut before the first partition-like directory, else after `depth`
 /// directories (never inside the file name).
-pub fn default_dataset(key: &str, depth: usize) -> &str {
+pub(super) fn default_dataset(key: &str, depth: usize) -> &str {
     let dirs: Vec<(usize, &str)> = directories(key).collect();
     for (i, &(start, segment)) in dirs.iter().enumerate() {
         let next = dirs.get(i + 1).map(|&(_, s)| s).or_else(|| file_name(key));
@@ -120,7 +120,7 @@ fn file_name(key: &str) -> Option<&str> {
 
 /// Whether a directory looks like a partition: `name=value`, a date (`2024-01-31`, possibly with
 /// a time after it, or `20240131`), or a year followed by a month directory (`2024/01/...`).
-pub fn is_partition_like(segment: &str, next: Option<&str>) -> bool {
+pub(super) fn is_partition_like(segment: &str, next: Option<&str>) -> bool {
     if let Some((name, value)) = segment.split_once('=')
         && !name.is_empty()
         && !value.is_empty()

@@ -23,7 +23,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
 
 use super::udf::DATASET_FN;
-use crate::{ReportError, ReportSession, quote_ident};
+use crate::error::ReportError;
+use crate::session::{ReportSession, quote_ident};
 
 /// The view of every logged request of the range.
 const ALL: &str = "__lakelog_access_all";
@@ -31,15 +32,15 @@ const ALL: &str = "__lakelog_access_all";
 const FOUND: &str = "__lakelog_access_hygiene";
 
 /// Requesters and sample ids given per finding.
-pub const SAMPLES: usize = 5;
+pub(super) const SAMPLES: usize = 5;
 /// 403 hot spots listed.
-pub const HOT_SPOTS: usize = 10;
+pub(super) const HOT_SPOTS: usize = 10;
 /// Empty hours listed per bucket.
-pub const GAPS: usize = 10;
+pub(super) const GAPS: usize = 10;
 
 /// The hygiene checks: name, what it finds, and its SQL condition on the view of every logged
 /// request that [`register`] makes.
-pub const CHECKS: [(&str, &str, &str); 5] = [
+pub(super) const CHECKS: [(&str, &str, &str); 5] = [
     (
         "sigv2",
         "signed with Signature Version 2",
@@ -84,9 +85,9 @@ pub struct Check {
     pub finds: String,
     /// Requests found.
     pub requests: u64,
-    /// Who made them, most first (at most [`SAMPLES`]).
+    /// Who made them, most first (at most 5).
     pub requesters: Vec<RequesterCount>,
-    /// The ids of the first of them (at most [`SAMPLES`]).
+    /// The ids of the first of them (at most 5).
     pub sample_request_ids: Vec<String>,
 }
 
@@ -108,9 +109,9 @@ pub struct Forbidden {
 /// How the buckets are called.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Hygiene {
-    /// One per check of [`CHECKS`], in that order.
+    /// One per check the report makes, in a fixed order.
     pub checks: Vec<Check>,
-    /// The 403 hot spots, most refusals first (at most [`HOT_SPOTS`]).
+    /// The 403 hot spots, most refusals first (at most 10).
     pub forbidden: Vec<Forbidden>,
 }
 
@@ -140,17 +141,17 @@ pub struct Completeness {
     pub hours: u64,
     /// Of them, the hours with no record.
     pub hours_without_records: u64,
-    /// The first of those hours (at most [`GAPS`]).
+    /// The first of those hours (at most 10).
     #[serde(serialize_with = "super::rfc3339_list")]
     pub first_empty_hours: Vec<DateTime<Utc>>,
     /// Request ids logged more than once.
     pub duplicate_request_ids: u64,
-    /// Some of them (at most [`SAMPLES`]).
+    /// Some of them (at most 5).
     pub sample_duplicates: Vec<String>,
 }
 
 /// Registers the view `__lakelog_access_all`: every logged request of the range of `table`.
-pub async fn register(session: &ReportSession, table: &str, window: &str) -> Result<(), ReportError> {
+pub(super) async fn register(session: &ReportSession, table: &str, window: &str) -> Result<(), ReportError> {
     session
         .execute(
             "all requests",
@@ -166,7 +167,7 @@ pub async fn register(session: &ReportSession, table: &str, window: &str) -> Res
 }
 
 /// The hygiene section, from the view of every logged request (see [`register`]).
-pub async fn hygiene(session: &ReportSession) -> Result<Hygiene, ReportError> {
+pub(super) async fn hygiene(session: &ReportSession) -> Result<Hygiene, ReportError> {
     let found = CHECKS
         .iter()
         .map(|(name, _, condition)| {
@@ -285,7 +286,7 @@ pub async fn hygiene(session: &ReportSession) -> Result<Hygiene, ReportError> {
 
 /// The completeness section, per bucket, from the view of every logged request (see
 /// [`register`]).
-pub async fn completeness(session: &ReportSession) -> Result<Vec<Completeness>, ReportError> {
+pub(super) async fn completeness(session: &ReportSession) -> Result<Vec<Completeness>, ReportError> {
     let delays = session
         .query(
             "delivery delays",

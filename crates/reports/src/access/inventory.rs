@@ -33,7 +33,7 @@ use url::Url;
 
 use super::advisor::{self, StoredAt};
 use super::dataset::{DatasetRule, key_date};
-use crate::ReportError;
+use crate::error::ReportError;
 
 /// The storage class of an object a list names no class for.
 const DEFAULT_CLASS: &str = "STANDARD";
@@ -238,7 +238,7 @@ impl Inventory {
         self.total.add(size);
     }
 
-    /// The table format whose files `dataset` holds, if any (see [`advisor::TABLE_FORMATS`]).
+    /// The table format whose files `dataset` holds, if any (Delta Lake, Iceberg or Hudi).
     pub fn table_format(&self, dataset: &str) -> Option<&'static str> {
         let index = *self.formats.get(dataset)?;
         advisor::TABLE_FORMATS.get(index).map(|(name, _)| *name)

@@ -6,8 +6,8 @@
 //! key names as `lakelog_key_day(key)`). The rules:
 //!
 //! * **Requests.** Rows with a key and a bucket whose request did not fail (`http_status` below
-//!   400, or none, as for lifecycle actions). Operations are classified by
-//!   [`operation::classify`]: reads, writes, deletes, lifecycle, other.
+//!   400, or none, as for lifecycle actions). Operations are classified
+//!   (`operation.rs`): reads, writes, deletes, lifecycle, other.
 //! * **Datasets** ([`DatasetUsage`]): per bucket and key prefix, in the range: reads, bytes sent
 //!   by them, distinct requesters that read (anonymous requests count as one requester), writes,
 //!   lifecycle actions; and reads per day ([`DayUsage`]).
@@ -22,7 +22,7 @@
 //!   read in it), with the requesters that write them. A range shorter than `unused_days` could
 //!   never show one: there the threshold is the range's length, so the datasets written and never
 //!   read in it are listed, and the report says the rule as asked needs `unused_days` days.
-//! * **Storage-class advice** ([`Advice`], see [`advisor`]): the stored data is estimated from the
+//! * **Storage-class advice** ([`Advice`], see `advisor.rs`): the stored data is estimated from the
 //!   logs alone: every key seen in them up to the end of the range, not deleted or expired since
 //!   its last write, with the largest `object_size` logged for it. Objects no request touched in
 //!   the logs are not counted, so it is a lower bound of what the prefix holds.
@@ -30,29 +30,39 @@
 //! [`access_report`] builds an [`AccessReport`]; [`AccessReport::render_text`],
 //! [`AccessReport::to_json`] and [`AccessReport::write_html`] present it.
 
-pub mod advisor;
-pub mod dataset;
-pub mod hygiene;
-pub mod inventory;
-pub mod objects;
-pub mod operation;
-pub mod prices;
+mod advisor;
+mod dataset;
+mod hygiene;
+mod inventory;
+mod objects;
+mod operation;
+mod prices;
+mod queries;
 mod render;
+mod storage;
 mod udf;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use chrono::{DateTime, Days, NaiveDate, TimeDelta, Utc};
 use serde::{Serialize, Serializer};
 
-pub use advisor::{Advice, DatasetFacts, Expiration, ReaderAge, ReadsAt, StoredAt, TieringEstimate, Transition};
+pub use advisor::{Advice, Expiration, TieringEstimate, Transition};
+use advisor::{DatasetFacts, ReadsAt, StoredAt};
 pub use dataset::{DEFAULT_DEPTH, DatasetRule, key_date};
 pub use hygiene::{Completeness, Hygiene};
 pub use inventory::Inventory;
-pub use objects::ObjectActions;
-pub use prices::PriceTable;
+pub use objects::{DEFAULT_UNREAD_DAYS, ObjectAction, ObjectActions, write_manifests};
+pub use prices::{DEFAULT_PRICES, PriceTable};
+pub use storage::{DarkData, InventorySource, Storage, StoredDataset};
 
-use super::{ReportError, ReportSession, TimeRange, quote_ident};
+use crate::error::ReportError;
+use crate::range::TimeRange;
+use crate::session::{ReportSession, quote_ident};
+use queries::{
+    check_columns, dataset_usage, day_usage, oldest_reads, read_ages, stored_objects, table_formats, unused_datasets,
+    writers,
+};
 use udf::{DATASET_FN, KEY_DAY_FN, epoch_day};
 
 /// The name [`run`] registers the tables under.
@@ -109,7 +119,7 @@ pub struct AccessOptions {
     /// from them, exactly, instead of from the logs.
     pub inventories: Vec<Inventory>,
     /// With inventories: days without a read after which an object is listed for action
-    /// ([`objects`]); `None` leaves the object-level section out.
+    /// ([`ObjectActions`]); `None` leaves the object-level section out.
     pub unread_days: Option<u32>,
 }
 
@@ -594,7 +604,7 @@ pub async fn access_report(
     let unused = unused_datasets(&datasets, writers, end_day, window_days, summary.unused_days_applied);
     let storage = match options.inventories.is_empty() {
         true => None,
-        false => Some(storage(session, &window, &options.inventories, &options.prices).await?),
+        false => Some(storage::stored_datasets(session, &window, &options.inventories, &options.prices).await?),
     };
     // The datasets of the logs, then those only an inventory lists (never requested in the range).
     let mut advised: Vec<(String, String, u64)> = datasets
@@ -668,539 +678,6 @@ pub async fn access_report(
     })
 }
 
-/// What the inventories hold, per dataset, with the requests of the range.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Storage {
-    /// The lists read.
-    pub inventories: Vec<InventorySource>,
-    /// Every dataset they list, most bytes first.
-    pub datasets: Vec<StoredDataset>,
-    /// The datasets of `datasets` no request touched in the range, together.
-    pub dark: DarkData,
-}
-
-/// One inventory list read.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct InventorySource {
-    /// The bucket it lists.
-    pub bucket: String,
-    /// Its manifest.
-    pub manifest: String,
-    /// When S3 took it.
-    #[serde(serialize_with = "rfc3339")]
-    pub taken: DateTime<Utc>,
-    /// `CSV` or `Parquet`.
-    pub format: String,
-    /// Object versions listed (delete markers are not objects).
-    pub objects: u64,
-    /// Their bytes.
-    pub bytes: u64,
-}
-
-/// The stored objects of one dataset, from an inventory.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StoredDataset {
-    /// The bucket.
-    pub bucket: String,
-    /// The dataset's key prefix.
-    pub dataset: String,
-    /// Object versions.
-    pub objects: u64,
-    /// Their bytes.
-    pub bytes: u64,
-    /// Objects and bytes by storage class.
-    pub by_class: BTreeMap<String, inventory::Count>,
-    /// The first day its data is of (the key's date, else its last change).
-    pub first_day: Option<NaiveDate>,
-    /// The last such day.
-    pub last_day: Option<NaiveDate>,
-    /// Successful requests of its keys in the range; 0 for dark data.
-    pub requests: u64,
-    /// What storing it costs a month, at the price table's storage prices.
-    pub monthly_storage_cost: f64,
-}
-
-/// Data stored and never requested in the range.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct DarkData {
-    /// Datasets.
-    pub datasets: u64,
-    /// Their objects.
-    pub objects: u64,
-    /// Their bytes.
-    pub bytes: u64,
-    /// What storing them costs a month.
-    pub monthly_storage_cost: f64,
-    /// Storage classes they use that the price table has no price for (not in the cost).
-    pub unpriced_classes: Vec<String>,
-}
-
-/// The storage section from `inventories`, with the requests in `window` per dataset.
-async fn storage(
-    session: &ReportSession,
-    window: &str,
-    inventories: &[Inventory],
-    prices: &PriceTable,
-) -> Result<Storage, ReportError> {
-    let rows = session
-        .query(
-            "requests per dataset",
-            &format!("SELECT bucket, dataset, COUNT(*) AS requests FROM {OPS} WHERE {window} GROUP BY bucket, dataset"),
-        )
-        .await?;
-    let (buckets, names, counts) = (
-        rows.strings("bucket")?,
-        rows.strings("dataset")?,
-        rows.i64s("requests")?,
-    );
-    let requests: HashMap<(String, String), u64> = (0..rows.len())
-        .filter_map(|i| {
-            Some((
-                (buckets[i].clone()?, names[i].clone()?),
-                counts[i].unwrap_or(0).max(0) as u64,
-            ))
-        })
-        .collect();
-    let cost = |by_class: &BTreeMap<String, inventory::Count>| -> f64 {
-        by_class
-            .iter()
-            .map(|(class, n)| n.bytes as f64 / advisor::GB * prices.class(class).storage_gb_month)
-            .sum()
-    };
-    let mut datasets = Vec::new();
-    let mut dark = DarkData::default();
-    let mut unpriced = std::collections::BTreeSet::new();
-    for inventory in inventories {
-        for (dataset, stored) in inventory.datasets() {
-            let requests = requests
-                .get(&(inventory.bucket.clone(), dataset.clone()))
-                .copied()
-                .unwrap_or(0);
-            let monthly_storage_cost = cost(&stored.by_class);
-            if requests == 0 {
-                dark.datasets += 1;
-                dark.objects += stored.total.objects;
-                dark.bytes += stored.total.bytes;
-                dark.monthly_storage_cost += monthly_storage_cost;
-                unpriced.extend(
-                    stored
-                        .by_class
-                        .keys()
-                        .filter(|c| !prices.classes.contains_key(*c))
-                        .cloned(),
-                );
-            }
-            datasets.push(StoredDataset {
-                bucket: inventory.bucket.clone(),
-                dataset,
-                objects: stored.total.objects,
-                bytes: stored.total.bytes,
-                by_class: stored.by_class,
-                first_day: stored.days.map(|d| d.0),
-                last_day: stored.days.map(|d| d.1),
-                requests,
-                monthly_storage_cost,
-            });
-        }
-    }
-    dark.unpriced_classes = unpriced.into_iter().collect();
-    datasets.sort_by(|a, b| {
-        b.bytes
-            .cmp(&a.bytes)
-            .then_with(|| (&a.bucket, &a.dataset).cmp(&(&b.bucket, &b.dataset)))
-    });
-    Ok(Storage {
-        inventories: inventories
-            .iter()
-            .map(|i| InventorySource {
-                bucket: i.bucket.clone(),
-                manifest: i.location.clone(),
-                taken: i.taken,
-                format: i.format.clone(),
-                objects: i.total.objects,
-                bytes: i.total.bytes,
-            })
-            .collect(),
-        datasets,
-        dark,
-    })
-}
-
-/// The table must have the access-log columns the report reads.
-async fn check_columns(session: &ReportSession, table: &str) -> Result<(), ReportError> {
-    let frame = session
-        .context()
-        .table(quote_ident(table).as_str())
-        .await
-        .map_err(|source| ReportError::Query {
-            query: format!("open {table}"),
-            source,
-        })?;
-    for column in COLUMNS {
-        if frame.schema().field_with_unqualified_name(column).is_err() {
-            return Err(ReportError::MissingColumn {
-                name: table.to_owned(),
-                column: column.to_owned(),
-                expected: "access_logs".to_owned(),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// Totals per dataset in the range (ages are filled in later).
-async fn dataset_usage(session: &ReportSession, window: &str) -> Result<Vec<DatasetUsage>, ReportError> {
-    let rows = session
-        .query(
-            "datasets",
-            &format!(
-                "SELECT bucket, dataset, \
-                 SUM(CASE WHEN class = 'read' THEN 1 ELSE 0 END) AS reads, \
-                 SUM(CASE WHEN class = 'read' THEN COALESCE(bytes_sent, 0) ELSE 0 END) AS read_bytes, \
-                 SUM(CASE WHEN class = 'write' THEN 1 ELSE 0 END) AS writes, \
-                 SUM(CASE WHEN class = 'write' AND COALESCE(object_size, {min}) >= {min} THEN 1 ELSE 0 END) \
-                   AS movable_writes, \
-                 SUM(CASE WHEN class = 'lifecycle' THEN 1 ELSE 0 END) AS lifecycle, \
-                 COUNT(DISTINCT CASE WHEN class = 'read' THEN requester END) AS requesters, \
-                 MIN(CASE WHEN class = 'read' THEN request_time END) AS first_read, \
-                 MAX(CASE WHEN class = 'read' THEN request_time END) AS last_read, \
-                 MAX(CASE WHEN class = 'write' THEN request_time END) AS last_write \
-                 FROM {OPS} WHERE {window} AND class IN ('read', 'write', 'lifecycle') \
-                 GROUP BY bucket, dataset",
-                min = advisor::MIN_TRANSITION_BYTES,
-            ),
-        )
-        .await?;
-    let (buckets, names) = (rows.strings("bucket")?, rows.strings("dataset")?);
-    let (reads, read_bytes, writes) = (rows.i64s("reads")?, rows.i64s("read_bytes")?, rows.i64s("writes")?);
-    let (movable, lifecycle, requesters) = (
-        rows.i64s("movable_writes")?,
-        rows.i64s("lifecycle")?,
-        rows.i64s("requesters")?,
-    );
-    let (first_read, last_read, last_write) = (
-        rows.timestamps("first_read")?,
-        rows.timestamps("last_read")?,
-        rows.timestamps("last_write")?,
-    );
-    let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
-    Ok((0..rows.len())
-        .map(|i| DatasetUsage {
-            bucket: buckets[i].clone().unwrap_or_default(),
-            dataset: names[i].clone().unwrap_or_default(),
-            reads: n(reads[i]),
-            read_bytes: n(read_bytes[i]),
-            writes: n(writes[i]),
-            requesters: n(requesters[i]),
-            age_days: AgeHistogram::default(),
-            lifecycle: n(lifecycle[i]),
-            reads_of_unknown_age: 0,
-            first_read: first_read[i],
-            last_read: last_read[i],
-            last_write: last_write[i],
-            movable_writes: n(movable[i]),
-        })
-        .collect())
-}
-
-/// The reads in `window` as the CTE `aged`, each with the age of the data it read (`age`, in
-/// days: from the key's date, else from the key's first write seen up to `until`; null when
-/// unknown).
-fn aged_reads(window: &str, until: &str) -> String {
-    format!(
-        "WITH first_write AS (\
-           SELECT bucket, key, MIN(request_time) AS written FROM {OPS} \
-           WHERE {until} AND class = 'write' GROUP BY bucket, key), \
-         reads AS (\
-           SELECT bucket, key, dataset, requester, request_time, request_date, key_day, operation, bytes_sent, \
-           object_size FROM {OPS} WHERE {window} AND class = 'read'), \
-         aged AS (SELECT r.*, \
-           CASE WHEN r.key_day IS NOT NULL \
-                  THEN GREATEST(CAST(r.request_date AS INT) - r.key_day, 0) \
-                WHEN w.written <= r.request_time \
-                  THEN CAST(r.request_date AS INT) - CAST(CAST(w.written AS DATE) AS INT) \
-           END AS age \
-           FROM reads r LEFT JOIN first_write w ON r.bucket = w.bucket AND r.key = w.key)"
-    )
-}
-
-/// Each requester's oldest read of each dataset, by the age of the data read.
-async fn oldest_reads(
-    session: &ReportSession,
-    window: &str,
-    until: &str,
-) -> Result<HashMap<(String, String), Vec<ReaderAge>>, ReportError> {
-    let rows = session
-        .query(
-            "oldest data read per requester",
-            &format!(
-                "{} SELECT bucket, dataset, requester, MAX(age) AS oldest FROM aged WHERE age IS NOT NULL \
-                 GROUP BY 1, 2, 3",
-                aged_reads(window, until)
-            ),
-        )
-        .await?;
-    let (buckets, names) = (rows.strings("bucket")?, rows.strings("dataset")?);
-    let (requesters, oldest) = (rows.strings("requester")?, rows.i64s("oldest")?);
-    let mut out: HashMap<(String, String), Vec<ReaderAge>> = HashMap::new();
-    for i in 0..rows.len() {
-        let (Some(bucket), Some(dataset), Some(oldest_days)) = (buckets[i].clone(), names[i].clone(), oldest[i]) else {
-            continue;
-        };
-        out.entry((bucket, dataset)).or_default().push(ReaderAge {
-            requester: requesters[i].clone().unwrap_or_else(|| "-".to_owned()),
-            oldest_days,
-        });
-    }
-    Ok(out)
-}
-
-/// Reads per dataset by the age of the data read, whether the object is movable, with the bytes
-/// they retrieved.
-async fn read_ages(
-    session: &ReportSession,
-    window: &str,
-    until: &str,
-) -> Result<Vec<((String, String), ReadsAt)>, ReportError> {
-    let rows = session
-        .query(
-            "ages of the data read",
-            &format!(
-                "{} SELECT bucket, dataset, age, COALESCE(object_size, {min}) >= {min} AS movable, \
-                   COUNT(*) AS reads, \
-                   SUM(CASE WHEN starts_with(operation, 'REST.COPY.') THEN COALESCE(object_size, 0) \
-                            ELSE COALESCE(bytes_sent, 0) END) AS bytes \
-                 FROM aged GROUP BY 1, 2, 3, 4",
-                aged_reads(window, until),
-                min = advisor::MIN_TRANSITION_BYTES,
-            ),
-        )
-        .await?;
-    let (buckets, names, ages) = (rows.strings("bucket")?, rows.strings("dataset")?, rows.i64s("age")?);
-    let (movable, reads, bytes) = (rows.bools("movable")?, rows.i64s("reads")?, rows.i64s("bytes")?);
-    Ok((0..rows.len())
-        .map(|i| {
-            let key = (
-                buckets[i].clone().unwrap_or_default(),
-                names[i].clone().unwrap_or_default(),
-            );
-            let at = ReadsAt {
-                age: ages[i],
-                movable: movable[i] != Some(false),
-                reads: reads[i].unwrap_or(0).max(0) as u64,
-                bytes: bytes[i].unwrap_or(0).max(0) as u64,
-            };
-            (key, at)
-        })
-        .collect())
-}
-
-/// Objects per dataset at the end of the range, by age (as of `end_day`, days since the epoch),
-/// whether a lifecycle transition moved them, and whether they are large enough to move.
-async fn stored_objects(
-    session: &ReportSession,
-    until: &str,
-    end_day: i32,
-) -> Result<Vec<((String, String), StoredAt)>, ReportError> {
-    let removals = operation::LIFECYCLE_REMOVALS
-        .iter()
-        .map(|op| super::quote_literal(op))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let rows = session
-        .query(
-            "stored objects",
-            &format!(
-                "WITH objects AS (\
-                   SELECT bucket, key, dataset, MAX(key_day) AS key_day, \
-                   MIN(CASE WHEN class = 'write' THEN request_time END) AS first_write, \
-                   MAX(CASE WHEN class = 'write' THEN request_time END) AS last_write, \
-                   MAX(CASE WHEN class = 'delete' OR operation IN ({removals}) THEN request_time END) AS removed, \
-                   MAX(CASE WHEN starts_with(operation, 'S3.TRANSITION') THEN request_time END) AS moved, \
-                   MAX(object_size) AS size \
-                   FROM {OPS} WHERE {until} AND class <> 'other' GROUP BY bucket, key, dataset) \
-                 SELECT bucket, dataset, \
-                   CASE WHEN key_day IS NOT NULL THEN GREATEST({end_day} - key_day, 0) \
-                        WHEN first_write IS NOT NULL THEN {end_day} - CAST(CAST(first_write AS DATE) AS INT) \
-                   END AS age, \
-                   COALESCE(moved > last_write OR (moved IS NOT NULL AND last_write IS NULL), false) AS moved, \
-                   COALESCE(size, 0) >= {min} AS movable, \
-                   COUNT(*) AS objects, SUM(COALESCE(size, 0)) AS bytes \
-                 FROM objects \
-                 WHERE removed IS NULL OR (last_write IS NOT NULL AND last_write > removed) \
-                 GROUP BY 1, 2, 3, 4, 5",
-                min = advisor::MIN_TRANSITION_BYTES,
-            ),
-        )
-        .await?;
-    let (buckets, names, ages) = (rows.strings("bucket")?, rows.strings("dataset")?, rows.i64s("age")?);
-    let (moved, movable) = (rows.bools("moved")?, rows.bools("movable")?);
-    let (objects, bytes) = (rows.i64s("objects")?, rows.i64s("bytes")?);
-    Ok((0..rows.len())
-        .map(|i| {
-            let key = (
-                buckets[i].clone().unwrap_or_default(),
-                names[i].clone().unwrap_or_default(),
-            );
-            let at = StoredAt {
-                age: ages[i],
-                moved: moved[i] == Some(true),
-                class: None,
-                movable: movable[i] == Some(true),
-                objects: objects[i].unwrap_or(0).max(0) as u64,
-                bytes: bytes[i].unwrap_or(0).max(0) as u64,
-            };
-            (key, at)
-        })
-        .collect())
-}
-
-/// The datasets holding the files of a table format (see [`advisor::TABLE_FORMATS`]) in the logs
-/// up to the end of the range, with the format (the first in that list when several).
-async fn table_formats(
-    session: &ReportSession,
-    until: &str,
-) -> Result<HashMap<(String, String), &'static str>, ReportError> {
-    let cases = advisor::TABLE_FORMATS
-        .iter()
-        .enumerate()
-        .map(|(i, (_, dir))| {
-            let (first, inner) = (
-                super::quote_literal(&format!("{dir}/")),
-                super::quote_literal(&format!("/{dir}/")),
-            );
-            format!("WHEN starts_with(key, {first}) OR strpos(key, {inner}) > 0 THEN {i}")
-        })
-        .collect::<Vec<_>>()
-        .join(" ");
-    let rows = session
-        .query(
-            "table formats",
-            &format!(
-                "SELECT bucket, dataset, MIN(CASE {cases} END) AS format FROM {OPS} WHERE {until} \
-                 GROUP BY bucket, dataset HAVING MIN(CASE {cases} END) IS NOT NULL"
-            ),
-        )
-        .await?;
-    let (buckets, names, formats) = (rows.strings("bucket")?, rows.strings("dataset")?, rows.i64s("format")?);
-    Ok((0..rows.len())
-        .filter_map(|i| {
-            let format = advisor::TABLE_FORMATS.get(usize::try_from(formats[i]?).ok()?)?.0;
-            Some(((buckets[i].clone()?, names[i].clone()?), format))
-        })
-        .collect())
-}
-
-/// Writers per dataset in the range.
-async fn writers(
-    session: &ReportSession,
-    window: &str,
-) -> Result<BTreeMap<(String, String), Vec<Writer>>, ReportError> {
-    let rows = session
-        .query(
-            "writers",
-            &format!(
-                "SELECT bucket, dataset, requester, COUNT(*) AS writes, MAX(request_time) AS last_write \
-                 FROM {OPS} WHERE {window} AND class = 'write' GROUP BY bucket, dataset, requester"
-            ),
-        )
-        .await?;
-    let (buckets, names, requesters) = (
-        rows.strings("bucket")?,
-        rows.strings("dataset")?,
-        rows.strings("requester")?,
-    );
-    let (writes, last) = (rows.i64s("writes")?, rows.timestamps("last_write")?);
-    let mut out: BTreeMap<(String, String), Vec<Writer>> = BTreeMap::new();
-    for i in 0..rows.len() {
-        let (Some(last_write), key) = (
-            last[i],
-            (
-                buckets[i].clone().unwrap_or_default(),
-                names[i].clone().unwrap_or_default(),
-            ),
-        ) else {
-            continue;
-        };
-        out.entry(key).or_default().push(Writer {
-            requester: requesters[i].clone().unwrap_or_else(|| "-".to_owned()),
-            writes: writes[i].unwrap_or(0).max(0) as u64,
-            last_write,
-        });
-    }
-    for list in out.values_mut() {
-        list.sort_by(|a, b| b.writes.cmp(&a.writes).then_with(|| a.requester.cmp(&b.requester)));
-    }
-    Ok(out)
-}
-
-/// Reads per dataset and day.
-async fn day_usage(session: &ReportSession, window: &str) -> Result<Vec<DayUsage>, ReportError> {
-    let rows = session
-        .query(
-            "reads per day",
-            &format!(
-                "SELECT bucket, dataset, request_date AS day, COUNT(*) AS reads, \
-                 SUM(COALESCE(bytes_sent, 0)) AS read_bytes, COUNT(DISTINCT requester) AS requesters \
-                 FROM {OPS} WHERE {window} AND class = 'read' GROUP BY bucket, dataset, request_date \
-                 ORDER BY day, bucket, dataset"
-            ),
-        )
-        .await?;
-    let (buckets, names, days) = (rows.strings("bucket")?, rows.strings("dataset")?, rows.dates("day")?);
-    let (reads, bytes, requesters) = (rows.i64s("reads")?, rows.i64s("read_bytes")?, rows.i64s("requesters")?);
-    Ok((0..rows.len())
-        .filter_map(|i| {
-            Some(DayUsage {
-                bucket: buckets[i].clone().unwrap_or_default(),
-                dataset: names[i].clone().unwrap_or_default(),
-                day: days[i]?,
-                reads: reads[i].unwrap_or(0).max(0) as u64,
-                read_bytes: bytes[i].unwrap_or(0).max(0) as u64,
-                requesters: requesters[i].unwrap_or(0).max(0) as u64,
-            })
-        })
-        .collect())
-}
-
-/// Datasets written in the range and not read for `unused_days` days before `end_day`.
-fn unused_datasets(
-    datasets: &[DatasetUsage],
-    mut writers: BTreeMap<(String, String), Vec<Writer>>,
-    end_day: NaiveDate,
-    window_days: u32,
-    unused_days: u32,
-) -> Vec<UnusedDataset> {
-    let mut unused: Vec<UnusedDataset> = datasets
-        .iter()
-        .filter(|d| d.writes > 0)
-        .filter_map(|d| {
-            let last_write = d.last_write?;
-            let days_without_reads = match d.last_read {
-                Some(read) => (end_day - read.date_naive()).num_days(),
-                None => i64::from(window_days),
-            };
-            (days_without_reads >= i64::from(unused_days)).then(|| UnusedDataset {
-                bucket: d.bucket.clone(),
-                dataset: d.dataset.clone(),
-                writes: d.writes,
-                last_write,
-                last_read: d.last_read,
-                days_without_reads,
-                writers: writers
-                    .remove(&(d.bucket.clone(), d.dataset.clone()))
-                    .unwrap_or_default(),
-            })
-        })
-        .collect();
-    unused.sort_by(|a, b| {
-        b.writes
-            .cmp(&a.writes)
-            .then_with(|| (&a.bucket, &a.dataset).cmp(&(&b.bucket, &b.dataset)))
-    });
-    unused
-}
-
 /// The first day of the range and the day after its end, for charts over days.
 fn day_span(summary: &Summary) -> Option<(NaiveDate, NaiveDate)> {
     Some((summary.start_day?, summary.end_day?.checked_add_days(Days::new(1))?))
@@ -1237,50 +714,5 @@ mod tests {
         expected.sort_unstable();
         assert_eq!(keys, expected);
         assert_eq!(json["365+"], 23);
-    }
-
-    #[tokio::test]
-    async fn the_sql_classes_are_the_rust_classes() {
-        let session = ReportSession::new();
-        let ops = [
-            "REST.GET.OBJECT",
-            "REST.HEAD.OBJECT",
-            "REST.COPY.OBJECT_GET",
-            "REST.PUT.OBJECT",
-            "REST.POST.UPLOAD",
-            "REST.PUT.PART",
-            "REST.DELETE.OBJECT",
-            "BATCH.DELETE.OBJECT",
-            "S3.EXPIRE.OBJECT",
-            "S3.TRANSITION_GIR.OBJECT",
-            "REST.GET.BUCKET",
-            "S3",
-        ];
-        let values = ops
-            .iter()
-            .map(|op| format!("({})", super::super::quote_literal(op)))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let rows = session
-            .query(
-                "classes",
-                &format!(
-                    "SELECT op, {} AS class FROM (VALUES {values}) AS t(op)",
-                    operation::class_sql("op")
-                ),
-            )
-            .await
-            .unwrap();
-        let got: Vec<(String, String)> = rows
-            .strings("op")
-            .unwrap()
-            .into_iter()
-            .zip(rows.strings("class").unwrap())
-            .map(|(o, c)| (o.unwrap(), c.unwrap()))
-            .collect();
-        assert_eq!(got.len(), ops.len());
-        for (op, class) in got {
-            assert_eq!(class, operation::classify(&op).as_str(), "{op}");
-        }
     }
 }

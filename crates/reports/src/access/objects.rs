@@ -45,11 +45,11 @@ use super::dataset::DatasetRule;
 use super::inventory::{Inventory, ListedObject};
 use super::prices::{ClassPrices, PriceTable};
 use super::{OPS, rfc3339_opt};
-use crate::ReportError;
+use crate::error::ReportError;
 use crate::session::ReportSession;
 
 /// Months an action's one-time costs are set against its monthly saving.
-pub const HORIZON_MONTHS: f64 = 12.0;
+pub(super) const HORIZON_MONTHS: f64 = 12.0;
 
 /// Days without a read after which an object is listed, unless asked otherwise.
 pub const DEFAULT_UNREAD_DAYS: u32 = 90;
@@ -76,7 +76,7 @@ pub struct LogWindow {
 
 /// What the logs show of the reads of one object in the window.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ObjectReads {
+pub(super) struct ObjectReads {
     /// The last read, in microseconds since the epoch.
     pub last_read: Option<i64>,
     /// Reads in the last 30, 90 and 365 days of the window.
@@ -218,7 +218,7 @@ pub(super) async fn reads_per_object(
 
 /// What [`evaluate`] knows of one object beyond its reads.
 #[derive(Debug, Clone, Copy)]
-pub struct ObjectFacts<'a> {
+pub(super) struct ObjectFacts<'a> {
     /// Its size.
     pub bytes: u64,
     /// Its class now.
@@ -234,7 +234,7 @@ pub struct ObjectFacts<'a> {
 }
 
 /// The best action for one unread object and what it saves, if any saves over the horizon.
-pub fn evaluate(facts: &ObjectFacts<'_>, reads: &ObjectReads, prices: &PriceTable) -> Option<Costed> {
+pub(super) fn evaluate(facts: &ObjectFacts<'_>, reads: &ObjectReads, prices: &PriceTable) -> Option<Costed> {
     let size_gb = facts.bytes as f64 / GB;
     let now = prices.class(facts.class);
     let age = facts.age_days.unwrap_or(0);

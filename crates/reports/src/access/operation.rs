@@ -20,10 +20,10 @@
 //!   `S3.DELETE.UPLOAD`);
 //! * everything else (listing, ACLs, tags, multipart parts, bucket configuration) is other.
 
-use crate::quote_literal;
+use crate::session::quote_literal;
 
 /// Object reads.
-pub const READS: &[&str] = &[
+pub(super) const READS: &[&str] = &[
     "REST.GET.OBJECT",
     "REST.HEAD.OBJECT",
     "REST.COPY.OBJECT_GET",
@@ -34,7 +34,7 @@ pub const READS: &[&str] = &[
 ];
 
 /// Object writes.
-pub const WRITES: &[&str] = &[
+pub(super) const WRITES: &[&str] = &[
     "REST.PUT.OBJECT",
     "REST.POST.OBJECT",
     "REST.COPY.OBJECT",
@@ -42,27 +42,18 @@ pub const WRITES: &[&str] = &[
 ];
 
 /// Object deletes by a requester.
-pub const DELETES: &[&str] = &["REST.DELETE.OBJECT", "BATCH.DELETE.OBJECT"];
+pub(super) const DELETES: &[&str] = &["REST.DELETE.OBJECT", "BATCH.DELETE.OBJECT"];
 
 /// The prefix of operations S3 performs itself (lifecycle).
-pub const LIFECYCLE_PREFIX: &str = "S3.";
+pub(super) const LIFECYCLE_PREFIX: &str = "S3.";
 
 /// Lifecycle operations after which an object is gone.
-pub const LIFECYCLE_REMOVALS: &[&str] = &["S3.EXPIRE.OBJECT", "S3.CREATE.DELETEMARKER"];
+pub(super) const LIFECYCLE_REMOVALS: &[&str] = &["S3.EXPIRE.OBJECT", "S3.CREATE.DELETEMARKER"];
 
-/// Lifecycle transitions, and the storage class each moves an object to.
-pub const TRANSITIONS: &[(&str, &str)] = &[
-    ("S3.TRANSITION_SIA.OBJECT", "STANDARD_IA"),
-    ("S3.TRANSITION_ZIA.OBJECT", "ONEZONE_IA"),
-    ("S3.TRANSITION_INT.OBJECT", "INTELLIGENT_TIERING"),
-    ("S3.TRANSITION_GIR.OBJECT", "GLACIER_IR"),
-    ("S3.TRANSITION.OBJECT", "GLACIER"),
-    ("S3.TRANSITION_GDA.OBJECT", "DEEP_ARCHIVE"),
-];
-
-/// What an operation does to the data.
+/// What an operation does to the data: the rules [`class_sql`] gives SQL, in Rust, to test it by.
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum OpClass {
+pub(super) enum OpClass {
     /// Reads an object.
     Read,
     /// Writes an object.
@@ -75,9 +66,10 @@ pub enum OpClass {
     Other,
 }
 
+#[cfg(test)]
 impl OpClass {
     /// The class's name in SQL results.
-    pub fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             Self::Read => "read",
             Self::Write => "write",
@@ -89,7 +81,8 @@ impl OpClass {
 }
 
 /// The class of `operation`.
-pub fn classify(operation: &str) -> OpClass {
+#[cfg(test)]
+pub(super) fn classify(operation: &str) -> OpClass {
     if READS.contains(&operation) {
         OpClass::Read
     } else if WRITES.contains(&operation) {
@@ -103,9 +96,9 @@ pub fn classify(operation: &str) -> OpClass {
     }
 }
 
-/// A SQL `CASE` expression giving the class name ([`OpClass::as_str`]) of the operation in
-/// `column`, by exactly the rules of [`classify`].
-pub fn class_sql(column: &str) -> String {
+/// A SQL `CASE` expression giving the class name (`read`, `write`, `delete`, `lifecycle` or
+/// `other`) of the operation in `column`.
+pub(super) fn class_sql(column: &str) -> String {
     let list = |ops: &[&str]| ops.iter().map(|o| quote_literal(o)).collect::<Vec<_>>().join(", ");
     format!(
         "CASE WHEN {column} IN ({}) THEN 'read' WHEN {column} IN ({}) THEN 'write' \
@@ -117,16 +110,10 @@ pub fn class_sql(column: &str) -> String {
     )
 }
 
-/// The storage class a lifecycle transition moves an object to.
-pub fn transition_class(operation: &str) -> Option<&'static str> {
-    TRANSITIONS
-        .iter()
-        .find_map(|(op, class)| (*op == operation).then_some(*class))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::ReportSession;
 
     #[test]
     fn classes_of_real_operations() {
@@ -156,8 +143,6 @@ mod tests {
         ] {
             assert_eq!(classify(op), class, "{op}");
         }
-        assert_eq!(transition_class("S3.TRANSITION_GIR.OBJECT"), Some("GLACIER_IR"));
-        assert_eq!(transition_class("S3.EXPIRE.OBJECT"), None);
     }
 
     #[test]
@@ -167,5 +152,50 @@ mod tests {
             assert!(sql.contains(&format!("'{op}'")), "{op}");
         }
         assert!(sql.starts_with("CASE WHEN operation IN ('REST.GET.OBJECT'"));
+    }
+
+    #[tokio::test]
+    async fn the_sql_classes_are_the_rust_classes() {
+        let session = ReportSession::new();
+        let ops = [
+            "REST.GET.OBJECT",
+            "REST.HEAD.OBJECT",
+            "REST.COPY.OBJECT_GET",
+            "REST.PUT.OBJECT",
+            "REST.POST.UPLOAD",
+            "REST.PUT.PART",
+            "REST.DELETE.OBJECT",
+            "BATCH.DELETE.OBJECT",
+            "S3.EXPIRE.OBJECT",
+            "S3.TRANSITION_GIR.OBJECT",
+            "REST.GET.BUCKET",
+            "S3",
+        ];
+        let values = ops
+            .iter()
+            .map(|op| format!("({})", quote_literal(op)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let rows = session
+            .query(
+                "classes",
+                &format!(
+                    "SELECT op, {} AS class FROM (VALUES {values}) AS t(op)",
+                    class_sql("op")
+                ),
+            )
+            .await
+            .unwrap();
+        let got: Vec<(String, String)> = rows
+            .strings("op")
+            .unwrap()
+            .into_iter()
+            .zip(rows.strings("class").unwrap())
+            .map(|(o, c)| (o.unwrap(), c.unwrap()))
+            .collect();
+        assert_eq!(got.len(), ops.len());
+        for (op, class) in got {
+            assert_eq!(class, classify(&op).as_str(), "{op}");
+        }
     }
 }

@@ -6,13 +6,13 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ReportError;
+use crate::error::ReportError;
 
 /// The default price table (US East, N. Virginia), embedded in the binary.
 pub const DEFAULT_PRICES: &str = include_str!("../../prices/us-east-1.json");
 
 /// The storage classes the advisor needs prices for.
-pub const REQUIRED_CLASSES: [&str; 4] = ["STANDARD", "STANDARD_IA", "GLACIER_IR", "GLACIER"];
+pub(super) const REQUIRED_CLASSES: [&str; 4] = ["STANDARD", "STANDARD_IA", "GLACIER_IR", "GLACIER"];
 
 /// Prices of one storage class. Amounts are in the table's currency; "GB" is what S3 bills,
 /// 2^30 bytes.
@@ -79,7 +79,7 @@ pub struct Tier {
     pub storage_gb_month: f64,
 }
 
-/// A price table: where the prices apply and a [`ClassPrices`] per storage class.
+/// A price table: where the prices apply and the prices of each storage class.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PriceTable {

@@ -10,8 +10,10 @@ use serde_json::{Value, json};
 use super::inventory::Count;
 use super::{AGE_BUCKETS, AccessReport, Advice, DatasetUsage, Storage, UnusedDataset, advisor, day_span};
 use crate::chart::{self, Series, Unit};
+use crate::error::ReportError;
 use crate::figures::{bytes, count, money, percent as share};
-use crate::{HtmlPage, ReportDir, ReportError, TextTable};
+use crate::html::{HtmlPage, ReportDir};
+use crate::text::TextTable;
 
 /// The section each chart is drawn in, as `(start of the chart's file name, start of the
 /// section's title)`.

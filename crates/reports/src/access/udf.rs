@@ -17,12 +17,12 @@ use deltalake::datafusion::prelude::SessionContext;
 use super::dataset::{DatasetRule, key_date};
 
 /// Name of the SQL function giving a key's dataset.
-pub const DATASET_FN: &str = "lakelog_dataset";
+pub(super) const DATASET_FN: &str = "lakelog_dataset";
 /// Name of the SQL function giving the day a key names.
-pub const KEY_DAY_FN: &str = "lakelog_key_day";
+pub(super) const KEY_DAY_FN: &str = "lakelog_key_day";
 
 /// Registers both functions in `ctx` (replacing earlier ones), `lakelog_dataset` with `rule`.
-pub fn register(ctx: &SessionContext, rule: &DatasetRule) {
+pub(super) fn register(ctx: &SessionContext, rule: &DatasetRule) {
     let rule = rule.clone();
     ctx.register_udf(create_udf(
         DATASET_FN,
@@ -57,7 +57,7 @@ pub fn register(ctx: &SessionContext, rule: &DatasetRule) {
 }
 
 /// Days since 1970-01-01 of `date` (the value of a Delta `date`).
-pub fn epoch_day(date: NaiveDate) -> i32 {
+pub(super) fn epoch_day(date: NaiveDate) -> i32 {
     (date - NaiveDate::default()).num_days() as i32
 }
 
@@ -89,7 +89,7 @@ fn map_keys(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ReportSession;
+    use crate::session::ReportSession;
 
     #[tokio::test]
     async fn the_functions_run_in_sql() {

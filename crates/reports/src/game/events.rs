@@ -38,23 +38,25 @@ use deltalake::datafusion::physical_plan::SendableRecordBatchStream;
 use futures::StreamExt;
 use tracing::debug;
 
+use super::arrival::{ArrivalColumns, Arrivals, Judge};
 use super::sessions::{self, Cutter, Play, Sessions};
 use super::{COUNTED_PURCHASE, DAY_MICROS, EVENTS, HOUR_MICROS, PURCHASE, WATERMARK_MINUTES};
-use crate::arrival::{ArrivalColumns, Arrivals, Judge};
+use crate::error::ReportError;
+use crate::range::TimeRange;
 use crate::range::timestamp_literal;
+use crate::session::ReportSession;
 use crate::session::batch_column;
-use crate::{ReportError, ReportSession, TimeRange};
 
 /// The rows a chunk holds at most, unless set: about 300 MB of memory while it is processed.
 pub const CHUNK_ROWS: usize = 2_000_000;
 
 /// The in-memory table of each device's platforms and days with events: `device`, `platform`,
 /// `day` (a row may repeat).
-pub const ACTIVE: &str = "__game_kpi_active";
+pub(super) const ACTIVE: &str = "__game_kpi_active";
 
 /// The in-memory table of the counted purchases: `day`, `game`, `extra`, `platform`, `device`,
 /// `version`, `amount`.
-pub const PURCHASES: &str = "__game_kpi_purchases";
+pub(super) const PURCHASES: &str = "__game_kpi_purchases";
 
 /// The query that reads the copies of events, by arrival, to judge them.
 const ARRIVAL_QUERY: &str = "copies of events by arrival";
@@ -92,7 +94,7 @@ fn copies_sql() -> String {
 
 /// The counted events, bookings and late events of one minute.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Minute {
+pub(super) struct Minute {
     /// First copies on time.
     pub events: i64,
     /// The sum of the counted purchases' amounts, if there were any.
@@ -103,11 +105,11 @@ pub struct Minute {
 
 /// [`Minute`]s by platform (`None`: all platforms together), then by the minute's start in
 /// microseconds since the epoch.
-pub type Minutes = BTreeMap<Option<String>, BTreeMap<i64, Minute>>;
+pub(super) type Minutes = BTreeMap<Option<String>, BTreeMap<i64, Minute>>;
 
 /// What [`load`] registered and found.
 #[derive(Debug)]
-pub struct Loaded {
+pub(super) struct Loaded {
     /// The sessions of the first copies in the range.
     pub sessions: Sessions,
     /// The events, bookings and late events of each minute in the range.
@@ -117,7 +119,7 @@ pub struct Loaded {
 /// Reads every copy of every event of `table` (a quoted name), chunks of at most `chunk_rows` rows
 /// at a time: judges them, counts the first copies in `range` per minute, registers [`ACTIVE`] and
 /// [`PURCHASES`], and cuts the sessions after `gap` of inactivity.
-pub async fn load(
+pub(super) async fn load(
     session: &ReportSession,
     table: &str,
     range: &TimeRange,
@@ -410,7 +412,7 @@ fn register(
 }
 
 /// Drops the in-memory table `name`.
-pub fn deregister(session: &ReportSession, name: &str) -> Result<(), ReportError> {
+pub(super) fn deregister(session: &ReportSession, name: &str) -> Result<(), ReportError> {
     let query = format!("drop {name}");
     session.context().deregister_table(name).map_err(query_error(&query))?;
     Ok(())

@@ -11,10 +11,13 @@ use chrono::NaiveDate;
 use serde::Serialize;
 
 use super::events::ACTIVE;
-use crate::{ReportError, ReportSession, TextTable, figures};
+use crate::error::ReportError;
+use crate::figures;
+use crate::session::ReportSession;
+use crate::text::TextTable;
 
 /// The days after the first one that retention is measured on.
-pub const RETENTION_DAYS: [i64; 3] = [1, 7, 30];
+pub(super) const RETENTION_DAYS: [i64; 3] = [1, 7, 30];
 
 /// One cohort.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -42,7 +45,7 @@ impl Cohort {
 /// The cohorts of the devices active (`__game_kpi_active`): all platforms first, then by
 /// platform, each by day. Days before `complete_before` have ended: a cohort's day N counts only if
 /// it is one of them and has events.
-pub async fn cohorts(session: &ReportSession, complete_before: NaiveDate) -> Result<Vec<Cohort>, ReportError> {
+pub(super) async fn cohorts(session: &ReportSession, complete_before: NaiveDate) -> Result<Vec<Cohort>, ReportError> {
     let returned = RETENTION_DAYS
         .iter()
         .map(|n| {
@@ -88,7 +91,7 @@ pub async fn cohorts(session: &ReportSession, complete_before: NaiveDate) -> Res
 }
 
 /// The cohorts of all platforms as a table for people.
-pub fn cohort_table(cohorts: &[Cohort]) -> TextTable {
+pub(super) fn cohort_table(cohorts: &[Cohort]) -> TextTable {
     let mut table = TextTable::new(
         ["first seen", "devices"]
             .into_iter()

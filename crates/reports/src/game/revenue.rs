@@ -14,7 +14,10 @@ use chrono::NaiveDate;
 use serde::Serialize;
 
 use super::events::{ACTIVE, PURCHASES};
-use crate::{ReportError, ReportSession, TextTable, figures};
+use crate::error::ReportError;
+use crate::figures;
+use crate::session::ReportSession;
+use crate::text::TextTable;
 
 /// Revenue of one day.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -51,7 +54,7 @@ pub struct RevenueOf {
 
 /// The parameter of a purchase that names what was bought: revenue is also reported by its
 /// values (a parameter the table keeps in `extraParams`, as sent).
-pub const ITEM_PARAM: &str = "item_sku";
+pub(super) const ITEM_PARAM: &str = "item_sku";
 
 /// The revenue KPIs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -60,7 +63,7 @@ pub struct Revenue {
     pub days: Vec<DayRevenue>,
     /// By game, most revenue first.
     pub by_game: Vec<RevenueOf>,
-    /// By the item bought ([`ITEM_PARAM`]), most revenue first.
+    /// By the item bought (`extraParams.item_sku`), most revenue first.
     pub by_item: Vec<RevenueOf>,
     /// By platform, most revenue first.
     pub by_platform: Vec<RevenueOf>,
@@ -117,7 +120,7 @@ fn ratio(numerator: f64, denominator: i64) -> Option<f64> {
 
 /// The revenue KPIs of the devices active and the purchases counted (`__game_kpi_active`,
 /// `__game_kpi_purchases`).
-pub async fn revenue(session: &ReportSession) -> Result<Revenue, ReportError> {
+pub(super) async fn revenue(session: &ReportSession) -> Result<Revenue, ReportError> {
     // The days with an active device; paying devices and revenue of purchases with a device.
     let rows = session
         .query(

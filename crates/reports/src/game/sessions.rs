@@ -17,14 +17,15 @@ use chrono::{NaiveDate, TimeDelta};
 use serde::Serialize;
 
 use super::DAY_MICROS;
+use crate::figures;
 use crate::session::UNIX_EPOCH_DAYS_FROM_CE;
-use crate::{TextTable, figures};
+use crate::text::TextTable;
 
 /// The inactivity after which the next event starts a new session, unless set.
-pub const DEFAULT_GAP: TimeDelta = TimeDelta::minutes(30);
+pub(super) const DEFAULT_GAP: TimeDelta = TimeDelta::minutes(30);
 
 /// The session lengths counted, as `(label, up to this many seconds)`; the last has no bound.
-pub const LENGTHS: [(&str, Option<i64>); 6] = [
+pub const SESSION_LENGTHS: [(&str, Option<i64>); 6] = [
     ("under 1 min", Some(60)),
     ("1-5 min", Some(300)),
     ("5-15 min", Some(900)),
@@ -56,13 +57,13 @@ pub struct Sessions {
     pub gap_minutes: i64,
     /// Per day.
     pub days: Vec<DaySessions>,
-    /// Sessions by length, in the buckets of [`LENGTHS`].
+    /// Sessions by length, in the buckets of [`SESSION_LENGTHS`].
     pub lengths: Vec<(String, i64)>,
 }
 
 /// What an event's name says about sessions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mark {
+pub(super) enum Mark {
     /// `sessionStart`: a session starts at it.
     Start,
     /// `sessionEnd`: a session starts after it.
@@ -73,7 +74,7 @@ pub enum Mark {
 
 impl Mark {
     /// The mark of an event named `name`.
-    pub fn of(name: &str) -> Self {
+    pub(super) fn of(name: &str) -> Self {
         match name {
             "sessionStart" => Self::Start,
             "sessionEnd" => Self::End,
@@ -84,7 +85,7 @@ impl Mark {
 
 /// One event of a device, as sessions are cut from it.
 #[derive(Debug, Clone, Copy)]
-pub struct Play {
+pub(super) struct Play {
     /// The device's number.
     pub device: u32,
     /// The event time, in microseconds since the epoch.
@@ -99,13 +100,13 @@ pub struct Play {
 /// Lengths and gaps are taken in seconds as SQL's `date_part('epoch', t)` gives them, so that the
 /// saved Athena query finds the same.
 #[derive(Debug)]
-pub struct Cutter {
+pub(super) struct Cutter {
     gap_seconds: f64,
     gap: TimeDelta,
     /// Per device number, its session under way and the last day it started one.
     devices: Vec<Device>,
     days: BTreeMap<i64, Day>,
-    buckets: [i64; LENGTHS.len()],
+    buckets: [i64; SESSION_LENGTHS.len()],
 }
 
 /// What a cutter knows of a device.
@@ -139,19 +140,24 @@ fn seconds(t: i64) -> f64 {
 
 impl Cutter {
     /// A cutter of sessions after `gap` of inactivity.
-    pub fn new(gap: TimeDelta) -> Self {
+    pub(super) fn new(gap: TimeDelta) -> Self {
         Cutter {
             gap_seconds: gap.num_seconds().max(1) as f64,
             gap,
             devices: Vec::new(),
             days: BTreeMap::new(),
-            buckets: [0; LENGTHS.len()],
+            buckets: [0; SESSION_LENGTHS.len()],
         }
     }
 
     /// Cuts the next chunk's `plays`: each device's events in time order, ties in `tie`'s order of
     /// their rows; `marks` is each row's [`Mark`].
-    pub fn add(&mut self, mut plays: Vec<Play>, marks: &[Mark], tie: impl Fn(usize, usize) -> std::cmp::Ordering) {
+    pub(super) fn add(
+        &mut self,
+        mut plays: Vec<Play>,
+        marks: &[Mark],
+        tie: impl Fn(usize, usize) -> std::cmp::Ordering,
+    ) {
         plays.sort_unstable_by(|a, b| {
             (a.device, a.t)
                 .cmp(&(b.device, b.t))
@@ -200,15 +206,15 @@ impl Cutter {
             .or_default()
             .lengths
             .push(length);
-        let bucket = LENGTHS
+        let bucket = SESSION_LENGTHS
             .iter()
             .position(|(_, bound)| bound.is_none_or(|high| length < high as f64))
-            .unwrap_or(LENGTHS.len() - 1);
+            .unwrap_or(SESSION_LENGTHS.len() - 1);
         self.buckets[bucket] += 1;
     }
 
     /// Ends every session under way and gives the KPIs.
-    pub fn finish(mut self) -> Sessions {
+    pub(super) fn finish(mut self) -> Sessions {
         for open in std::mem::take(&mut self.devices).into_iter().filter_map(|d| d.open) {
             self.close(open);
         }
@@ -236,7 +242,7 @@ impl Cutter {
         Sessions {
             gap_minutes: self.gap.num_minutes(),
             days,
-            lengths: LENGTHS
+            lengths: SESSION_LENGTHS
                 .iter()
                 .zip(self.buckets)
                 .map(|((label, _), n)| ((*label).to_owned(), n))

@@ -31,12 +31,12 @@ use arrow::record_batch::RecordBatch;
 use chrono::TimeDelta;
 use uuid::Uuid;
 
-use super::ReportError;
-use super::session::{batch_column, cast_column};
+use crate::error::ReportError;
+use crate::session::{batch_column, cast_column};
 
 /// The columns [`Arrivals::push`] reads.
 #[derive(Debug, Clone, Copy)]
-pub struct ArrivalColumns<'a> {
+pub(super) struct ArrivalColumns<'a> {
     /// The namespace of the ids (text, such as the game; a missing one is the empty text), if the
     /// ids are unique only within one.
     pub namespace: Option<&'a str>,
@@ -55,7 +55,7 @@ pub struct ArrivalColumns<'a> {
 
 /// What [`Judge::verdicts`] found, one value per row in the order the rows were pushed.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Verdicts {
+pub(super) struct Verdicts {
     /// The row is the first copy of its event in arrival order.
     pub first: Vec<bool>,
     /// The row is a first copy whose time is more than the delay older than the latest time among
@@ -86,7 +86,7 @@ struct RowKey {
 /// [`verdicts`](Self::verdicts) then gives each row its verdict when it is read again, in any
 /// order and chunking, through the same [`Arrivals`] (so that texts keep their numbers).
 #[derive(Debug)]
-pub struct Judge {
+pub(super) struct Judge {
     delay: i64,
     /// The latest event time among the first copies judged so far, by namespace and shard (see
     /// [`Arrivals::watermark_key`]).
@@ -107,7 +107,7 @@ impl Judge {
     /// A judge with a watermark of `delay`, of about `expected` rows in all. The namespaces of the
     /// first chunk with ids get room for their share of them at once, by their share of that
     /// chunk's rows (growing a set holds it twice for a moment); a namespace met later grows.
-    pub fn new(delay: TimeDelta, expected: usize) -> Self {
+    pub(super) fn new(delay: TimeDelta, expected: usize) -> Self {
         Judge {
             expected,
             delay: delay.num_microseconds().unwrap_or(i64::MAX),
@@ -120,17 +120,17 @@ impl Judge {
     }
 
     /// Rows judged so far.
-    pub fn rows(&self) -> u64 {
+    pub(super) fn rows(&self) -> u64 {
         self.rows
     }
 
     /// Later copies found so far.
-    pub fn later_copies(&self) -> u64 {
+    pub(super) fn later_copies(&self) -> u64 {
         self.later.values().map(|&n| u64::from(n)).sum()
     }
 
     /// Judges the rows of `arrivals`: the next chunk of arrival time.
-    pub fn judge_chunk(&mut self, arrivals: &Arrivals) {
+    pub(super) fn judge_chunk(&mut self, arrivals: &Arrivals) {
         if self.seen.is_empty() {
             self.make_room(arrivals);
         }
@@ -178,13 +178,13 @@ impl Judge {
     }
 
     /// The ids seen are no longer needed once every chunk is judged: gives their memory back.
-    pub fn forget_ids(&mut self) {
+    pub(super) fn forget_ids(&mut self) {
         self.seen = HashMap::default();
     }
 
     /// The verdicts of the rows of `arrivals`, rows judged before and read again. Each later copy
     /// is given once: rows read twice would both count as the event.
-    pub fn verdicts(&mut self, arrivals: &Arrivals) -> Verdicts {
+    pub(super) fn verdicts(&mut self, arrivals: &Arrivals) -> Verdicts {
         let rows = arrivals.len();
         let (mut first, mut late) = (vec![true; rows], vec![false; rows]);
         if self.later.is_empty() && self.late.is_empty() {
@@ -214,7 +214,7 @@ const TEXT_ID: u32 = 1 << 31;
 
 /// The arrival order and identity of rows pushed batch by batch (see the module's docs).
 #[derive(Debug, Default)]
-pub struct Arrivals {
+pub(super) struct Arrivals {
     namespaces: Interner,
     /// Ids that are not lowercase hyphenated UUIDs.
     id_texts: Interner,
@@ -238,17 +238,22 @@ pub struct Arrivals {
 
 impl Arrivals {
     /// Rows pushed so far.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.time.len()
     }
 
     /// The event time of row `row` in microseconds since the epoch, if it has one.
-    pub fn time(&self, row: usize) -> Option<i64> {
+    pub(super) fn time(&self, row: usize) -> Option<i64> {
         self.time.get(row).copied().filter(|t| *t != MISSING)
     }
 
     /// Appends the rows of `batch`. `query` names the rows' query in errors.
-    pub fn push(&mut self, query: &str, batch: &RecordBatch, columns: ArrivalColumns<'_>) -> Result<(), ReportError> {
+    pub(super) fn push(
+        &mut self,
+        query: &str,
+        batch: &RecordBatch,
+        columns: ArrivalColumns<'_>,
+    ) -> Result<(), ReportError> {
         let text = |name: &str| Text::new(query, name, batch_column(query, batch, name)?.as_ref());
         let namespace = columns.namespace.map(text).transpose()?;
         let (id, shard, sequence) = (text(columns.id)?, text(columns.shard)?, text(columns.sequence)?);
@@ -303,7 +308,7 @@ impl Arrivals {
 
     /// Forgets the rows pushed, keeping the texts numbered so far: a text keeps its number from
     /// one chunk of rows to the next, so that [`RowKey`]s of the same row read twice are equal.
-    pub fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.namespace.clear();
         self.id_namespace.clear();
         self.id.clear();
@@ -353,7 +358,7 @@ impl Arrivals {
 
     /// Rows `a` and `b` in the order of their ids as texts, `namespace/id` when the ids have a
     /// namespace (a missing id is the empty text).
-    pub fn id_order(&self, a: usize, b: usize) -> Ordering {
+    pub(super) fn id_order(&self, a: usize, b: usize) -> Ordering {
         let (sa, sb) = (self.id_namespace[a], self.id_namespace[b]);
         if sa == sb && sa & TEXT_ID == 0 {
             // Lowercase hyphenated UUIDs of one namespace sort as their numbers.
