@@ -36,6 +36,7 @@
 mod duckdb;
 pub mod faults;
 mod kinesis;
+pub mod maintenance;
 pub mod runtime_api;
 pub use duckdb::{SessionDay, duckdb, duckdb_sessions_are_the_report, python};
 pub use kinesis::{StreamRecord, read_stream};

@@ -862,8 +862,13 @@ async fn commits_answered_500_after_landing_are_kept() {
 /// variables `names` and the stand-in's endpoint, its standard output piped for its
 /// `LAKELOG-CHILD` lines: a writer, committer or compactor that the test kills mid-way.
 fn spawn_child<const N: usize>(name: &str, names: [&str; N], values: [&str; N], standin: &str) -> std::process::Child {
+    // The harness names a test by its path below the binary's root: `faults::killed_writer`.
+    let name = match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{name}"),
+        None => name.to_owned(),
+    };
     std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--ignored", "--nocapture"])
+        .args(["--exact", &name, "--ignored", "--nocapture"])
         .envs(names.into_iter().zip(values))
         .env(lakelog_tests::ENDPOINT_VAR, standin)
         .stdout(std::process::Stdio::piped())

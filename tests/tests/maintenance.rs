@@ -2,71 +2,11 @@
 //! (duplicate) events and access-log-like tables under a prefix, all on `s3://`, maintained by the
 //! handler from `events/scheduled-maintenance.json`, then read back by DuckDB.
 
-use std::sync::Arc;
-
-use arrow::array::{Date32Array, Float64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema};
-use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use lake::{StorageConfig, Table, TableSpec};
+use lake::{StorageConfig, Table};
+use lakelog_tests::maintenance::{context, scheduled_event, table};
 use lakelog_tests::{StandIn, duckdb};
-use lambda_runtime::{Context, LambdaEvent};
+use lambda_runtime::LambdaEvent;
 use maintenance_lambda::{Config, Maintainer, handle};
-
-/// 2024-06-01, long closed.
-const DAY: i32 = 19_875;
-
-fn spec(partition: &str) -> TableSpec {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("eventId", DataType::Utf8, false),
-        Field::new("amount", DataType::Float64, true),
-        Field::new(partition, DataType::Date32, false),
-    ]));
-    TableSpec::new("t", schema, &[partition])
-}
-
-/// `commits` commits of the events `ids` (amount = the id's number), all on one closed day.
-async fn table(uri: &str, storage: &StorageConfig, partition: &str, commits: usize, ids: &[u32]) {
-    let spec = spec(partition);
-    let mut table = Table::open_or_create(uri, &spec, storage).await.unwrap();
-    for commit in 0..commits {
-        let batch = RecordBatch::try_new(
-            spec.schema.clone(),
-            vec![
-                Arc::new(StringArray::from_iter_values(ids.iter().map(|i| format!("event-{i}")))),
-                Arc::new(Float64Array::from_iter_values(ids.iter().map(|i| f64::from(*i)))),
-                Arc::new(Date32Array::from(vec![DAY; ids.len()])),
-            ],
-        )
-        .unwrap();
-        // A source of its own per commit: the same rows sent again are new sources, as a
-        // redelivered Kinesis batch is.
-        static SOURCES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = SOURCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let source = format!("batch-{n}-{commit}");
-        let mut writer = table.writer(&source).unwrap();
-        writer.write(batch).await.unwrap();
-        let files = writer.finish().await.unwrap();
-        table
-            .commit_sources(vec![files], &lake::Retry::default())
-            .await
-            .unwrap();
-    }
-}
-
-fn context() -> Context {
-    let mut context = Context::default();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    context.deadline = now + 15 * 60 * 1000;
-    context
-}
-
-fn event() -> EventBridgeEvent {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/scheduled-maintenance.json");
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_handler_compacts_and_deduplicates_tables_on_s3() {
@@ -97,7 +37,9 @@ async fn the_handler_compacts_and_deduplicates_tables_on_s3() {
     let config = Config::from_vars(|name| (name == "LAKE_TABLES").then(|| tables.clone())).unwrap();
     let maintainer = Maintainer::new(config, storage.clone());
 
-    let report = handle(LambdaEvent::new(event(), context()), &maintainer).await.unwrap();
+    let report = handle(LambdaEvent::new(scheduled_event(), context()), &maintainer)
+        .await
+        .unwrap();
     assert_eq!(report.tables.len(), 3, "{report:?}");
     assert!(
         report.tables.iter().all(|t| t.error.is_none() && t.skipped.is_empty()),
@@ -136,7 +78,9 @@ async fn the_handler_compacts_and_deduplicates_tables_on_s3() {
     assert_eq!(rows[0][3], "2024-06-01");
 
     // The next pass finds nothing to do.
-    let again = handle(LambdaEvent::new(event(), context()), &maintainer).await.unwrap();
+    let again = handle(LambdaEvent::new(scheduled_event(), context()), &maintainer)
+        .await
+        .unwrap();
     assert!(
         again.tables.iter().all(|t| t.bins == 0 && t.error.is_none()),
         "{again:?}"

@@ -11,7 +11,7 @@ use fixtures::workload::lake::StorageTruth;
 use lakelog::commands::demo::{DEMO_GAMES, demo_game_of, game_season, requests, resent_event};
 use serde_json::Value;
 
-mod season;
+use crate::season;
 
 const NOW: &str = "2024-06-05T12:30:00Z";
 const EVENTS: u64 = 6000;

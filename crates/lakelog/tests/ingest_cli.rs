@@ -1,15 +1,6 @@
 //! `lakelog generate-logs` and `lakelog ingest` as a user runs them.
 
-use std::process::Command;
-
-fn lakelog(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_lakelog")).args(args).output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use crate::common::lakelog;
 
 /// The number before `word` in `line`.
 fn figure(line: &str, word: &str) -> u64 {

@@ -1,19 +1,11 @@
 //! `lakelog optimize`, `checkpoint` and `vacuum` as a user runs them, on access-log tables built by
 //! `lakelog ingest` one object per commit; `lakelog forget` on a game table the sink writes.
 
+use crate::common::lakelog;
 use std::process::Command;
 
 use aws_lambda_events::apigw::ApiGatewayProxyRequest;
 use lake::{StorageConfig, Table};
-
-fn lakelog(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_lakelog")).args(args).output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn stats(uri: &str) -> lake::FileStats {
     let runtime = tokio::runtime::Runtime::new().unwrap();

@@ -2,8 +2,8 @@
 //! data lake of `fixtures::workload` (see its documentation for every request),
 //! ingested with `lakelog ingest`, reported with `lakelog report access`.
 
+use crate::common::lakelog;
 use std::path::Path;
-use std::process::Command;
 
 use fixtures::workload::inventory::{self, InventoryFormat, InventoryObject};
 use fixtures::workload::{
@@ -13,15 +13,6 @@ use fixtures::workload::{
 use serde_json::{Value, json};
 
 const GB: f64 = (1u64 << 30) as f64;
-
-fn lakelog(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_lakelog")).args(args).output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// The workload's 60 days from 2024-03-01, ingested into `dir/lake`; the two tables' URIs.
 fn lake(dir: &Path) -> Vec<String> {

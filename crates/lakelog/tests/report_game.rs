@@ -1,7 +1,7 @@
 //! `lakelog report game` over a table whose KPIs are known by construction: events in known
 //! windows, a repeated eventId, a late event beyond the watermark and one just within it.
 
-use std::process::Command;
+use crate::common::lakelog;
 
 use aws_lambda_events::encodings::SecondTimestamp;
 use aws_lambda_events::event::kinesis::{KinesisEventRecord, KinesisRecord};
@@ -13,7 +13,7 @@ use lake::StorageConfig;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-mod season;
+use crate::season;
 
 fn at(h: u32, m: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2024, 6, 1, h, m, 0).unwrap()
@@ -65,15 +65,6 @@ fn json_report(table: &str, extra: &[&str]) -> Value {
     let (ok, stdout, stderr) = lakelog(&args);
     assert!(ok, "{stderr}");
     serde_json::from_str(&stdout).unwrap()
-}
-
-fn lakelog(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_lakelog")).args(args).output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// Forty days of a planned season, written as the sink writes them: the report gives the plan's

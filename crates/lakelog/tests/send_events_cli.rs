@@ -6,7 +6,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::serve;
 
 fn send(url: &str, out: &std::path::Path, extra: &[&str]) -> std::process::Output {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use lake::StorageConfig;
 
-mod common;
+use crate::common;
 
 fn rows(table: &str) -> u64 {
     let runtime = tokio::runtime::Runtime::new().unwrap();

@@ -1,29 +1,10 @@
 //! The handler driven by `events/scheduled-maintenance.json` over local tables: a game-events-like
 //! table with duplicates, access-log-like tables found under a prefix, and a broken entry.
 
-mod common;
-
-use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use common::table;
 use lake::{StorageConfig, Table};
-use lambda_runtime::{Context, LambdaEvent};
+use lakelog_tests::maintenance::{context, scheduled_event, table};
+use lambda_runtime::LambdaEvent;
 use maintenance_lambda::{Config, HandlerError, Maintainer, handle};
-
-fn event() -> EventBridgeEvent {
-    let path = format!("{}/../../events/scheduled-maintenance.json", env!("CARGO_MANIFEST_DIR"));
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-/// A Lambda context with 15 minutes left.
-fn context() -> Context {
-    let mut context = Context::default();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    context.deadline = now + 15 * 60 * 1000;
-    context
-}
 
 async fn stats(uri: &str) -> lake::FileStats {
     Table::open(uri, &StorageConfig::default())
@@ -44,13 +25,20 @@ async fn a_scheduled_event_maintains_every_table() {
     let root = dir.path().display();
     let game = format!("{root}/game_events");
     // The same three events sent five times: 15 rows, 3 distinct.
-    table(&game, "eventDate", 5, &["a", "b", "c"]).await;
+    table(&game, &StorageConfig::default(), "eventDate", 5, &[1, 2, 3]).await;
     for bucket in ["web-assets", "backups"] {
-        table(&format!("{root}/access_logs/{bucket}"), "request_date", 4, &["1", "2"]).await;
+        table(
+            &format!("{root}/access_logs/{bucket}"),
+            &StorageConfig::default(),
+            "request_date",
+            4,
+            &[1, 2],
+        )
+        .await;
     }
-    let tables = format!("{game}#dedup=id, {root}/access_logs/*");
+    let tables = format!("{game}#dedup=eventId, {root}/access_logs/*");
 
-    let report = handle(LambdaEvent::new(event(), context()), &maintainer(&tables))
+    let report = handle(LambdaEvent::new(scheduled_event(), context()), &maintainer(&tables))
         .await
         .unwrap();
     assert!(!report.stopped_early, "{report:?}");
@@ -74,7 +62,7 @@ async fn a_scheduled_event_maintains_every_table() {
     assert!(json["tables"][0]["checkpointVersion"].as_u64().is_some(), "{json}");
 
     // The next run has nothing to compact.
-    let again = handle(LambdaEvent::new(event(), context()), &maintainer(&tables))
+    let again = handle(LambdaEvent::new(scheduled_event(), context()), &maintainer(&tables))
         .await
         .unwrap();
     assert!(
@@ -88,10 +76,10 @@ async fn a_broken_table_fails_the_invocation_after_the_others() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().display();
     let good = format!("{root}/good");
-    table(&good, "day", 3, &["x"]).await;
+    table(&good, &StorageConfig::default(), "day", 3, &[1]).await;
     std::fs::create_dir_all(format!("{root}/not-a-table")).unwrap();
     let tables = format!("{root}/not-a-table,{good}");
-    let err = handle(LambdaEvent::new(event(), context()), &maintainer(&tables))
+    let err = handle(LambdaEvent::new(scheduled_event(), context()), &maintainer(&tables))
         .await
         .unwrap_err();
     let HandlerError::TablesFailed { failed, total, first } = &err else {
@@ -108,11 +96,11 @@ async fn a_broken_table_fails_the_invocation_after_the_others() {
 async fn nothing_starts_inside_the_reserve() {
     let dir = tempfile::tempdir().unwrap();
     let uri = format!("{}/t", dir.path().display());
-    table(&uri, "day", 3, &["x"]).await;
+    table(&uri, &StorageConfig::default(), "day", 3, &[1]).await;
     let mut context = context();
     // Two minutes left, three minutes of reserve.
     context.deadline -= 13 * 60 * 1000;
-    let report = handle(LambdaEvent::new(event(), context), &maintainer(&uri))
+    let report = handle(LambdaEvent::new(scheduled_event(), context), &maintainer(&uri))
         .await
         .unwrap();
     assert!(report.stopped_early);
@@ -126,7 +114,7 @@ async fn the_rotation_state_orders_the_tables_and_records_each_one() {
     let root = dir.path().display();
     let tables: Vec<String> = ["a", "b", "c"].iter().map(|t| format!("{root}/{t}")).collect();
     for table_uri in &tables {
-        table(table_uri, "request_date", 2, &["1"]).await;
+        table(table_uri, &StorageConfig::default(), "request_date", 2, &[1]).await;
     }
     let state_uri = format!("{root}/state");
     let entries = tables.join(",");
@@ -144,7 +132,9 @@ async fn the_rotation_state_orders_the_tables_and_records_each_one() {
         state.started(table_uri, started);
     }
     store.save(&state).await.unwrap();
-    let report = handle(LambdaEvent::new(event(), context()), &maintainer).await.unwrap();
+    let report = handle(LambdaEvent::new(scheduled_event(), context()), &maintainer)
+        .await
+        .unwrap();
     let order: Vec<&str> = report.tables.iter().map(|t| t.table.as_str()).collect();
     assert_eq!(order, [&tables[1], &tables[2], &tables[0]]);
     assert_eq!(report.minutes_since_maintained, Some(0));
@@ -223,7 +213,9 @@ async fn an_erasure_request_is_carried_out_with_its_receipt() {
     ];
     let config = Config::from_vars(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone())).unwrap();
     let maintainer = Maintainer::new(config.clone(), storage.clone()).with_reader_grace(std::time::Duration::ZERO);
-    let report = handle(LambdaEvent::new(event(), context()), &maintainer).await.unwrap();
+    let report = handle(LambdaEvent::new(scheduled_event(), context()), &maintainer)
+        .await
+        .unwrap();
     assert_eq!(report.erasures.len(), 1, "{report:?}");
     let done = &report.erasures[0];
     assert!(done.verified && done.error.is_none(), "{done:?}");
@@ -245,7 +237,7 @@ async fn an_erasure_request_is_carried_out_with_its_receipt() {
 
     // Not a request: it stays, and the invocation fails naming it.
     folder.put("broken.json", b"{\"players\": 3}".to_vec()).await.unwrap();
-    let failed = handle(LambdaEvent::new(event(), context()), &maintainer)
+    let failed = handle(LambdaEvent::new(scheduled_event(), context()), &maintainer)
         .await
         .unwrap_err();
     assert!(

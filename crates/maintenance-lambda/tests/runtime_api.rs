@@ -2,12 +2,11 @@
 //! `events/scheduled-maintenance.json` over local tables and gets its report back; a missing
 //! setting ends its init with a message a person reads.
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::table;
+use lake::StorageConfig;
+use lakelog_tests::maintenance::{SCHEDULED_EVENT, table};
 use lakelog_tests::runtime_api::{Answer, Function};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_maintenance-lambda");
@@ -20,15 +19,11 @@ async fn a_scheduled_event_is_answered_with_the_report() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().display();
     let game = format!("{root}/game_events");
-    table(&game, "eventDate", 4, &["a", "b"]).await;
-    let tables = format!("{game}#dedup=id");
+    table(&game, &StorageConfig::default(), "eventDate", 4, &[1, 2]).await;
+    let tables = format!("{game}#dedup=eventId");
 
     let function = Function::start_with_timeout(Path::new(BINARY), &[("LAKE_TABLES", &tables)], TIMEOUT).unwrap();
-    let event = std::fs::read(format!(
-        "{}/../../events/scheduled-maintenance.json",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
+    let event = std::fs::read(SCHEDULED_EVENT).unwrap();
     let answer = tokio::task::block_in_place(|| function.invoke(&event, WAIT)).unwrap();
     let Answer::Response(report) = answer else {
         panic!("the function failed: {answer:?}");

@@ -1,8 +1,18 @@
-//! What several CLI tests share: a `lakelog serve` child process.
+//! What several CLI tests share: running `lakelog`, and a `lakelog serve` child process.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+
+/// Runs `lakelog args` to its end: whether it succeeded, its standard output and its standard error.
+pub fn lakelog(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_lakelog")).args(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
 
 /// A running `lakelog serve`, killed when dropped.
 pub struct Server(Child);
@@ -18,7 +28,6 @@ impl Drop for Server {
 pub const KEY: &str = "space-miners-test-key-0123456789";
 
 /// The API key of the game `tiny-towns` in the keys file [`serve`] writes.
-#[allow(dead_code, reason = "not every test binary sends as the second game")]
 pub const OTHER_KEY: &str = "tiny-towns-test-key-0123456789";
 
 /// Starts `lakelog serve` on a free port of 127.0.0.1 with its tables under `lake` and two games

@@ -1,0 +1,6 @@
+//! The integration tests of `game-api`, one test binary: each file beside this one is a module of it
+//! (every binary links the crate's whole dependency tree, so one links once).
+
+mod games;
+#[cfg(feature = "testing")]
+mod respond;

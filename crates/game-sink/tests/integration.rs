@@ -1,0 +1,5 @@
+//! The integration tests of `game-sink`, one test binary: each file beside this one is a module of it
+//! (every binary links the crate's whole dependency tree, so one links once).
+
+mod redelivery;
+mod sample_batches;

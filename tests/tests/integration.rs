@@ -1,0 +1,12 @@
+//! The integration tests of `lakelog-tests`, one test binary: each file beside this one is a module of it
+//! (every binary links the crate's whole dependency tree, so one links once).
+
+mod access_logs;
+mod access_report;
+mod docs;
+mod faults;
+mod game_api;
+mod game_pipeline;
+mod maintenance;
+mod standins;
+mod template;
