@@ -7,8 +7,8 @@
 //! thread's CPU clock, which leaves out the time the thread waited while other processes had the
 //! core. On a shared machine the two differ in the tail; the Python script reports both too.
 //!
-//! The default of 200,000 requests makes the run about as long as the Python script's 10,000
-//! (15-18 s and 19-21 s here), so that both see the same spells of a shared host's slower speed rather
+//! The default of 200,000 requests makes the run about as long as the Python script's 10,000,
+//! so that both see the same spells of a shared host's slower speed rather
 //! than one side catching a short one.
 //!
 //! ```sh

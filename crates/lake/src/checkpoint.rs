@@ -45,10 +45,10 @@ const MAX_CHECKPOINT_SPACING: u64 = 1000;
 /// A checkpoint rewrites every action of the table: its live files and the files removed within
 /// `delta.deletedFileRetentionDuration`. A sink whose small files are packed as it writes keeps
 /// few live files but leaves a tombstone per commit, so a checkpoint every tenth commit came to
-/// cost more per commit than the commit itself as the day went on (about 4.4 ms per 1,000
-/// actions, written every tenth commit). Each commit between checkpoints costs a little more
-/// than the one before, though (about 0.25 ms: delta-rs lists and reads the log since the last
-/// checkpoint on each refresh), so the spacing that makes the two costs least, added up, grows
+/// cost more per commit than the commit itself as the day went on. Each commit between
+/// checkpoints costs a little more than the one before, though (delta-rs lists and reads the log
+/// since the last checkpoint on each refresh; BENCHMARKS.md, "Checkpoints spaced by their size",
+/// measures both), so the spacing that makes the two costs least, added up, grows
 /// with the square root of the checkpoint's size: 10 up to about 3,800 actions, 55 at 100,000, 176 at
 /// a million. Writers look `txn` ids up without a replay ([`crate::txns`]), or every commit in
 /// between would cost far more.

@@ -16,7 +16,7 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// The whole product offline (38 s measured on a 2-core machine, dev build): generated access
+    /// The whole product offline: generated access
     /// logs and game traffic through the Lambdas' code into Delta tables, maintenance, and both
     /// reports with charts.
     ///
@@ -213,7 +213,7 @@ pub struct GameReportArgs {
     #[arg(long, value_name = "GAME")]
     pub game: Option<String>,
     /// The most rows read and held at once (whole hours are never split): the report's memory
-    /// grows with it, about 150 bytes a row.
+    /// grows with it.
     #[arg(long, value_name = "ROWS", default_value_t = lakelog_reports::game::CHUNK_ROWS,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub chunk_rows: usize,

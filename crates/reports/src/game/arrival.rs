@@ -13,8 +13,8 @@
 //! length(seq), seq)` followed by a running `max(t) OVER (PARTITION BY gameId, shard ORDER BY
 //! arrival, length(seq), seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)`, as the template's
 //! saved Athena queries have it. DataFusion sorts each window's partitions with all their columns,
-//! and the first window needs a hash aggregate and joins over every `eventId`; on ten million
-//! events the two were most of the game report's time and memory. [`Arrivals`] and [`Judge`] do what a stream
+//! and the first window needs a hash aggregate and joins over every `eventId`; on a large table
+//! the two are most of a report's time and memory. [`Arrivals`] and [`Judge`] do what a stream
 //! consumer with a watermark would, one chunk of arrival time at a time: [`Arrivals`] holds a
 //! chunk's rows in a fixed number of bytes a row whatever the texts' lengths (each row's id as 16
 //! bytes, a lowercase hyphenated UUID as the API stamps them or the number of a text kept once;

@@ -14,13 +14,13 @@
 //!    ([`Cutter`]). Then the chunk is let go.
 //!
 //! Each chunk is held compactly while it is processed: the arrival order and the id of each row
-//! ([`Arrivals`]: about 60 bytes a row), its device as the number of a device id kept once, its
+//! ([`Arrivals`]: a fixed number of bytes a row), its device as the number of a device id kept once, its
 //! time, and the columns the queries read with the short texts dictionary-encoded; `extraParams`
 //! and `app_version` for purchases only. What outlives a chunk grows with the distinct ids (16
 //! bytes each in a hash set, during the first pass only), the distinct devices (their ids, and
 //! each one's session under way), the days each device was active, the counted purchases, the
-//! sessions' lengths and the minutes with events, and with the later copies and late events found
-//! (about 100 bytes each): not with the events themselves.
+//! sessions' lengths and the minutes with events, and with the later copies and late events found:
+//! not with the events themselves. BENCHMARKS.md, "Chunks of time", measures it.
 
 use std::collections::BTreeMap;
 use std::collections::HashMap;
@@ -47,7 +47,8 @@ use crate::range::timestamp_literal;
 use crate::session::ReportSession;
 use crate::session::batch_column;
 
-/// The rows a chunk holds at most, unless set: about 300 MB of memory while it is processed.
+/// The rows a chunk holds at most, unless set (BENCHMARKS.md, "Chunks of time", measures the
+/// memory it takes).
 pub const CHUNK_ROWS: usize = 2_000_000;
 
 /// The in-memory table of each device's platforms and days with events: `device`, `platform`,
