@@ -18,7 +18,7 @@ use aws_lambda_events::encodings::Body;
 use aws_lambda_events::http::{HeaderValue, Method};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use game_api::request::body_bytes;
+use game_api::body_bytes;
 use game_api::{ApiConfig, Game, Games, LocalStream, respond};
 use game_events::{Limits, decode_record};
 use libfuzzer_sys::fuzz_target;

@@ -25,9 +25,9 @@ pub fn duckdb(endpoint: &str, sql: &str) -> Result<Vec<Vec<serde_json::Value>>> 
         .arg(&script)
         .arg(sql)
         .env("AWS_ENDPOINT_URL", endpoint)
-        .env("AWS_ACCESS_KEY_ID", crate::ACCESS_KEY_ID)
-        .env("AWS_SECRET_ACCESS_KEY", crate::SECRET_ACCESS_KEY)
-        .env("AWS_REGION", crate::REGION)
+        .env("AWS_ACCESS_KEY_ID", crate::standin::ACCESS_KEY_ID)
+        .env("AWS_SECRET_ACCESS_KEY", crate::standin::SECRET_ACCESS_KEY)
+        .env("AWS_REGION", crate::standin::REGION)
         .output()
         .with_context(|| format!("cannot run {}", script.display()))?;
     if !out.status.success() {
@@ -55,9 +55,9 @@ pub struct SessionDay {
 /// Runs the saved query `GameSessionsPerDayQuery` with DuckDB over `scan`, a table expression
 /// such as `delta_scan('s3://bucket/game_events')` (read through `endpoint`).
 pub fn duckdb_sessions_per_day(endpoint: &str, scan: &str) -> Result<Vec<SessionDay>> {
-    let query = crate::in_duckdb(&crate::athena_query(
+    let query = crate::athena::in_duckdb(&crate::athena::athena_query(
         "GameSessionsPerDayQuery",
-        crate::TEMPLATE_GAME_EVENTS,
+        crate::athena::TEMPLATE_GAME_EVENTS,
         scan,
     )?);
     let rows = duckdb(

@@ -428,8 +428,8 @@ impl Function {
         command
             .env_clear()
             .env("AWS_LAMBDA_RUNTIME_API", api.address())
-            .env("AWS_REGION", crate::REGION)
-            .env("AWS_DEFAULT_REGION", crate::REGION)
+            .env("AWS_REGION", crate::standin::REGION)
+            .env("AWS_DEFAULT_REGION", crate::standin::REGION)
             .env("AWS_LAMBDA_FUNCTION_NAME", "lakelog-test")
             .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
             .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "1024")
@@ -463,8 +463,8 @@ impl Function {
         vec![
             ("AWS_ENDPOINT_URL", endpoint.to_owned()),
             ("AWS_ALLOW_HTTP", "true".to_owned()),
-            ("AWS_ACCESS_KEY_ID", crate::ACCESS_KEY_ID.to_owned()),
-            ("AWS_SECRET_ACCESS_KEY", crate::SECRET_ACCESS_KEY.to_owned()),
+            ("AWS_ACCESS_KEY_ID", crate::standin::ACCESS_KEY_ID.to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", crate::standin::SECRET_ACCESS_KEY.to_owned()),
         ]
     }
 

@@ -379,9 +379,7 @@ async fn objects_of_a_bucket_of_another_account_are_refused() {
         key: "access-logs/2024-06-01-00-04-00-OWNED".into(),
     };
     let retry = lake::Retry::within(std::time::Duration::from_secs(5));
-    let mut outcome = ingestor("111111111111")
-        .ingest(&[object_ref], &retry, &access_log_ingest::NoProgress)
-        .await;
+    let mut outcome = ingestor("111111111111").ingest(&[object_ref], &retry, &()).await;
     let refused = outcome.remove(0).1.unwrap_err().to_string();
     assert!(
         refused.contains(&object) && refused.contains("must belong to account 111111111111"),
@@ -463,13 +461,7 @@ async fn logs_of_several_accounts_and_regions_stay_apart() {
         bucket: p.raw.clone(),
         key: key.to_owned(),
     };
-    let outcomes = ingestor
-        .ingest(
-            &[object(foreign), object(simple)],
-            &retry,
-            &access_log_ingest::NoProgress,
-        )
-        .await;
+    let outcomes = ingestor.ingest(&[object(foreign), object(simple)], &retry, &()).await;
     let foreign_error = outcomes[0].1.as_ref().unwrap_err().to_string();
     assert!(
         foreign_error.contains("refused: its bucket must belong to one of the accounts"),
@@ -488,9 +480,7 @@ async fn logs_of_several_accounts_and_regions_stay_apart() {
         ObjectReader::s3(p.standin.s3()).with_expected_owners(vec![STANDIN_ACCOUNT.to_owned()]),
         4,
     );
-    let outcomes = one_owner
-        .ingest(&[object(simple)], &retry, &access_log_ingest::NoProgress)
-        .await;
+    let outcomes = one_owner.ingest(&[object(simple)], &retry, &()).await;
     let unplaced = outcomes[0].1.as_ref().unwrap_err().to_string();
     assert!(
         unplaced.contains("needs the observed bucket's account and region"),

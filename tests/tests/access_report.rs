@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use access_log_ingest::{Ingestor, NoProgress, ObjectReader, TableTemplate};
+use access_log_ingest::{Ingestor, ObjectReader, TableTemplate};
 use aws_sdk_s3::primitives::ByteStream;
 use chrono::NaiveDate;
 use fixtures::workload::inventory::InventoryFormat;
@@ -128,7 +128,7 @@ async fn ingest_objects(standin: &StandIn, objects: &[workload::LogObject], name
     let listed = reader.list(&format!("s3://{raw}/")).await.unwrap();
     assert_eq!(listed.len(), objects.len());
     let ingestor = Ingestor::new(template, rejects.clone(), storage(standin), reader, 4);
-    for (object, result) in ingestor.ingest(&listed, &lake::Retry::default(), &NoProgress).await {
+    for (object, result) in ingestor.ingest(&listed, &lake::Retry::default(), &()).await {
         result.unwrap_or_else(|e| panic!("{object}: {e}"));
     }
     let tables = [LAKE_BUCKET, WEB_BUCKET]

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
-use access_log_ingest::{Ingestor, NoProgress, ObjectReader, ObjectRef, TableTemplate};
+use access_log_ingest::{Ingestor, ObjectReader, ObjectRef, TableTemplate};
 use aws_lambda_events::encodings::SecondTimestamp;
 use aws_lambda_events::event::kinesis::{KinesisEventRecord, KinesisRecord};
 use aws_sdk_s3::primitives::ByteStream;
@@ -19,7 +19,7 @@ use fixtures::game::{Synth, SynthConfig as GameSynthConfig};
 use fixtures::log_lines::{SynthConfig, corpus};
 use game_events::Envelope;
 use game_sink::{Config, Settle, Sink};
-use lake::maintenance::{BinOutcome, CompactOptions, CompactProgress};
+use lake::maintenance::{BinOutcome, CompactObserver, CompactOptions};
 use lake::{Retry, StorageConfig};
 use lakelog_tests::faults::{FaultCounts, FaultProxy, FaultRates, Target};
 use lakelog_tests::{StandIn, duckdb};
@@ -270,7 +270,7 @@ async fn ingest_under_faults(staged: bool) {
             let runs = instances.iter().zip(&queues).map(|(instance, queue)| async move {
                 let mut failed = Vec::new();
                 for batch in queue.chunks(2) {
-                    let outcomes = instance.ingest(batch, &retry(), &NoProgress).await;
+                    let outcomes = instance.ingest(batch, &retry(), &()).await;
                     // SQS delivers again what failed.
                     failed.extend(
                         outcomes
@@ -475,7 +475,7 @@ async fn game_sink_and_compaction_lose_nothing_under_faults() {
             let Ok(mut t) = lake::Table::open(&table, &storage).await else {
                 continue;
             };
-            match t.compact(&options, &lake::maintenance::NoProgress).await {
+            match t.compact(&options, &()).await {
                 Ok(_) => runs += 1,
                 Err(e) => eprintln!("compaction failed, tried again at the next run: {e}"),
             }
@@ -522,7 +522,7 @@ async fn game_sink_and_compaction_lose_nothing_under_faults() {
         let Ok(mut t) = lake::Table::open(&table, &storage).await else {
             continue;
         };
-        match t.compact(&options, &lake::maintenance::NoProgress).await {
+        match t.compact(&options, &()).await {
             Ok(_) => {
                 done = true;
                 break;
@@ -807,7 +807,7 @@ async fn commits_answered_500_after_landing_are_kept() {
         .unwrap();
     let ingestor = ingestor(&standin, &lake, proxy.endpoint(), 1);
     // The table exists first (its creation is tested under faults above).
-    let first = ingestor.ingest(&objects[..1], &retry(), &NoProgress).await;
+    let first = ingestor.ingest(&objects[..1], &retry(), &()).await;
     assert!(first[0].1.is_ok(), "{first:?}");
     // Then every commit is carried out and answered 500; object_store's retry of the PUT then
     // meets the commit itself (412), which delta-rs reports as a version taken by another writer.
@@ -819,9 +819,7 @@ async fn commits_answered_500_after_landing_are_kept() {
         ..FaultRates::none()
     });
     for object in &objects[1..6] {
-        let outcome = ingestor
-            .ingest(std::slice::from_ref(object), &retry(), &NoProgress)
-            .await;
+        let outcome = ingestor.ingest(std::slice::from_ref(object), &retry(), &()).await;
         assert!(outcome[0].1.is_ok(), "{outcome:?}");
     }
     assert!(proxy.counts().fail_after >= 5, "{:?}", proxy.counts());
@@ -834,9 +832,7 @@ async fn commits_answered_500_after_landing_are_kept() {
         ..FaultRates::none()
     });
     for object in &objects[6..] {
-        let outcome = ingestor
-            .ingest(std::slice::from_ref(object), &retry(), &NoProgress)
-            .await;
+        let outcome = ingestor.ingest(std::slice::from_ref(object), &retry(), &()).await;
         assert!(outcome[0].1.is_ok(), "{outcome:?}");
     }
     assert!(
@@ -848,7 +844,7 @@ async fn commits_answered_500_after_landing_are_kept() {
     let table = format!("s3://{lake}/access_logs/web-assets");
     assert_eq!(per_object(standin.endpoint(), &table), expected);
     // Delivered again, nothing is added.
-    let again = ingestor.ingest(&objects, &retry(), &NoProgress).await;
+    let again = ingestor.ingest(&objects, &retry(), &()).await;
     assert!(
         again
             .iter()
@@ -894,7 +890,7 @@ async fn killed_writer() {
     let standin = StandIn::connect().await.unwrap();
     let outcome = ingestor(&standin, &lake, &endpoint, 1)
         .with_staging(true)
-        .ingest(&[ObjectRef::S3 { bucket: raw, key }], &retry(), &NoProgress)
+        .ingest(&[ObjectRef::S3 { bucket: raw, key }], &retry(), &())
         .await;
     assert!(outcome[0].1.is_ok(), "{outcome:?}");
     println!("LAKELOG-CHILD staged");
@@ -960,14 +956,10 @@ async fn a_writer_killed_after_staging_adds_nothing_when_redelivered() {
         key,
     };
     let instance = ingestor(&standin, &lake, proxy.endpoint(), 1).with_staging(true);
-    let again = instance
-        .ingest(std::slice::from_ref(&object), &retry(), &NoProgress)
-        .await;
+    let again = instance.ingest(std::slice::from_ref(&object), &retry(), &()).await;
     assert!(again[0].1.as_ref().is_ok_and(|r| !r.already_ingested()), "{again:?}");
     commit_all_staged(&ingestor(&standin, &lake, proxy.endpoint(), 1)).await;
-    let after = instance
-        .ingest(std::slice::from_ref(&object), &retry(), &NoProgress)
-        .await;
+    let after = instance.ingest(std::slice::from_ref(&object), &retry(), &()).await;
     assert!(after[0].1.as_ref().is_ok_and(|r| r.already_ingested()), "{after:?}");
     let table = format!("s3://{lake}/access_logs/web-assets");
     assert_eq!(
@@ -1001,7 +993,7 @@ fn bin_by_bin() -> CompactOptions {
 #[ignore = "the process of a_compaction_killed_midway_loses_nothing"]
 async fn killed_compactor() {
     struct Say;
-    impl CompactProgress for Say {
+    impl CompactObserver for Say {
         fn bin_done(&self, _: &BinOutcome) {
             println!("LAKELOG-CHILD bin committed");
         }
@@ -1073,20 +1065,14 @@ async fn a_compaction_killed_midway_loses_nothing() {
         "rows after the kill"
     );
     let mut table = lake::Table::open(&events, &direct).await.unwrap();
-    let report = table
-        .compact(&bin_by_bin(), &lake::maintenance::NoProgress)
-        .await
-        .unwrap();
+    let report = table.compact(&bin_by_bin(), &()).await.unwrap();
     assert!(!report.bins.is_empty(), "the killed run left work: {report:?}");
     assert_eq!(
         game_counts(standin.endpoint(), &events, &rejects),
         expected,
         "rows after the next run"
     );
-    let again = table
-        .compact(&bin_by_bin(), &lake::maintenance::NoProgress)
-        .await
-        .unwrap();
+    let again = table.compact(&bin_by_bin(), &()).await.unwrap();
     assert_eq!(again.bins_planned, 0, "the next run finished the work: {again:?}");
 }
 
@@ -1116,10 +1102,7 @@ async fn vacuum_beside_a_reader_and_a_writer_loses_nothing() {
         .map(|f| f.path().into_owned())
         .collect();
     let mut table = lake::Table::open(&events, &direct).await.unwrap();
-    let compacted = table
-        .compact(&bin_by_bin(), &lake::maintenance::NoProgress)
-        .await
-        .unwrap();
+    let compacted = table.compact(&bin_by_bin(), &()).await.unwrap();
     assert_eq!(compacted.files_removed(), files.len(), "{compacted:?}");
 
     // The writer's commit is held up 4 s after its data files are written; VACUUM runs then.

@@ -9,4 +9,5 @@ mod game_api;
 mod game_pipeline;
 mod maintenance;
 mod standins;
+mod structure;
 mod template;

@@ -109,7 +109,7 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tables_of_earlier_releases_are_written_and_maintained_by_this_one() {
     use game_api::{ApiConfig, Game, Games, LocalStream, respond};
-    use lake::maintenance::{CompactOptions, MaintenanceOptions, NoProgress, maintain};
+    use lake::maintenance::{CompactOptions, MaintenanceOptions, maintain};
 
     const KEY: &str = "upgrade-test-key-0123456789";
     let releases = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/releases");
@@ -149,7 +149,7 @@ async fn tables_of_earlier_releases_are_written_and_maintained_by_this_one() {
             serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         request.body = Some(serde_json::json!({ "events": body }).to_string());
         request.headers.insert(
-            game_api::games::API_KEY_HEADER,
+            game_api::API_KEY_HEADER,
             aws_lambda_events::http::HeaderValue::from_static(KEY),
         );
         // Two batches: the sink drops an eventId repeated within one batch itself.
@@ -170,7 +170,7 @@ async fn tables_of_earlier_releases_are_written_and_maintained_by_this_one() {
                 now: chrono::Utc::now() + chrono::TimeDelta::days(2),
                 ..CompactOptions::default()
             }),
-            &NoProgress,
+            &(),
         )
         .await
         .unwrap();

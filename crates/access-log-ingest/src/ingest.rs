@@ -170,8 +170,9 @@ impl ObjectReport {
     }
 }
 
-/// Receives progress while objects are ingested (the CLI's progress bar).
-pub trait Progress: Send + Sync {
+/// Told what an ingest does as it does it: the CLI's progress bar and the function's metrics. `()`
+/// observes nothing.
+pub trait IngestObserver: Send + Sync {
     /// `bytes` more bytes were read.
     fn read(&self, _bytes: u64) {}
     /// An object's outcome is final.
@@ -182,11 +183,7 @@ pub trait Progress: Send + Sync {
     fn conflicted(&self, _table: &str) {}
 }
 
-/// Progress that nobody watches.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NoProgress;
-
-impl Progress for NoProgress {}
+impl IngestObserver for () {}
 
 /// The table specs of the access-log tables.
 pub fn access_logs_spec() -> TableSpec {
@@ -232,7 +229,7 @@ pub struct Ingestor {
     /// (read once, the first time an object that old is ingested).
     old_sources: Arc<Mutex<HashMap<String, Arc<HashSet<String>>>>>,
     /// Per table, the packing of small files its committer started (see [`Ingestor::settled`]).
-    packers: Arc<Mutex<HashMap<String, Arc<lake::staging::Packer>>>>,
+    packers: Arc<Mutex<HashMap<String, Arc<lake::Packer>>>>,
     /// Where tables are registered for Athena, and the tables this instance registered.
     catalog: Option<(catalog::Catalog, Arc<Mutex<HashSet<String>>>)>,
 }
@@ -320,7 +317,7 @@ impl Ingestor {
     /// Waits for the packings of small files that [`Ingestor::commit_staged`] started, if any are
     /// running.
     pub async fn settled(&self) {
-        let packers: Vec<Arc<lake::staging::Packer>> = self.packers.lock().await.values().cloned().collect();
+        let packers: Vec<Arc<lake::Packer>> = self.packers.lock().await.values().cloned().collect();
         futures::future::join_all(packers.iter().map(|packer| packer.finish())).await;
     }
 
@@ -460,14 +457,14 @@ impl Ingestor {
 
     /// Reads the objects at `indices` of `objects` into data files, `concurrency` at a time, each
     /// in a task of its own so that parsing and encoding run on every worker thread; reports the
-    /// bytes read to `progress` as they come.
+    /// bytes read to `observer` as they come.
     async fn read_objects(
         &self,
         session: &Arc<Session>,
         objects: &[ObjectRef],
         indices: &[usize],
         read_until: Option<Instant>,
-        progress: &dyn Progress,
+        observer: &dyn IngestObserver,
     ) -> Vec<(usize, Result<ObjectFiles, IngestError>)> {
         let (bytes_read, mut reads) = tokio::sync::mpsc::unbounded_channel();
         let mut tasks = JoinSet::new();
@@ -496,7 +493,7 @@ impl Ingestor {
         let mut read = Vec::with_capacity(indices.len());
         loop {
             tokio::select! {
-                Some(bytes) = reads.recv() => progress.read(bytes),
+                Some(bytes) = reads.recv() => observer.read(bytes),
                 joined = tasks.join_next() => match joined {
                     None => break,
                     Some(Ok(result)) => {
@@ -511,7 +508,7 @@ impl Ingestor {
             }
         }
         while let Ok(bytes) = reads.try_recv() {
-            progress.read(bytes);
+            observer.read(bytes);
         }
         read
     }
@@ -524,7 +521,7 @@ impl Ingestor {
         &self,
         objects: &[ObjectRef],
         retry: &Retry,
-        progress: &dyn Progress,
+        observer: &dyn IngestObserver,
     ) -> Vec<(ObjectRef, Result<ObjectReport, IngestError>)> {
         let mut seen = std::collections::HashSet::new();
         let objects: Vec<ObjectRef> = objects.iter().filter(|o| seen.insert(*o)).cloned().collect();
@@ -546,7 +543,7 @@ impl Ingestor {
                 now + retry.deadline().saturating_duration_since(now).mul_f64(READ_SHARE)
             });
             let read = self
-                .read_objects(&session, &objects, &pending, read_until, progress)
+                .read_objects(&session, &objects, &pending, read_until, observer)
                 .await;
 
             let mut per_table: BTreeMap<String, Vec<(usize, SourceFiles)>> = BTreeMap::new();
@@ -617,14 +614,14 @@ impl Ingestor {
                             post_commit_failed = outcome.post_commit_failed,
                             "committed"
                         );
-                        progress.committed(&uri, &outcome);
+                        observer.committed(&uri, &outcome);
                         if let Some(settle) = &self.settle {
                             table.settle_after_commit(settle, retry.deadline()).await;
                         }
                         self.tables.lock().await.insert(uri, table);
                     }
                     Err(LakeError::Conflict { reason, .. }) => {
-                        progress.conflicted(&uri);
+                        observer.conflicted(&uri);
                         warn!(table = %uri, objects = indices.len(), %reason, "concurrent commit; re-reading the objects not yet in the table");
                         again.extend(indices);
                     }
@@ -662,7 +659,7 @@ impl Ingestor {
                         attempts,
                     })
                 });
-                progress.done(&object, &result);
+                observer.done(&object, &result);
                 log_outcome(&object, &result);
                 (object, result)
             })
@@ -713,7 +710,7 @@ struct Target {
     table: Table,
 }
 
-/// Where an object's reader reports the bytes it read, for [`Progress::read`].
+/// Where an object's reader reports the bytes it read, for [`IngestObserver::read`].
 type BytesRead = tokio::sync::mpsc::UnboundedSender<u64>;
 
 /// One attempt: the tables it has opened, each at the version it read.

@@ -17,7 +17,7 @@ use aws_config::BehaviorVersion;
 use lake::StorageConfig;
 
 pub use config::{Config, ConfigError, TableTemplate};
-pub use ingest::{IngestError, Ingestor, NoProgress, ObjectReport, Progress, TablesCommitted};
+pub use ingest::{IngestError, IngestObserver, Ingestor, ObjectReport, TablesCommitted};
 pub use objects::{LogSource, ObjectReader, ObjectRef, ReadError};
 
 /// An S3 client from the environment's AWS configuration; with `role_arn`, its credentials come

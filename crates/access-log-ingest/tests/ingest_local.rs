@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
-use access_log_ingest::{IngestError, Ingestor, NoProgress, ObjectReader, ObjectRef, TableTemplate};
+use access_log_ingest::{IngestError, Ingestor, ObjectReader, ObjectRef, TableTemplate};
 use fixtures::log_lines::{SynthConfig, corpus};
 use lake::{StorageConfig, Table};
 use s3_access_log::{AccessLogRecord, parse_lines};
@@ -69,7 +69,7 @@ async fn rows_land_per_bucket_once_and_rejects_are_kept() {
     assert!(rejects > 0);
 
     let ingestor = ingestor(lake.path());
-    let outcomes = ingestor.ingest(&objects, &lake::Retry::default(), &NoProgress).await;
+    let outcomes = ingestor.ingest(&objects, &lake::Retry::default(), &()).await;
     assert_eq!(outcomes.len(), 6);
     let total_rows: u64 = outcomes.iter().map(|(_, r)| r.as_ref().unwrap().rows).sum();
     let total_rejects: u64 = outcomes.iter().map(|(_, r)| r.as_ref().unwrap().rejects).sum();
@@ -87,9 +87,9 @@ async fn rows_land_per_bucket_once_and_rejects_are_kept() {
 
     // Everything delivered again, by the same ingestor and by a fresh one: nothing is added.
     for again in [
-        ingestor.ingest(&objects, &lake::Retry::default(), &NoProgress).await,
+        ingestor.ingest(&objects, &lake::Retry::default(), &()).await,
         self::ingestor(lake.path())
-            .ingest(&objects, &lake::Retry::default(), &NoProgress)
+            .ingest(&objects, &lake::Retry::default(), &())
             .await,
     ] {
         for (_, result) in &again {
@@ -130,7 +130,7 @@ async fn a_bad_object_fails_alone() {
     objects.push(ObjectRef::Local(raw.path().join("missing")));
 
     let outcomes = ingestor(lake.path())
-        .ingest(&objects, &lake::Retry::default(), &NoProgress)
+        .ingest(&objects, &lake::Retry::default(), &())
         .await;
     let failed: Vec<&ObjectRef> = outcomes.iter().filter(|(_, r)| r.is_err()).map(|(o, _)| o).collect();
     assert_eq!(failed, vec![&objects[1], &objects[4]]);
@@ -154,10 +154,7 @@ async fn concurrent_ingestors_of_the_same_objects_write_them_once() {
     let a = ingestor(lake.path());
     let b = ingestor(lake.path());
     let retry = lake::Retry::default();
-    let (ra, rb) = tokio::join!(
-        a.ingest(&objects, &retry, &NoProgress),
-        b.ingest(&objects, &retry, &NoProgress)
-    );
+    let (ra, rb) = tokio::join!(a.ingest(&objects, &retry, &()), b.ingest(&objects, &retry, &()));
     for (_, r) in ra.iter().chain(&rb) {
         assert!(r.is_ok(), "{r:?}");
     }
@@ -193,7 +190,7 @@ async fn overlong_and_bucketless_lines_are_rejected_with_reasons() {
     let path = raw.path().join("long");
     std::fs::write(&path, &data).unwrap();
     let outcomes = ingestor(lake.path())
-        .ingest(&[ObjectRef::Local(path)], &lake::Retry::default(), &NoProgress)
+        .ingest(&[ObjectRef::Local(path)], &lake::Retry::default(), &())
         .await;
     let report = outcomes[0].1.as_ref().unwrap();
     let good_lines = good.split(|&b| b == b'\n').filter(|l| !l.is_empty()).count() as u64;
@@ -232,7 +229,7 @@ async fn objects_whose_txn_expired_are_not_written_again() {
         objects.push(ObjectRef::Local(path));
     }
     let first = ingestor(lake.path())
-        .ingest(&objects[..1], &lake::Retry::default(), &NoProgress)
+        .ingest(&objects[..1], &lake::Retry::default(), &())
         .await;
     assert!(first[0].1.as_ref().is_ok_and(|r| r.rows > 0), "{first:?}");
     let rows = table_rows(&table).await;
@@ -246,7 +243,7 @@ async fn objects_whose_txn_expired_are_not_written_again() {
     // an object that may be in it, naming the backfill, and writes nothing.
     let refused = ingestor(lake.path())
         .with_old_object_lookup(false)
-        .ingest(&objects[..1], &lake::Retry::default(), &NoProgress)
+        .ingest(&objects[..1], &lake::Retry::default(), &())
         .await;
     let message = refused[0].1.as_ref().unwrap_err().to_string();
     assert!(
@@ -256,7 +253,7 @@ async fn objects_whose_txn_expired_are_not_written_again() {
     assert_eq!(table_rows(&table).await, rows);
     // Both objects again, by a new ingestor: the first is found in the rows, the second is new.
     let again = ingestor(lake.path())
-        .ingest(&objects, &lake::Retry::default(), &NoProgress)
+        .ingest(&objects, &lake::Retry::default(), &())
         .await;
     assert!(again[0].1.as_ref().is_ok_and(|r| r.already_ingested()), "{again:?}");
     assert!(again[1].1.as_ref().is_ok_and(|r| r.rows > 0), "{again:?}");
@@ -293,7 +290,7 @@ async fn small_files_of_today_are_packed_and_every_row_stays_once() {
     for object in &objects {
         for _delivery in 0..2 {
             let outcome = ingestor
-                .ingest(std::slice::from_ref(object), &lake::Retry::default(), &NoProgress)
+                .ingest(std::slice::from_ref(object), &lake::Retry::default(), &())
                 .await;
             assert!(outcome[0].1.is_ok(), "{outcome:?}");
         }
@@ -311,7 +308,7 @@ async fn small_files_of_today_are_packed_and_every_row_stays_once() {
     // The objects are still known as ingested: packing kept their txn ids.
     for object in &objects {
         let again = ingestor
-            .ingest(std::slice::from_ref(object), &lake::Retry::default(), &NoProgress)
+            .ingest(std::slice::from_ref(object), &lake::Retry::default(), &())
             .await;
         assert!(again[0].1.as_ref().unwrap().already_ingested(), "{again:?}");
     }
@@ -348,11 +345,7 @@ async fn an_object_not_read_in_time_fails_alone() {
 
     let outcomes = ingestor(lake.path())
         .with_read_deadline(true)
-        .ingest(
-            &objects,
-            &lake::Retry::within(std::time::Duration::from_secs(6)),
-            &NoProgress,
-        )
+        .ingest(&objects, &lake::Retry::within(std::time::Duration::from_secs(6)), &())
         .await;
     let failed: Vec<&ObjectRef> = outcomes.iter().filter(|(_, r)| r.is_err()).map(|(o, _)| o).collect();
     assert_eq!(failed, vec![&objects[1]]);

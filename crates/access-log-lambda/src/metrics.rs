@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use access_log_ingest::{IngestError, ObjectRef, ObjectReport, Progress};
+use access_log_ingest::{IngestError, IngestObserver, ObjectRef, ObjectReport};
 use emf::{Metrics, Unit};
 use lake::AppendOutcome;
 
@@ -60,7 +60,7 @@ pub struct Commits {
     post_commit_failures: AtomicU64,
 }
 
-impl Progress for Commits {
+impl IngestObserver for Commits {
     fn committed(&self, _table: &str, outcome: &AppendOutcome) {
         self.landed.fetch_add(1, Ordering::Relaxed);
         self.attempts.fetch_add(u64::from(outcome.attempts), Ordering::Relaxed);

@@ -36,9 +36,9 @@ pub async fn fail(error: impl Display) -> ! {
 /// # }
 /// ```
 pub async fn settings<T>(
-    read: impl FnOnce(&crate::Vars<fn(&str) -> Option<String>>) -> Result<T, crate::ConfigError>,
+    read: impl FnOnce(&crate::vars::Vars<fn(&str) -> Option<String>>) -> Result<T, crate::vars::ConfigError>,
 ) -> T {
-    match read(&crate::Vars::env()) {
+    match read(&crate::vars::Vars::env()) {
         Ok(settings) => settings,
         Err(e) => fail(e).await,
     }

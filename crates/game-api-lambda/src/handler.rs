@@ -9,7 +9,7 @@ use lambda_runtime::LambdaEvent;
 use crate::metrics;
 
 /// [`game_api::respond()`] to the request, as the game of its key in `games`. It never fails;
-/// every problem is a response (the status table of [`game_api::respond`](mod@game_api::respond)).
+/// every problem is a response (the status table of [`game_api::respond`](game_api::respond())).
 /// The request's metrics go to standard output in `namespace` ([`crate::metrics`]).
 pub async fn handle<S: RecordSink>(
     event: LambdaEvent<ApiGatewayProxyRequest>,

@@ -1,6 +1,6 @@
 //! `game-api-lambda`: API Gateway REST proxy requests -> validated, stamped events -> Kinesis.
 
-use game_api::games::ApiGatewayGames;
+use game_api::ApiGatewayGames;
 use game_api::{Config, Games, KinesisSink, kinesis_client};
 use game_api_lambda::handler;
 use lambda_runtime::{Error, service_fn};

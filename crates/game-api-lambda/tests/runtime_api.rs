@@ -78,8 +78,8 @@ async fn three_games(apigateway: &aws_sdk_apigateway::Client) -> (String, [Strin
         .send()
         .await
         .unwrap();
-    let throttle = game_api::games::admin::Throttle { rate: 50.0, burst: 100 };
-    let api = game_api::games::ApiStageRef {
+    let throttle = game_api::admin::Throttle { rate: 50.0, burst: 100 };
+    let api = game_api::ApiStageRef {
         api_id: api_id.clone(),
         stage: "prod".into(),
     };
@@ -91,15 +91,13 @@ async fn three_games(apigateway: &aws_sdk_apigateway::Client) -> (String, [Strin
         (revoked.clone(), 10.0),
     ] {
         let game = game_api::Game::new(&name).unwrap().with_amounts(0.0, max).unwrap();
-        let key = game_api::games::admin::add_game(apigateway, &api, &game, throttle, None)
+        let key = game_api::admin::add_game(apigateway, &api, &game, throttle, None)
             .await
             .unwrap();
         assert!(key.key.as_deref().is_some_and(|k| k.len() >= 20), "{key:?}");
         ids.push(key.key_id);
     }
-    game_api::games::admin::revoke_game(apigateway, &api, &revoked)
-        .await
-        .unwrap();
+    game_api::admin::revoke_game(apigateway, &api, &revoked).await.unwrap();
     (api_id, [ids[0].clone(), ids[1].clone(), ids[2].clone()])
 }
 

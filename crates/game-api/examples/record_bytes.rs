@@ -46,7 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let (old, new) = (
         game_events::Envelope::new(map).overhead(),
-        game_api::request::envelope(&request).overhead(),
+        game_api::envelope(&request).overhead(),
     );
     let before = written - prepared.entries.len() * new + prepared.entries.len() * old;
     let bar = 2 * body.len() + 1024 * prepared.entries.len();

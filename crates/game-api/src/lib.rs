@@ -15,24 +15,27 @@
 //! written; otherwise 503 with `Retry-After` and which events to resend. No event that did not
 //! reach the stream is ever acknowledged.
 
-pub mod config;
-pub mod deliver;
-pub mod games;
-pub mod lane;
-pub mod local;
-pub mod pseudonym;
-pub mod request;
-pub mod respond;
-pub mod sink;
+mod config;
+mod deliver;
+mod games;
+mod lane;
+mod local;
+mod pseudonym;
+mod request;
+mod respond;
+mod sink;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use config::{ApiConfig, Config, ConfigError, PartitionKey};
 pub use deliver::{Delivery, DeliveryConfig, Outcome, deliver};
-pub use games::{Game, GameError, Games};
+pub use games::{
+    API_KEY_HEADER, ApiGatewayGames, ApiStageRef, Game, GameError, Games, KEY_CACHE_TTL, admin, pseudonym_key_name,
+};
 pub use lane::Lane;
-pub use local::{ForeignSequence, LOCAL_SHARD_ID, LocalStream};
+pub use local::{DEFAULT_CAPACITY, ForeignSequence, LOCAL_SHARD_ID, LocalStream};
 pub use pseudonym::{Pseudonym, PseudonymError};
+pub use request::{RequestError, body_bytes, envelope, proxy_request};
 pub use respond::{Answered, ApiError, Prepared, answer, prepare, respond};
 pub use sink::{
     EntryFailure, EntryResult, KinesisSink, PutEntry, RecordSink, SinkError, StreamRef, Written, kinesis_client,

@@ -8,9 +8,9 @@ use std::sync::{Mutex, PoisonError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::LocalStream;
 use crate::games::{Game, Games};
 use crate::lane::Lane;
+use crate::local::LocalStream;
 use crate::sink::{EntryFailure, EntryResult, PutEntry, RecordSink, SinkError, THROUGHPUT_EXCEEDED};
 
 /// The API key of the sample requests in `events/` (their `x-api-key` header).
@@ -213,7 +213,7 @@ mod tests {
     use bytes::Bytes;
 
     use super::*;
-    use crate::LocalStream;
+    use crate::local::LocalStream;
 
     fn entries(n: usize) -> Vec<PutEntry> {
         (0..n)

@@ -11,7 +11,7 @@ use lake::{Erasure, ErasureReport, Folder, LakeError, Purge, Retry, StorageConfi
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use crate::Parked;
+use crate::sink::Parked;
 
 /// Why an erasure could not be done.
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,7 @@ use game_events::batch::{
     EVENT_DATE, GameEventsBatchBuilder, Lineage, RejectsBatchBuilder, game_events_rejects_schema, game_events_schema,
 };
 use game_events::{RecordError, StampedEvent, decode_record};
-use lake::{Advance, LakeError, Retry, SourceFiles, Staged, StagedCommit, StorageConfig, Table, TableSpec, progress};
+use lake::{Advance, LakeError, Retry, SourceFiles, Staged, StagedCommit, StorageConfig, Table, TableSpec, positions};
 use tokio::sync::{Mutex, OnceCell};
 use tracing::{info, warn};
 use uuid::Uuid;
@@ -54,7 +54,7 @@ struct AppendTable {
     table: OnceCell<Mutex<Table>>,
     committer: OnceCell<Mutex<Table>>,
     /// Packs the table's small files beside the committer.
-    packer: lake::staging::Packer,
+    packer: lake::Packer,
 }
 
 impl AppendTable {
@@ -66,7 +66,7 @@ impl AppendTable {
             settle,
             table: OnceCell::new(),
             committer: OnceCell::new(),
-            packer: lake::staging::Packer::default(),
+            packer: lake::Packer::default(),
         }
     }
 
@@ -135,7 +135,7 @@ impl AppendTable {
     }
 
     /// Commits what the writers staged, then starts packing the open partitions' small files
-    /// beside the next commits when due ([`lake::staging::Packer`]).
+    /// beside the next commits when due ([`lake::Packer`]).
     async fn commit_staged(&self, retry: &Retry) -> Result<StagedCommit, LakeError> {
         let mut table = self.committer().await?.lock().await;
         let report = table.commit_staged(lake::staging::MAX_LINKS_PER_COMMIT, retry).await?;
@@ -253,11 +253,11 @@ fn after(records: &[KinesisEventRecord], done: Option<&str>) -> (Vec<bool>, Opti
         .iter()
         .map(|record| {
             let sequence = record.kinesis.sequence_number.as_str();
-            if !progress::is_position(sequence) {
+            if !positions::is_position(sequence) {
                 return true;
             }
-            let after = done.is_none_or(|done| progress::compare(sequence, done) == Ordering::Greater);
-            if after && to.is_none_or(|to| progress::compare(sequence, to) == Ordering::Greater) {
+            let after = done.is_none_or(|done| positions::compare(sequence, done) == Ordering::Greater);
+            if after && to.is_none_or(|to| positions::compare(sequence, to) == Ordering::Greater) {
                 to = Some(sequence);
             }
             after
@@ -467,7 +467,7 @@ impl Sink {
             if let Some(position) = table.staged_position(&stream).await?
                 && latest
                     .as_deref()
-                    .is_none_or(|l| progress::compare(&position, l) == Ordering::Greater)
+                    .is_none_or(|l| positions::compare(&position, l) == Ordering::Greater)
             {
                 latest = Some(position);
             }

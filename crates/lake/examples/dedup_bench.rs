@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use arrow::array::{Date32Array, Float64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use lake::maintenance::{CompactOptions, NoProgress};
+use lake::maintenance::CompactOptions;
 use lake::{Retry, StorageConfig, Table, TableSpec};
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
@@ -146,7 +146,7 @@ async fn run_compaction(dir: &str, memory_mb: u64) -> anyhow::Result<()> {
         grace: chrono::TimeDelta::zero(),
         ..CompactOptions::default()
     };
-    let report = table.compact(&options, &NoProgress).await?;
+    let report = table.compact(&options, &()).await?;
     let rows: u64 = report.bins.iter().map(|b| b.rows).sum();
     println!(
         "{dir}: {} files -> {}, {rows} rows kept, {} duplicates removed in {:.1} s, peak RSS {} MB",

@@ -19,7 +19,7 @@ use tracing::debug;
 pub(crate) use crate::commit::is_committed;
 use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit};
 use crate::error::LakeError;
-use crate::progress::{self, Advance};
+use crate::positions::{self, Advance};
 use crate::txns::Txns;
 
 /// Microseconds since the Unix epoch, now.
@@ -223,9 +223,9 @@ pub(crate) async fn commit_appends(
 }
 
 /// Commits the files of `sources` as plain appends together with the new positions of the
-/// streams their rows came from (see [`crate::progress`]), so that the rows and the record of
+/// streams their rows came from (see [`crate::positions`]), so that the rows and the record of
 /// how far each stream is in land atomically: a writer handed the same records again reads the
-/// positions ([`crate::progress::position`]) and skips what the table has.
+/// positions ([`crate::positions::position`]) and skips what the table has.
 ///
 /// The commit is refused with [`LakeError::Conflict`] (nothing written, files deleted) when
 /// another writer moved one of the streams since [`Advance::from`] was read; failures otherwise
@@ -299,7 +299,7 @@ async fn commit_files(
         actions.extend(files.adds.into_iter().map(Action::Add));
     }
     for advance in advances {
-        transactions.extend(progress::transactions(uri, &advance.stream, &advance.to, now_ms)?);
+        transactions.extend(positions::transactions(uri, &advance.stream, &advance.to, now_ms)?);
     }
     if actions.is_empty() && transactions.is_empty() {
         return Ok(outcome);
@@ -369,7 +369,8 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::create::tests::spec;
-    use crate::{StorageConfig, open_or_create, open_table};
+    use crate::create::{file_stats, open_or_create, open_table};
+    use crate::storage::StorageConfig;
 
     pub(crate) fn batch(ids: &[&str], day: i32) -> RecordBatch {
         let n = ids.len();
@@ -387,7 +388,7 @@ pub(crate) mod tests {
     }
 
     fn row_count(table: &DeltaTable) -> u64 {
-        crate::file_stats(table).unwrap().rows
+        file_stats(table).unwrap().rows
     }
 
     async fn write_source(uri: &str, table: &DeltaTable, source: &str, rows: &[&str]) -> SourceFiles {
@@ -453,7 +454,7 @@ pub(crate) mod tests {
         let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
         let shard = "kinesis:arn:aws:kinesis:us-east-1:1:stream/s/shardId-000000000000";
         assert_eq!(
-            crate::progress::position(&uri, &table, &Txns::default(), shard)
+            crate::positions::position(&uri, &table, &Txns::default(), shard)
                 .await
                 .unwrap(),
             None
@@ -478,7 +479,7 @@ pub(crate) mod tests {
         assert_eq!(outcome.version, Some(1));
         let reopened = open_table(&uri, &StorageConfig::default()).await.unwrap();
         assert_eq!(
-            crate::progress::position(&uri, &reopened, &Txns::default(), shard)
+            crate::positions::position(&uri, &reopened, &Txns::default(), shard)
                 .await
                 .unwrap()
                 .as_deref(),
@@ -486,7 +487,7 @@ pub(crate) mod tests {
         );
         // Another shard's position is its own.
         assert_eq!(
-            crate::progress::position(&uri, &reopened, &Txns::default(), "kinesis:other")
+            crate::positions::position(&uri, &reopened, &Txns::default(), "kinesis:other")
                 .await
                 .unwrap(),
             None
@@ -529,7 +530,7 @@ pub(crate) mod tests {
         let table = open_table(&uri, &StorageConfig::default()).await.unwrap();
         assert_eq!(row_count(&table), 4);
         assert_eq!(
-            crate::progress::position(&uri, &table, &Txns::default(), shard)
+            crate::positions::position(&uri, &table, &Txns::default(), shard)
                 .await
                 .unwrap()
                 .as_deref(),
@@ -552,7 +553,7 @@ pub(crate) mod tests {
         .await
         .unwrap();
         assert_eq!(
-            crate::progress::position(&uri, &table, &Txns::default(), shard)
+            crate::positions::position(&uri, &table, &Txns::default(), shard)
                 .await
                 .unwrap()
                 .as_deref(),
@@ -747,8 +748,8 @@ pub(crate) mod tests {
         let streams = ["kinesis:a", "kinesis:b"];
         let mut ids: Vec<String> = (0..30).step_by(3).map(|r| format!("s3://raw/{r}")).collect();
         for stream in streams {
-            ids.push(format!("{}{stream}:n", progress::POSITION_APP_ID));
-            ids.extend((0..3).map(|g| format!("{}{stream}:{g}", progress::POSITION_APP_ID)));
+            ids.push(format!("{}{stream}:n", positions::POSITION_APP_ID));
+            ids.extend((0..3).map(|g| format!("{}{stream}:{g}", positions::POSITION_APP_ID)));
         }
         let mut checkpointed = Vec::new();
         for round in 0..30u64 {
@@ -758,10 +759,12 @@ pub(crate) mod tests {
                 (&mut b, &memory_b, streams[1])
             };
             table.update_incremental(None).await.unwrap();
-            let from = progress::position(&uri, table, memory, stream).await.unwrap();
+            let from = positions::position(&uri, table, memory, stream).await.unwrap();
             assert_eq!(
                 from,
-                progress::position(&uri, table, &Txns::default(), stream).await.unwrap()
+                positions::position(&uri, table, &Txns::default(), stream)
+                    .await
+                    .unwrap()
             );
             let outcome = if round % 3 == 0 {
                 let files = write_source(&uri, table, &format!("s3://raw/{round}"), &["x"]).await;

@@ -30,7 +30,7 @@ use tracing::{debug, warn};
 
 use crate::checkpoint::checkpoint_due;
 use crate::error::LakeError;
-use crate::progress::{self, Advance};
+use crate::positions::{self, Advance};
 use crate::txns::Txns;
 
 /// The `commitInfo` key under which each commit records its own id.
@@ -474,7 +474,7 @@ async fn check_guard(
         }
         Guard::Positions(advances) => {
             for advance in advances.iter() {
-                let now = progress::position(uri, table, txns, &advance.stream).await?;
+                let now = positions::position(uri, table, txns, &advance.stream).await?;
                 if now != advance.from {
                     return Ok(Some(format!(
                         "version {} moved stream {} to {} (this commit read {})",

@@ -98,7 +98,7 @@ pub enum LakeError {
         source: Box<DeltaTableError>,
     },
     /// A stream position that is not a decimal number of at most
-    /// [`MAX_POSITION_DIGITS`](crate::progress::MAX_POSITION_DIGITS) digits, or a recorded one
+    /// [`MAX_POSITION_DIGITS`](crate::positions::MAX_POSITION_DIGITS) digits, or a recorded one
     /// whose `txn` actions do not make one.
     #[error("table {uri}: stream {stream}: {position:?} is not a position (a decimal number of at most 129 digits)")]
     InvalidPosition {

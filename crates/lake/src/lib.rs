@@ -41,7 +41,9 @@ mod error;
 mod files;
 mod folder;
 pub mod maintenance;
-pub mod progress;
+mod packer;
+mod partitions;
+pub mod positions;
 pub mod retention;
 pub mod sources;
 pub mod staging;
@@ -55,14 +57,11 @@ pub use create::{FileStats, TableSpec};
 pub use erase::{Erasure, ErasureReport, FolderScan, Purge};
 pub use error::LakeError;
 pub use folder::Folder;
-pub use progress::Advance;
+pub use packer::Packer;
+pub use positions::Advance;
 pub use staging::{Staged, StagedCommit};
 pub use storage::{StorageConfig, table_url};
 pub use table::Table;
-// The functions `Table` is made of, for the crate's own modules and tests.
-pub(crate) use create::open_table;
-#[cfg(test)]
-pub(crate) use create::{file_stats, open_or_create};
 
 // The table type the functions above open, for callers that read or inspect it.
 pub use deltalake::DeltaTable;

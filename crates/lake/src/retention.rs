@@ -17,7 +17,8 @@ use serde::Serialize;
 use tracing::{info, warn};
 
 use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit};
-use crate::maintenance::{MaintenanceError, date_partition_column, partition_date, partition_label};
+use crate::error::MaintenanceError;
+use crate::partitions::{date_partition_column, partition_date, partition_label};
 use crate::txns::Txns;
 
 /// What [`expire`] did.

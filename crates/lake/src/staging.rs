@@ -4,7 +4,7 @@
 //! writers contend. So the writers of ordered streams (a Kinesis shard each) do not commit: a
 //! writer writes its data files, then records what they hold in a *link* of its stream's chain,
 //! and its batch is done once the link is durable. A committer then commits the links of every
-//! stream in one Delta version, with each stream's new position (see [`crate::progress`]), so the
+//! stream in one Delta version, with each stream's new position (see [`crate::positions`]), so the
 //! table sees one commit per pass whatever the number of streams.
 //!
 //! A stream's links live under `_lakelog_staged/<stream, hex>/` in the table's folder (Delta
@@ -42,7 +42,7 @@ use tracing::{debug, info, warn};
 use crate::append::{SourceFiles, append_operation, now_micros};
 use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit, delete_files};
 use crate::error::LakeError;
-use crate::progress::{self, Advance};
+use crate::positions::{self, Advance};
 use crate::txns::Txns;
 
 /// The folder of the table where staged links are kept.
@@ -181,7 +181,7 @@ fn link_from(name: &str) -> Option<Option<String>> {
     let stem = name.rsplit('/').next()?.strip_suffix(".json")?;
     if stem == START {
         Some(None)
-    } else if progress::is_position(stem) {
+    } else if positions::is_position(stem) {
         Some(Some(stem.to_owned()))
     } else {
         None
@@ -194,7 +194,7 @@ fn compare_from(a: &Option<String>, b: &Option<String>) -> Ordering {
         (None, None) => Ordering::Equal,
         (None, Some(_)) => Ordering::Less,
         (Some(_), None) => Ordering::Greater,
-        (Some(a), Some(b)) => progress::compare(a, b),
+        (Some(a), Some(b)) => positions::compare(a, b),
     }
 }
 
@@ -318,45 +318,6 @@ impl CommitSummary {
     }
 }
 
-/// Packs a table's small files beside its committer: at most one packing at a time, started after
-/// a commit when due, never in the way of the next commits. A packing rewrites small files into
-/// few (see [`crate::maintenance::Settle`]); its commit is guarded like every compaction, so it
-/// and the committer's appends, which remove nothing, never undo each other.
-#[derive(Debug, Default)]
-pub struct Packer {
-    running: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
-}
-
-impl Packer {
-    /// Starts packing a copy of `table` as `settle` says, starting no bin after `stop_at`, unless
-    /// a packing is still running.
-    pub fn start(&self, table: &crate::Table, settle: crate::maintenance::Settle, stop_at: std::time::Instant) {
-        let mut running = self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if running.as_ref().is_some_and(|packing| !packing.is_finished()) {
-            return;
-        }
-        let mut table = table.clone();
-        *running = Some(tokio::spawn(async move {
-            table.settle_after_commit(&settle, stop_at).await;
-        }));
-    }
-
-    /// Waits for the packing that is running, if any (a function waits before it answers, so that
-    /// no packing is frozen half way).
-    pub async fn finish(&self) {
-        let running = self
-            .running
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(packing) = running
-            && let Err(e) = packing.await
-        {
-            warn!(error = %e, "a packing of small files ended abnormally; the next commit starts another");
-        }
-    }
-}
-
 /// How long one committer invocation runs its passes: a scheduled function invoked once a minute
 /// then has one committer at a time, the next starting as this one ends.
 pub const TICK: std::time::Duration = std::time::Duration::from_secs(55);
@@ -400,7 +361,7 @@ pub(crate) async fn stage(
     files: SourceFiles,
     advance: &Advance,
 ) -> Result<Staged, LakeError> {
-    if !progress::is_position(&advance.to) {
+    if !positions::is_position(&advance.to) {
         return Err(LakeError::InvalidPosition {
             uri: uri.to_owned(),
             stream: advance.stream.clone(),
@@ -694,13 +655,13 @@ pub(crate) async fn commit_staged(
             warn!(table = uri, folder = dir, "not a folder of staged links; left alone");
             continue;
         };
-        let position = progress::position(uri, table, txns, &stream).await?;
+        let position = positions::position(uri, table, txns, &stream).await?;
         let newest = links.links.last().map(|(_, name)| name.clone());
         for (from, name) in &links.links {
             let after = match (&position, from) {
                 (None, _) => true,
                 (Some(_), None) => false,
-                (Some(p), Some(f)) => progress::compare(f, p) != Ordering::Less,
+                (Some(p), Some(f)) => positions::compare(f, p) != Ordering::Less,
             };
             if after {
                 wanted.push(name.clone());
@@ -770,7 +731,7 @@ pub(crate) async fn commit_staged(
         report.streams = advances.len();
         let mut transactions = Vec::new();
         for advance in &advances {
-            transactions.extend(progress::transactions(uri, &advance.stream, &advance.to, now_ms)?);
+            transactions.extend(positions::transactions(uri, &advance.stream, &advance.to, now_ms)?);
         }
         let landed = commit_staged_files(
             uri,

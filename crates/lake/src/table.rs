@@ -12,10 +12,10 @@ use crate::create::{FileStats, TableSpec, file_stats, open_or_create, open_table
 use crate::erase::{self, Erasure, ErasureReport, FolderScan};
 use crate::error::LakeError;
 use crate::maintenance::{
-    self, CheckpointReport, CompactOptions, CompactProgress, CompactionPlan, CompactionReport, MaintenanceError,
-    NoProgress, Settle, VacuumOptions, VacuumReport,
+    self, CheckpointReport, CompactObserver, CompactOptions, CompactionPlan, CompactionReport, MaintenanceError,
+    Settle, VacuumOptions, VacuumReport,
 };
-use crate::progress::{self, Advance};
+use crate::positions::{self, Advance};
 use crate::sources;
 use crate::staging::{self, Staged, StagedCommit};
 use crate::storage::StorageConfig;
@@ -93,10 +93,10 @@ impl Table {
         commit_appends(&self.uri, &mut self.delta, &self.txns, sources, retry).await
     }
 
-    /// How far `stream` is in the loaded version (see [`crate::progress`]); `None` when no commit
+    /// How far `stream` is in the loaded version (see [`crate::positions`]); `None` when no commit
     /// recorded a position of it.
     pub async fn position(&self, stream: &str) -> Result<Option<String>, LakeError> {
-        progress::position(&self.uri, &self.delta, &self.txns, stream).await
+        positions::position(&self.uri, &self.delta, &self.txns, stream).await
     }
 
     /// Commits `sources` as plain appends with the streams' new positions.
@@ -198,9 +198,9 @@ impl Table {
     pub async fn compact(
         &mut self,
         options: &CompactOptions,
-        progress: &dyn CompactProgress,
+        observer: &dyn CompactObserver,
     ) -> Result<CompactionReport, MaintenanceError> {
-        maintenance::compact(&self.uri, &mut self.delta, options, progress).await
+        maintenance::compact(&self.uri, &mut self.delta, options, observer).await
     }
 
     /// Packs the small files the writers left when `settle` says it is time (see
@@ -226,7 +226,7 @@ impl Table {
         if plan.files() < settle.files {
             return Ok(None);
         }
-        maintenance::compact_planned(&self.uri, &mut self.delta, &plan, &options, &NoProgress)
+        maintenance::compact_planned(&self.uri, &mut self.delta, &plan, &options, &())
             .await
             .map(Some)
     }

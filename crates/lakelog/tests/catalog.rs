@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use access_log_ingest::{Ingestor, NoProgress, ObjectReader, TableTemplate};
+use access_log_ingest::{Ingestor, ObjectReader, TableTemplate};
 use aws_sdk_glue::types::DatabaseInput;
 use aws_sdk_s3::primitives::ByteStream;
 use catalog::Catalog;
@@ -86,7 +86,7 @@ async fn the_writers_register_their_tables_and_sync_registers_older_ones() {
     let objects = reader.list(&format!("s3://{raw}/")).await.unwrap();
     let ingestor =
         Ingestor::new(template, rejects, storage.clone(), reader, 2).with_catalog(Catalog::new(glue.clone(), &db));
-    for (object, result) in ingestor.ingest(&objects, &lake::Retry::default(), &NoProgress).await {
+    for (object, result) in ingestor.ingest(&objects, &lake::Retry::default(), &()).await {
         result.unwrap_or_else(|e| panic!("{object}: {e}"));
     }
 

@@ -315,7 +315,7 @@ async fn a_key_rotates_with_both_keys_working_in_between() {
     assert_eq!(plan_keys, both);
 
     // The API function takes either key for the game, as API Gateway hands it the key's id.
-    let lookup = game_api::Games::ApiGateway(game_api::games::ApiGatewayGames::with_ttl(
+    let lookup = game_api::Games::ApiGateway(game_api::ApiGatewayGames::with_ttl(
         apigateway.clone(),
         std::time::Duration::ZERO,
     ));
@@ -419,11 +419,11 @@ async fn a_pseudonymised_game_writes_no_raw_device_id() {
         &standin,
         &["set", &game, "--pseudonymise", "device_id", "--api-id", &api_id],
     );
-    let stage = game_api::games::ApiStageRef {
+    let stage = game_api::ApiStageRef {
         api_id: api_id.clone(),
         stage: "prod".into(),
     };
-    let parameter = game_api::games::pseudonym_key_name(&stage, &game);
+    let parameter = game_api::pseudonym_key_name(&stage, &game);
     let stored = ssm
         .get_parameter()
         .name(&parameter)
@@ -450,7 +450,7 @@ async fn a_pseudonymised_game_writes_no_raw_device_id() {
     assert_eq!(again.parameter().unwrap().value(), stored.parameter().unwrap().value());
 
     let lookup = game_api::Games::ApiGateway(
-        game_api::games::ApiGatewayGames::with_ttl(apigateway.clone(), std::time::Duration::ZERO).with_ssm(ssm.clone()),
+        game_api::ApiGatewayGames::with_ttl(apigateway.clone(), std::time::Duration::ZERO).with_ssm(ssm.clone()),
     );
     let events = Synth::new(SynthConfig {
         seed: 3,

@@ -5,9 +5,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lake::StorageConfig;
-use lake::maintenance::{
-    CompactOptions, MaintenanceOptions, NoProgress, TableReport, VacuumOptions, discover_tables, maintain,
-};
+use lake::maintenance::{CompactOptions, MaintenanceOptions, TableReport, VacuumOptions, discover_tables, maintain};
 use lambda_runtime::LambdaEvent;
 use serde::Serialize;
 use tracing::{error, info};
@@ -362,7 +360,7 @@ pub async fn handle(event: LambdaEvent<EventBridgeEvent>, maintainer: &Maintaine
             }),
             stop_at,
         };
-        let summary = match maintain(&uri, &maintainer.storage, &options, &NoProgress).await {
+        let summary = match maintain(&uri, &maintainer.storage, &options, &()).await {
             Ok(table_report) => {
                 let summary = TableSummary::from(table_report);
                 if let Some(failure) = &summary.error {

@@ -354,7 +354,7 @@ mod tests {
     /// Three access-log tables (one per bucket of the synthetic corpus) and their rejects table,
     /// with the rows the parser gives per bucket.
     async fn tables(lake: &std::path::Path) -> (Vec<String>, String, Vec<(String, i64)>) {
-        use access_log_ingest::{Ingestor, NoProgress, ObjectReader, ObjectRef, TableTemplate};
+        use access_log_ingest::{Ingestor, ObjectReader, ObjectRef, TableTemplate};
         use fixtures::log_lines::{SynthConfig, corpus};
 
         let raw = lake.join("raw");
@@ -378,7 +378,7 @@ mod tests {
             1,
         );
         for (_, result) in ingestor
-            .ingest(&[ObjectRef::Local(object)], &lake::Retry::default(), &NoProgress)
+            .ingest(&[ObjectRef::Local(object)], &lake::Retry::default(), &())
             .await
         {
             result.unwrap();

@@ -16,15 +16,15 @@ use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 
 use crate::field::Field;
-use crate::record::{AccessLogRecord, LogLine, ParsedLine, Typed};
+use crate::lines::LogLine;
+use crate::record::{AccessLogRecord, ParsedLine, Typed};
 use crate::time::date_of;
 
 /// The timezone of every timestamp column: Delta's `timestamp` type is UTC.
 pub const UTC: &str = "UTC";
 
 /// Rows per `access_logs` batch, for writers that choose: small enough that the columns being
-/// filled stay in a core's caches (2,048 rows went into Arrow 10-15% faster than 8,192 in
-/// `examples/profile_parse.rs`), large enough that what each batch costs downstream (a Parquet
+/// filled stay in a core's caches (`examples/profile_parse.rs` compares sizes), large enough that what each batch costs downstream (a Parquet
 /// write call) stays small.
 pub const BATCH_ROWS: usize = 2048;
 

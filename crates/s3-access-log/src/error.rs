@@ -1,7 +1,6 @@
 //! Why a line could not be parsed.
 
-use crate::field::Field;
-use crate::json::JsonField;
+use crate::field::{Field, JsonField};
 
 /// Why one access-log line could not be parsed. The message names the field and what was wrong, and
 /// is what lands in the `reason` column of the rejects table.

@@ -1,4 +1,4 @@
-//! The named fields of an access-log line, in the order S3 writes them.
+//! The named fields of an access-log line, in the order S3 writes them, and those of its JSON form.
 
 use std::fmt;
 
@@ -145,5 +145,118 @@ impl Field {
 impl fmt::Display for Field {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.column())
+    }
+}
+
+/// A documented field of the JSON form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonField {
+    /// `schema_version_id`: the version of the record's schema.
+    SchemaVersionId,
+    /// `bucket_arn`: the ARN of the bucket.
+    BucketArn,
+    /// A field with a text-format counterpart.
+    Text(Field),
+}
+
+impl JsonField {
+    /// Every documented field, in the guide's order.
+    pub const ALL: [JsonField; 29] = [
+        JsonField::SchemaVersionId,
+        JsonField::BucketArn,
+        JsonField::Text(Field::Bucket),
+        JsonField::Text(Field::RequestTime),
+        JsonField::Text(Field::BucketOwner),
+        JsonField::Text(Field::RemoteIp),
+        JsonField::Text(Field::Requester),
+        JsonField::Text(Field::RequestId),
+        JsonField::Text(Field::Operation),
+        JsonField::Text(Field::Key),
+        JsonField::Text(Field::RequestUri),
+        JsonField::Text(Field::HttpStatus),
+        JsonField::Text(Field::ErrorCode),
+        JsonField::Text(Field::BytesSent),
+        JsonField::Text(Field::ObjectSize),
+        JsonField::Text(Field::TotalTime),
+        JsonField::Text(Field::TurnAroundTime),
+        JsonField::Text(Field::Referer),
+        JsonField::Text(Field::UserAgent),
+        JsonField::Text(Field::VersionId),
+        JsonField::Text(Field::HostId),
+        JsonField::Text(Field::SignatureVersion),
+        JsonField::Text(Field::CipherSuite),
+        JsonField::Text(Field::AuthenticationType),
+        JsonField::Text(Field::HostHeader),
+        JsonField::Text(Field::TlsVersion),
+        JsonField::Text(Field::AccessPointArn),
+        JsonField::Text(Field::AclRequired),
+        JsonField::Text(Field::SourceRegion),
+    ];
+
+    /// The field's name in a record.
+    pub const fn name(self) -> &'static str {
+        match self {
+            JsonField::SchemaVersionId => "schema_version_id",
+            JsonField::BucketArn => "bucket_arn",
+            JsonField::Text(field) => match field {
+                Field::BucketOwner => "bucket_owner_id",
+                Field::Bucket => "bucket_name",
+                Field::Key => "key_name",
+                Field::BytesSent => "bytes_sent_size",
+                Field::TotalTime => "total_duration",
+                Field::TurnAroundTime => "turn_around_duration",
+                other => other.column(),
+            },
+        }
+    }
+
+    /// The text-format field whose column this field lands in, if it has one.
+    pub const fn field(self) -> Option<Field> {
+        match self {
+            JsonField::Text(field) => Some(field),
+            JsonField::SchemaVersionId | JsonField::BucketArn => None,
+        }
+    }
+
+    pub(crate) fn of_name(name: &str) -> Option<Self> {
+        let field = match name {
+            "schema_version_id" => return Some(JsonField::SchemaVersionId),
+            "bucket_arn" => return Some(JsonField::BucketArn),
+            "bucket_name" => Field::Bucket,
+            "request_time" => Field::RequestTime,
+            "bucket_owner_id" => Field::BucketOwner,
+            "remote_ip" => Field::RemoteIp,
+            "requester" => Field::Requester,
+            "request_id" => Field::RequestId,
+            "operation" => Field::Operation,
+            "key_name" => Field::Key,
+            "request_uri" => Field::RequestUri,
+            "http_status" => Field::HttpStatus,
+            "error_code" => Field::ErrorCode,
+            "bytes_sent_size" => Field::BytesSent,
+            "object_size" => Field::ObjectSize,
+            "total_duration" => Field::TotalTime,
+            "turn_around_duration" => Field::TurnAroundTime,
+            "referer" => Field::Referer,
+            "user_agent" => Field::UserAgent,
+            "version_id" => Field::VersionId,
+            "host_id" => Field::HostId,
+            "signature_version" => Field::SignatureVersion,
+            "cipher_suite" => Field::CipherSuite,
+            "authentication_type" => Field::AuthenticationType,
+            "host_header" => Field::HostHeader,
+            "tls_version" => Field::TlsVersion,
+            "access_point_arn" => Field::AccessPointArn,
+            "acl_required" => Field::AclRequired,
+            "source_region" => Field::SourceRegion,
+            _ => return None,
+        };
+        Some(JsonField::Text(field))
+    }
+}
+
+impl fmt::Display for JsonField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }

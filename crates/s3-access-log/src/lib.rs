@@ -40,7 +40,7 @@ pub use batch::{
 };
 pub use error::ParseError;
 pub use field::Field;
-pub use lines::{Lines, is_blank, parse_lines};
-pub use record::{AccessLogRecord, LogLine, ParsedLine, decode_key};
+pub use lines::{Lines, LogLine, is_blank, parse_lines};
+pub use record::{AccessLogRecord, ParsedLine, decode_key};
 pub use time::{date_of, parse_request_time};
 pub use tokenizer::{Fields, MIN_FIELDS, NAMED_FIELDS};

@@ -1,9 +1,12 @@
 //! Lines of a log object, numbered, with their terminators removed.
 
+use std::borrow::Cow;
+
 use memchr::memchr;
 
 use crate::error::ParseError;
-use crate::record::AccessLogRecord;
+use crate::json::{is_json_record, parse_json_record};
+use crate::record::{AccessLogRecord, ParsedLine};
 
 /// The lines of a buffer with their 1-based numbers; `\n` and `\r\n` both end a line, and a last
 /// line without terminator is still a line.
@@ -57,6 +60,61 @@ pub fn parse_lines(buf: &[u8]) -> impl Iterator<Item = (u64, &[u8], Result<Acces
     Lines::new(buf)
         .filter(|(_, line)| !is_blank(line))
         .map(|(n, line)| (n, line, AccessLogRecord::parse(line)))
+}
+
+impl<'a> AccessLogRecord<'a> {
+    /// Parses one line (without its line terminator), of either form ([`LogLine::parse`]).
+    pub fn parse(line: &'a [u8]) -> Result<Self, ParseError> {
+        LogLine::parse(line).map(|parsed| parsed.record())
+    }
+}
+
+/// One line of an access-log object, parsed in the form it is written in: the space-delimited text
+/// S3 writes to a bucket, or a JSON record as S3 writes to CloudWatch Logs ([`crate::json`]). What
+/// [`AccessLogBatchBuilder::append_line`](crate::AccessLogBatchBuilder::append_line) takes.
+#[derive(Debug, Clone)]
+pub enum LogLine<'a> {
+    /// A line of the text form, checked; its text still the line's.
+    Text(ParsedLine<'a>),
+    /// A JSON record, typed.
+    Json(AccessLogRecord<'a>),
+}
+
+impl<'a> LogLine<'a> {
+    /// Parses one line (without its line terminator): a JSON record when it starts with `{`
+    /// ([`is_json_record`]), else a line of the text form.
+    #[inline(always)]
+    pub fn parse(line: &'a [u8]) -> Result<Self, ParseError> {
+        if is_json_record(line) {
+            parse_json_record(line).map(LogLine::Json)
+        } else {
+            ParsedLine::parse(line).map(LogLine::Text)
+        }
+    }
+
+    /// The bucket; `None` when it is `-` or null.
+    pub fn bucket(&self) -> Option<Cow<'_, str>> {
+        match self {
+            LogLine::Text(line) => line.bucket(),
+            LogLine::Json(record) => record.bucket.as_deref().map(Cow::Borrowed),
+        }
+    }
+
+    /// Microseconds since the Unix epoch of the request, UTC.
+    pub fn request_time(&self) -> i64 {
+        match self {
+            LogLine::Text(line) => line.request_time(),
+            LogLine::Json(record) => record.request_time,
+        }
+    }
+
+    /// The line as a typed record.
+    pub fn record(self) -> AccessLogRecord<'a> {
+        match self {
+            LogLine::Text(line) => line.record(),
+            LogLine::Json(record) => record,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@ use std::borrow::Cow;
 
 use crate::error::ParseError;
 use crate::field::Field;
-use crate::json::{is_json_record, parse_json_record};
 use crate::time::{date_of, parse_request_time};
 use crate::tokenizer::{Fields, find_either};
 
@@ -72,11 +71,6 @@ pub struct AccessLogRecord<'a> {
 }
 
 impl<'a> AccessLogRecord<'a> {
-    /// Parses one line (without its line terminator), of either form ([`LogLine::parse`]).
-    pub fn parse(line: &'a [u8]) -> Result<Self, ParseError> {
-        LogLine::parse(line).map(|parsed| parsed.record())
-    }
-
     /// Days since the Unix epoch of the UTC date of the request: the `request_date` partition.
     pub fn request_date(&self) -> i32 {
         date_of(self.request_time)
@@ -115,54 +109,6 @@ impl<'a> AccessLogRecord<'a> {
             | Field::AclRequired => return None,
         };
         text.as_deref()
-    }
-}
-
-/// One line of an access-log object, parsed in the form it is written in: the space-delimited text
-/// S3 writes to a bucket, or a JSON record as S3 writes to CloudWatch Logs ([`crate::json`]). What
-/// [`AccessLogBatchBuilder::append_line`](crate::AccessLogBatchBuilder::append_line) takes.
-#[derive(Debug, Clone)]
-pub enum LogLine<'a> {
-    /// A line of the text form, checked; its text still the line's.
-    Text(ParsedLine<'a>),
-    /// A JSON record, typed.
-    Json(AccessLogRecord<'a>),
-}
-
-impl<'a> LogLine<'a> {
-    /// Parses one line (without its line terminator): a JSON record when it starts with `{`
-    /// ([`is_json_record`]), else a line of the text form.
-    #[inline(always)]
-    pub fn parse(line: &'a [u8]) -> Result<Self, ParseError> {
-        if is_json_record(line) {
-            parse_json_record(line).map(LogLine::Json)
-        } else {
-            ParsedLine::parse(line).map(LogLine::Text)
-        }
-    }
-
-    /// The bucket; `None` when it is `-` or null.
-    pub fn bucket(&self) -> Option<Cow<'_, str>> {
-        match self {
-            LogLine::Text(line) => line.bucket(),
-            LogLine::Json(record) => record.bucket.as_deref().map(Cow::Borrowed),
-        }
-    }
-
-    /// Microseconds since the Unix epoch of the request, UTC.
-    pub fn request_time(&self) -> i64 {
-        match self {
-            LogLine::Text(line) => line.request_time(),
-            LogLine::Json(record) => record.request_time,
-        }
-    }
-
-    /// The line as a typed record.
-    pub fn record(self) -> AccessLogRecord<'a> {
-        match self {
-            LogLine::Text(line) => line.record(),
-            LogLine::Json(record) => record,
-        }
     }
 }
 

@@ -17,10 +17,11 @@ use indexmap::IndexMap;
 use tracing::{debug, info, warn};
 
 use super::dedup::{Drops, KeyFile, find_duplicates, key_columns, key_implies};
-use super::{MaintenanceError, date_partition_column, now, partition_date, partition_label, past};
+use super::{MaintenanceError, now, past};
 use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit, decode_path, delete_files};
 use crate::conform::{conform, without_partitions};
 use crate::files::{StoreFile, WRITTEN_SINCE_TAG, written_at};
+use crate::partitions::{date_partition_column, partition_date, partition_label};
 use crate::txns::Txns;
 
 /// Tag of the files written by a deduplicating compaction, with the key column as its value: such
@@ -43,8 +44,8 @@ pub const DEFAULT_TARGET_FILE_SIZE: u64 = 128 << 20;
 /// Default grace period after a partition's date has ended before it is compacted.
 pub const DEFAULT_GRACE: TimeDelta = TimeDelta::hours(48);
 
-/// Default memory for the keys of new rows while duplicates are looked for: 512 MiB, about 18
-/// million keys a pass.
+/// Default memory for the keys of new rows while duplicates are looked for: 512 MiB, about 14.7
+/// million keys a pass (see `dedup::entries_within`).
 pub const DEFAULT_DEDUP_MEMORY: u64 = 512 << 20;
 
 /// Rows per batch read from the files being compacted.
@@ -122,8 +123,8 @@ pub struct Settle {
 }
 
 impl Settle {
-    /// Small files that start a packing by default: at a thousand active files a commit takes
-    /// about twice as long as on a fresh table (BENCHMARKS.md, "Commit cost and table size").
+    /// Small files that start a packing by default: from about a thousand active files a commit
+    /// costs markedly more than on a fresh table (BENCHMARKS.md, "Commit cost and table size").
     pub const DEFAULT_FILES: usize = 1000;
     /// Files below 16 MiB are small by default: a packed file of that size is left until the
     /// partition closes, so no row is rewritten again and again while its day goes on.
@@ -322,8 +323,9 @@ impl CompactionReport {
     }
 }
 
-/// Progress of a compaction, for progress bars. Calls come from the compacting task.
-pub trait CompactProgress: Sync {
+/// Told how a compaction goes, for progress bars; `()` observes nothing. Calls come from the
+/// compacting task.
+pub trait CompactObserver: Sync {
     /// The plan is made.
     fn planned(&self, _plan: &CompactionPlan) {}
     /// A file of `bytes` was read (and its rows written).
@@ -332,11 +334,7 @@ pub trait CompactProgress: Sync {
     fn bin_done(&self, _outcome: &BinOutcome) {}
 }
 
-/// No progress reporting.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoProgress;
-
-impl CompactProgress for NoProgress {}
+impl CompactObserver for () {}
 
 /// Plans the compaction of `table` (named `uri` in errors): its closed partitions with work,
 /// newest first, each with its bins.
@@ -535,14 +533,14 @@ pub(crate) async fn compact(
     uri: &str,
     table: &mut DeltaTable,
     options: &CompactOptions,
-    progress: &dyn CompactProgress,
+    observer: &dyn CompactObserver,
 ) -> Result<CompactionReport, MaintenanceError> {
     table
         .update_incremental(None)
         .await
         .map_err(|e| MaintenanceError::delta(uri, "compaction", e))?;
     let plan = plan_compaction(uri, table, options)?;
-    compact_planned(uri, table, &plan, options, progress).await
+    compact_planned(uri, table, &plan, options, observer).await
 }
 
 /// Carries out `plan`, made by [`plan_compaction`] on the version `table` holds, as [`compact`]
@@ -552,9 +550,9 @@ pub(crate) async fn compact_planned(
     table: &mut DeltaTable,
     plan: &CompactionPlan,
     options: &CompactOptions,
-    progress: &dyn CompactProgress,
+    observer: &dyn CompactObserver,
 ) -> Result<CompactionReport, MaintenanceError> {
-    progress.planned(plan);
+    observer.planned(plan);
     let mut report = CompactionReport {
         files_before: plan.active_files,
         files_after: plan.active_files,
@@ -589,10 +587,10 @@ pub(crate) async fn compact_planned(
                 report.stopped_early = true;
                 break 'partitions;
             }
-            match work.rewrite(table, bin, progress).await? {
+            match work.rewrite(table, bin, observer).await? {
                 Some(outcome) => {
                     report.files_after = report.files_after + outcome.files_added - outcome.files_removed;
-                    progress.bin_done(&outcome);
+                    observer.bin_done(&outcome);
                     report.bins.push(outcome);
                 }
                 None => {
@@ -736,7 +734,7 @@ impl<'a> PartitionWork<'a> {
         &mut self,
         table: &mut DeltaTable,
         bin: &[DataFile],
-        progress: &dyn CompactProgress,
+        observer: &dyn CompactObserver,
     ) -> Result<Option<BinOutcome>, MaintenanceError> {
         let uri = self.uri;
         let delta = |e| MaintenanceError::delta(uri, "compaction", e);
@@ -787,7 +785,7 @@ impl<'a> PartitionWork<'a> {
                     return Err(self.read_error(&file.path, format!("holds {file_rows} rows, the log says {expected}")));
                 }
                 rows_read += file_rows;
-                progress.file_read(file.size);
+                observer.file_read(file.size);
             }
             writer.flush().await.map_err(delta)
         }

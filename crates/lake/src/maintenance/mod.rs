@@ -51,7 +51,6 @@
 //! (at least 7 days unless forced) and files that no commit references, so time travel within the
 //! retention keeps working.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -71,8 +70,8 @@ mod dedup;
 mod tests;
 
 pub use self::compact::{
-    BinOutcome, CompactOptions, CompactProgress, CompactionPlan, CompactionReport, DEDUP_TAG, DEFAULT_DEDUP_MEMORY,
-    NoProgress, PACKING, PartitionPlan, Settle, is_packing,
+    BinOutcome, CompactObserver, CompactOptions, CompactionPlan, CompactionReport, DEDUP_TAG, DEFAULT_DEDUP_MEMORY,
+    PACKING, PartitionPlan, Settle, is_packing,
 };
 pub(crate) use self::compact::{compact, compact_planned, plan_compaction};
 pub use crate::error::MaintenanceError;
@@ -302,9 +301,9 @@ pub async fn maintain(
     uri: &str,
     storage: &StorageConfig,
     options: &MaintenanceOptions,
-    progress: &dyn CompactProgress,
+    observer: &dyn CompactObserver,
 ) -> Result<TableReport, MaintenanceError> {
-    let mut table = crate::open_table(uri, storage).await?;
+    let mut table = crate::create::open_table(uri, storage).await?;
     let mut report = TableReport {
         uri: uri.to_owned(),
         ..TableReport::default()
@@ -325,7 +324,7 @@ pub async fn maintain(
     if let Some(compact_options) = &options.compact {
         let mut compact_options = compact_options.clone();
         compact_options.stop_at = compaction_stop_at(compact_options.stop_at, options.stop_at, Instant::now());
-        match compact(uri, &mut table, &compact_options, progress).await {
+        match compact(uri, &mut table, &compact_options, observer).await {
             Ok(compaction) => report.compaction = Some(compaction),
             Err(e) => report.failed.push(("compaction", e.to_string())),
         }
@@ -395,43 +394,6 @@ pub async fn discover_tables(prefix: &str, storage: &StorageConfig) -> Result<Ve
     }
     tables.sort();
     Ok(tables)
-}
-
-/// The table's date partition column (`request_date`, `eventDate`): the first partition column of
-/// type `DATE`, by which compaction closes partitions and retention drops them.
-pub(crate) fn date_partition_column(
-    partition_columns: &[String],
-    schema: &deltalake::kernel::StructType,
-) -> Option<String> {
-    partition_columns
-        .iter()
-        .find(|c| {
-            schema
-                .field(c.as_str())
-                .is_some_and(|f| f.data_type() == &deltalake::kernel::DataType::DATE)
-        })
-        .cloned()
-}
-
-/// The date of a date partition's value (`2024-06-01`), as the log writes it.
-pub(crate) fn partition_date(value: &str) -> Option<chrono::NaiveDate> {
-    chrono::NaiveDate::parse_from_str(value, "%Y-%m-%d").ok()
-}
-
-/// The partition values of a file as `col=value/col=value` (`(unpartitioned)` for none), in the
-/// table's partition column order.
-pub(crate) fn partition_label(columns: &[String], values: &HashMap<String, Option<String>>) -> String {
-    if columns.is_empty() {
-        return "(unpartitioned)".to_owned();
-    }
-    columns
-        .iter()
-        .map(|c| match values.get(c).and_then(|v| v.as_deref()) {
-            Some(v) => format!("{c}={v}"),
-            None => format!("{c}=null"),
-        })
-        .collect::<Vec<_>>()
-        .join("/")
 }
 
 /// Now, for options that take the current time.

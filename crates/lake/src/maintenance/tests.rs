@@ -10,11 +10,12 @@ use chrono::{TimeDelta, Utc};
 use deltalake::DeltaTable;
 use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+use crate::create::{TableSpec, file_stats, open_or_create, open_table};
 use crate::maintenance::{
-    CompactOptions, MaintenanceError, MaintenanceOptions, NoProgress, VacuumOptions, checkpoint, compact,
-    discover_tables, maintain, plan_compaction, vacuum,
+    CompactOptions, MaintenanceError, MaintenanceOptions, VacuumOptions, checkpoint, compact, discover_tables,
+    maintain, plan_compaction, vacuum,
 };
-use crate::{StorageConfig, TableSpec, file_stats, open_or_create, open_table};
+use crate::storage::StorageConfig;
 
 const DAY: i32 = 19_000; // 2022-01-08
 const MICROS_PER_DAY: i64 = 86_400_000_000;
@@ -257,7 +258,7 @@ async fn compaction_of_500_small_commits_keeps_every_event_once() {
         dedup_key: Some("eventId".into()),
         ..CompactOptions::default()
     };
-    let report = compact(&uri, &mut table, &options, &NoProgress).await.unwrap();
+    let report = compact(&uri, &mut table, &options, &()).await.unwrap();
     assert_eq!(report.partitions_planned, 3, "today's partition is open");
     assert!(report.conflicts.is_empty() && !report.stopped_early, "{report:?}");
     assert_eq!(report.duplicates(), (before.len() - distinct_before.len()) as u64);
@@ -292,7 +293,7 @@ async fn compaction_of_500_small_commits_keeps_every_event_once() {
     assert_eq!(today_files, 5);
 
     // A second run has nothing left to do.
-    let again = compact(&uri, &mut table, &options, &NoProgress).await.unwrap();
+    let again = compact(&uri, &mut table, &options, &()).await.unwrap();
     assert_eq!((again.partitions_planned, again.bins.len()), (0, 0), "{again:?}");
 
     // VACUUM within the retention keeps the removed files: time travel still works.
@@ -358,14 +359,14 @@ async fn late_duplicates_and_a_deadline() {
             stop_at: Some(std::time::Instant::now()),
             ..options.clone()
         },
-        &NoProgress,
+        &(),
     )
     .await
     .unwrap();
     assert!(stopped.stopped_early && stopped.bins.is_empty(), "{stopped:?}");
     assert_eq!(stopped.bins_planned, 2);
     let version = table.version();
-    let report = compact(&uri, &mut table, &options, &NoProgress).await.unwrap();
+    let report = compact(&uri, &mut table, &options, &()).await.unwrap();
     assert_eq!((report.bins.len(), report.duplicates()), (2, 0));
     assert_eq!(table.version().unwrap(), version.unwrap() + 2);
     // Without duplicates, compaction is no data change.
@@ -379,7 +380,7 @@ async fn late_duplicates_and_a_deadline() {
     // A retry lands after compaction: one late file with a duplicate and a new event. The
     // partition is rewritten (the late file is not deduplicated yet), dropping the duplicate.
     append(&uri, &mut table, "late", &[event(0, DAY), event(100, DAY)]).await;
-    let late = compact(&uri, &mut table, &options, &NoProgress).await.unwrap();
+    let late = compact(&uri, &mut table, &options, &()).await.unwrap();
     assert_eq!((late.bins.len(), late.duplicates()), (1, 1), "{late:?}");
     let commits = history(&table, 1).await;
     assert_eq!(
@@ -390,7 +391,7 @@ async fn late_duplicates_and_a_deadline() {
     let all = rows(&table);
     let ids: BTreeSet<&str> = all.iter().map(|e| e.id.as_str()).collect();
     assert_eq!((all.len(), ids.len()), (31, 31));
-    let after = compact(&uri, &mut table, &options, &NoProgress).await.unwrap();
+    let after = compact(&uri, &mut table, &options, &()).await.unwrap();
     assert_eq!(after.bins_planned, 0, "converged: {after:?}");
 }
 
@@ -412,7 +413,7 @@ async fn duplicates_found_in_passes_within_a_small_memory() {
         target_file_size: 1 << 30,
         ..CompactOptions::default()
     };
-    let report = compact(&uri, &mut table, &options, &NoProgress).await.unwrap();
+    let report = compact(&uri, &mut table, &options, &()).await.unwrap();
     assert_eq!(report.duplicates(), 80, "{report:?}");
     let ids: BTreeSet<String> = rows(&table).into_iter().map(|e| e.id).collect();
     assert_eq!((rows(&table).len(), ids.len()), (400, 400));
@@ -420,7 +421,7 @@ async fn duplicates_found_in_passes_within_a_small_memory() {
     // A late file into the compacted (tagged) partition: its copies go, its new event stays.
     let late: Vec<Event> = (395..405).map(|n| event(n, DAY)).collect();
     append(&uri, &mut table, "late", &late).await;
-    let report = compact(&uri, &mut table, &options, &NoProgress).await.unwrap();
+    let report = compact(&uri, &mut table, &options, &()).await.unwrap();
     assert_eq!(report.duplicates(), 5, "{report:?}");
     assert_eq!(rows(&table).len(), 405);
 }
@@ -436,7 +437,7 @@ async fn compacted_files_keep_when_their_rows_were_first_written() {
     append(&uri, &mut table, "b", &[event(3, DAY)]).await;
     let written = chrono::Utc::now().timestamp_millis() + 500;
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
-    let report = compact(&uri, &mut table, &CompactOptions::default(), &NoProgress)
+    let report = compact(&uri, &mut table, &CompactOptions::default(), &())
         .await
         .unwrap();
     assert_eq!(report.files_added(), 1, "{report:?}");
@@ -479,7 +480,7 @@ async fn a_copy_sent_again_after_midnight_goes_with_the_day_before() {
         dedup_key: Some("eventId".into()),
         ..CompactOptions::default()
     };
-    let report = compact(&uri, &mut table, &options, &NoProgress).await.unwrap();
+    let report = compact(&uri, &mut table, &options, &()).await.unwrap();
     assert_eq!(report.duplicates(), 1, "{report:?}");
     let ids_by_day: BTreeSet<(i32, String)> = rows(&table).into_iter().map(|e| (e.day, e.id)).collect();
     assert_eq!(
@@ -508,7 +509,7 @@ async fn concurrent_compactions_and_appends_lose_nothing() {
             let uri = uri.clone();
             tokio::spawn(async move {
                 let mut table = open_table(&uri, &StorageConfig::default()).await.unwrap();
-                compact(&uri, &mut table, &CompactOptions::default(), &NoProgress).await
+                compact(&uri, &mut table, &CompactOptions::default(), &()).await
             })
         })
         .collect();
@@ -533,7 +534,7 @@ async fn concurrent_compactions_and_appends_lose_nothing() {
     want.extend((0..5).map(|i| event(1000 + i, DAY)));
     assert_eq!(sorted(rows(&table)), sorted(want.clone()), "every row exactly once");
     // What is left is picked up by the next run.
-    compact(&uri, &mut table, &CompactOptions::default(), &NoProgress)
+    compact(&uri, &mut table, &CompactOptions::default(), &())
         .await
         .unwrap();
     assert_eq!(file_stats(&table).unwrap().files, 1);
@@ -552,7 +553,7 @@ async fn unpartitioned_tables_go_by_file_age_and_checkpoints_discovery() {
         append(&uri, &mut table, &format!("c{i}"), &[event(i, DAY)]).await;
     }
     // Young files stay; with no grace they are all closed.
-    let young = compact(&uri, &mut table, &CompactOptions::default(), &NoProgress)
+    let young = compact(&uri, &mut table, &CompactOptions::default(), &())
         .await
         .unwrap();
     assert_eq!(young.partitions_planned, 0);
@@ -566,7 +567,7 @@ async fn unpartitioned_tables_go_by_file_age_and_checkpoints_discovery() {
         (plan.date_column.clone(), plan.partitions[0].label.as_str()),
         (None, "(unpartitioned)")
     );
-    let report = compact(&uri, &mut table, &options, &NoProgress).await.unwrap();
+    let report = compact(&uri, &mut table, &options, &()).await.unwrap();
     assert_eq!((report.files_before, report.files_after), (4, 1));
 
     // A checkpoint of the current version, once.
@@ -607,14 +608,9 @@ async fn unpartitioned_tables_go_by_file_age_and_checkpoints_discovery() {
     assert_eq!(found, vec![format!("{lake}/b-table"), format!("{lake}/rejects")]);
 
     // One pass of everything.
-    let report = maintain(
-        &uri,
-        &StorageConfig::default(),
-        &MaintenanceOptions::all(options),
-        &NoProgress,
-    )
-    .await
-    .unwrap();
+    let report = maintain(&uri, &StorageConfig::default(), &MaintenanceOptions::all(options), &())
+        .await
+        .unwrap();
     assert!(report.skipped.is_empty() && report.checkpoint.is_some() && report.vacuum.is_some());
 }
 
@@ -636,7 +632,9 @@ async fn settling_packs_the_small_files_writers_left_and_keeps_every_row() {
         append(&uri, &mut delta, &format!("late-{i}"), &[event(100 + i, DAY)]).await;
     }
     let before = sorted(rows(&delta));
-    let mut table = crate::Table::open(&uri, &StorageConfig::default()).await.unwrap();
+    let mut table = crate::table::Table::open(&uri, &StorageConfig::default())
+        .await
+        .unwrap();
 
     // Once the grace is over, every partition is closed and every file the maintenance pass's.
     let later = CompactOptions {
@@ -710,7 +708,7 @@ async fn settling_packs_the_small_files_writers_left_and_keeps_every_row() {
         dedup_key: Some("eventId".into()),
         ..CompactOptions::default()
     };
-    let closed = table.compact(&dedup, &NoProgress).await.unwrap();
+    let closed = table.compact(&dedup, &()).await.unwrap();
     assert_eq!((closed.files_removed(), closed.files_added()), (1, 1), "{closed:?}");
     let deduplicated = table_paths(table.delta());
     delta.update_incremental(None).await.unwrap();
@@ -729,7 +727,7 @@ async fn settling_packs_the_small_files_writers_left_and_keeps_every_row() {
         now: Utc::now() + TimeDelta::days(3),
         ..dedup
     };
-    let closed = table.compact(&options, &NoProgress).await.unwrap();
+    let closed = table.compact(&options, &()).await.unwrap();
     assert_eq!(closed.duplicates(), 6, "{closed:?}");
     let after = rows(table.delta());
     let distinct: BTreeSet<&str> = after.iter().map(|e| e.id.as_str()).collect();
@@ -805,7 +803,7 @@ async fn compaction_reads_files_from_before_the_schema_grew() {
         dedup_key: Some("eventId".into()),
         ..CompactOptions::default()
     };
-    let first = compact(&uri, &mut delta, &by_event_id, &NoProgress).await.unwrap();
+    let first = compact(&uri, &mut delta, &by_event_id, &()).await.unwrap();
     assert_eq!(first.duplicates(), 1);
     crate::append::commit_batch(&uri, &mut delta, "c", params_batch(&old, &[("e4", None)])).await;
 
@@ -826,7 +824,7 @@ async fn compaction_reads_files_from_before_the_schema_grew() {
         dedup_key: Some("gameId+eventId".into()),
         ..CompactOptions::default()
     };
-    let report = maintain(&uri, &storage, &MaintenanceOptions::all(by_game_and_event), &NoProgress)
+    let report = maintain(&uri, &storage, &MaintenanceOptions::all(by_game_and_event), &())
         .await
         .unwrap();
     assert!(report.failed.is_empty(), "{:?}", report.failure());
@@ -881,7 +879,7 @@ async fn a_failing_compaction_leaves_checkpoint_and_vacuum_to_run() {
             dedup_key: Some("nope".into()),
             ..CompactOptions::default()
         }),
-        &NoProgress,
+        &(),
     )
     .await
     .unwrap();
@@ -903,19 +901,21 @@ async fn an_erasure_with_appends_and_a_compaction_at_once_removes_only_its_ids()
     }
     let before = sorted(rows(&table));
     let forgotten = ["device-3", "device-17", "device-36"];
-    let erasure = crate::Erasure::new(forgotten).equals("device_id");
+    let erasure = crate::erase::Erasure::new(forgotten).equals("device_id");
     let eraser = {
         let (uri, erasure) = (uri.clone(), erasure.clone());
         tokio::spawn(async move {
-            let mut table = crate::Table::open(&uri, &StorageConfig::default()).await.unwrap();
-            table.erase(&erasure, &crate::Retry::default()).await
+            let mut table = crate::table::Table::open(&uri, &StorageConfig::default())
+                .await
+                .unwrap();
+            table.erase(&erasure, &crate::commit::Retry::default()).await
         })
     };
     let compaction = {
         let uri = uri.clone();
         tokio::spawn(async move {
             let mut table = open_table(&uri, &StorageConfig::default()).await.unwrap();
-            compact(&uri, &mut table, &CompactOptions::default(), &NoProgress).await
+            compact(&uri, &mut table, &CompactOptions::default(), &()).await
         })
     };
     let appender = {
@@ -938,7 +938,9 @@ async fn an_erasure_with_appends_and_a_compaction_at_once_removes_only_its_ids()
         .cloned()
         .collect();
     want.extend((0..5).map(|i| event(1001 + 37 * i, DAY)));
-    let mut table = crate::Table::open(&uri, &StorageConfig::default()).await.unwrap();
+    let mut table = crate::table::Table::open(&uri, &StorageConfig::default())
+        .await
+        .unwrap();
     assert_eq!(
         sorted(rows(table.delta())),
         sorted(want),
@@ -964,7 +966,7 @@ async fn an_erasure_with_appends_and_a_compaction_at_once_removes_only_its_ids()
     assert!(purge.after.holding.is_empty(), "{:?}", purge.after.holding);
     assert_eq!(sorted(rows(table.delta())).len(), before.len() - removed as usize + 5);
     // Erasing again finds nothing.
-    let again = table.erase(&erasure, &crate::Retry::default()).await.unwrap();
+    let again = table.erase(&erasure, &crate::commit::Retry::default()).await.unwrap();
     assert_eq!((again.rows_removed, again.version), (0, None));
 }
 
@@ -998,9 +1000,7 @@ async fn retention_drops_the_partitions_past_it_and_deletes_their_files() {
         vacuum: None,
         stop_at: None,
     };
-    let report = maintain(&uri, &StorageConfig::default(), &options, &NoProgress)
-        .await
-        .unwrap();
+    let report = maintain(&uri, &StorageConfig::default(), &options, &()).await.unwrap();
     let retention = report.retention.unwrap();
     // Seven days before today is the oldest kept: the two days before it go.
     assert_eq!(retention.partitions.len(), 2, "{retention:?}");
@@ -1013,9 +1013,7 @@ async fn retention_drops_the_partitions_past_it_and_deletes_their_files() {
     let gone = old_files.iter().filter(|f| !f.exists()).count();
     assert_eq!(gone, 4, "the dropped partitions' files are deleted at once");
     // Again: nothing more to drop.
-    let again = maintain(&uri, &StorageConfig::default(), &options, &NoProgress)
-        .await
-        .unwrap();
+    let again = maintain(&uri, &StorageConfig::default(), &options, &()).await.unwrap();
     assert_eq!(again.retention.unwrap().files, 0);
 }
 

@@ -1,5 +1,4 @@
-//! `lakelog demo`: the whole product on one machine, offline (38 s measured on a 2-core machine,
-//! dev build).
+//! `lakelog demo`: the whole product on one machine, offline.
 //!
 //! 1. S3 server access logs of a generated data lake (daily snapshots, append-only event datasets,
 //!    a model, exports nobody reads, readers with different age habits, lifecycle actions,
@@ -19,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use access_log_ingest::{Ingestor, NoProgress as NoIngestProgress, ObjectReader, TableTemplate};
+use access_log_ingest::{Ingestor, ObjectReader, TableTemplate};
 use anyhow::{Context, bail};
 use aws_lambda_events::apigw::ApiGatewayProxyRequest;
 use aws_lambda_events::encodings::Body;
@@ -29,7 +28,7 @@ use fixtures::game::season::{Season, SeasonConfig};
 use game_api::{ApiConfig, Game, Games, LocalStream, respond};
 use game_events::GameEvent;
 use lake::StorageConfig;
-use lake::maintenance::{CompactOptions, MaintenanceOptions, NoProgress, TableReport, discover_tables, maintain};
+use lake::maintenance::{CompactOptions, MaintenanceOptions, TableReport, discover_tables, maintain};
 use serde_json::{Value, json};
 
 use fixtures::workload::inventory::{self, InventoryFormat};
@@ -173,10 +172,10 @@ fn client_request(body: &str, at: DateTime<Utc>, request_id: &str, key: &str) ->
         hyper::header::HeaderValue::from_static("application/json"),
     );
     if let Ok(key) = hyper::header::HeaderValue::from_str(key) {
-        headers.insert(game_api::games::API_KEY_HEADER, key);
+        headers.insert(game_api::API_KEY_HEADER, key);
     }
     let (parts, ()) = request.into_parts();
-    game_api::request::proxy_request(parts, body.as_bytes(), at, request_id.to_owned(), "demo")
+    game_api::proxy_request(parts, body.as_bytes(), at, request_id.to_owned(), "demo")
 }
 
 /// Runs `lakelog demo`.
@@ -208,7 +207,7 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             now,
             ..CompactOptions::default()
         });
-        let report = maintain(table, &storage, &options, &NoProgress)
+        let report = maintain(table, &storage, &options, &())
             .await
             .with_context(|| format!("maintenance of {table} failed"))?;
         if let Some(failure) = report.failure() {
@@ -310,10 +309,7 @@ async fn access_logs(
     // The function's path: the objects are staged, then the committer commits them.
     let ingestor = Ingestor::new(table, rejects.clone(), storage.clone(), reader, 4).with_staging(true);
     let (mut rows, mut rejected) = (0, 0);
-    for (object, result) in ingestor
-        .ingest(&objects, &lake::Retry::default(), &NoIngestProgress)
-        .await
-    {
+    for (object, result) in ingestor.ingest(&objects, &lake::Retry::default(), &()).await {
         let report = result.with_context(|| format!("{object} was not ingested"))?;
         rows += report.rows;
         rejected += report.rejects;

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use game_api::games::ApiStageRef;
-use game_api::games::admin::{
+use game_api::ApiStageRef;
+use game_api::admin::{
     Changes, GameKey, Quota, QuotaPeriod, Throttle, add_game, list_games, pseudonymise_game, retire_key, revoke_game,
     rotate_game, set_game,
 };
@@ -316,7 +316,7 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                             "lakelog games: {}'s key is the SecureString parameter {}; deleting it makes the game's \
                              pseudonyms unlinkable (and its requests refused while pseudonymisation is on)",
                             set.game,
-                            game_api::games::pseudonym_key_name(&stage, &set.game)
+                            game_api::pseudonym_key_name(&stage, &set.game)
                         );
                     }
                 }
@@ -332,7 +332,7 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                     "lakelog games: {} changed; API Gateway applies a throttle or quota at once, the function reads a lane or \
                      an amount range within {} minutes",
                     set.game,
-                    game_api::games::KEY_CACHE_TTL.as_secs() / 60
+                    game_api::KEY_CACHE_TTL.as_secs() / 60
                 );
             }
             GamesCommand::Revoke(revoke) => {

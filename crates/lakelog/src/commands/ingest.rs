@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use access_log_ingest::{IngestError, Ingestor, ObjectReader, ObjectRef, ObjectReport, Progress, TableTemplate};
+use access_log_ingest::{IngestError, IngestObserver, Ingestor, ObjectReader, ObjectRef, ObjectReport, TableTemplate};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use lake::StorageConfig;
@@ -39,7 +39,7 @@ struct Bar<'t> {
     totals: &'t Totals,
 }
 
-impl Progress for Bar<'_> {
+impl IngestObserver for Bar<'_> {
     fn read(&self, bytes: u64) {
         self.totals.bytes.fetch_add(bytes, Ordering::Relaxed);
         self.bar.set_message(self.totals.line());

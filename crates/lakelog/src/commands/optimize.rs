@@ -8,7 +8,7 @@ use chrono::TimeDelta;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use lake::StorageConfig;
-use lake::maintenance::{BinOutcome, CompactOptions, CompactProgress, CompactionPlan};
+use lake::maintenance::{BinOutcome, CompactObserver, CompactOptions, CompactionPlan};
 
 /// Arguments of `lakelog optimize`.
 #[derive(Debug, Args)]
@@ -48,7 +48,7 @@ pub struct OptimizeArgs {
 
 struct Bar(ProgressBar);
 
-impl CompactProgress for Bar {
+impl CompactObserver for Bar {
     fn planned(&self, plan: &CompactionPlan) {
         self.0.set_length(plan.bytes());
         self.0.set_message(format!(

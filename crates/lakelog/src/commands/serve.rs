@@ -60,7 +60,7 @@ pub struct ServeArgs {
     pub partition_key: PartitionKey,
     /// Records the embedded stream holds that no consumer took yet; beyond, requests get 503 as
     /// from a throttled stream.
-    #[arg(long, default_value_t = game_api::local::DEFAULT_CAPACITY)]
+    #[arg(long, default_value_t = game_api::DEFAULT_CAPACITY)]
     pub buffer: usize,
 }
 
@@ -370,7 +370,7 @@ fn typed(status: StatusCode, content_type: &'static str, body: String) -> Respon
     response
 }
 
-/// The API Gateway REST proxy event of an HTTP request ([`game_api::request::proxy_request`]), or
+/// The API Gateway REST proxy event of an HTTP request ([`game_api::proxy_request`]), or
 /// the answer to a body that is too large or cannot be read.
 pub async fn proxy_request(
     request: Request<Incoming>,
@@ -394,8 +394,7 @@ pub async fn proxy_request(
             return Err(plain(status, &json!({"message": message})));
         }
     };
-    let mut proxy =
-        game_api::request::proxy_request(parts, &body, Utc::now(), uuid::Uuid::new_v4().to_string(), "local");
+    let mut proxy = game_api::proxy_request(parts, &body, Utc::now(), uuid::Uuid::new_v4().to_string(), "local");
     proxy.request_context.identity.source_ip = Some(peer.ip().to_string());
     Ok(proxy)
 }
