@@ -162,7 +162,7 @@ impl SourceWriter {
 /// The closed data files of one source, ready to commit.
 #[derive(Debug, Clone)]
 pub struct SourceFiles {
-    source: String,
+    pub(crate) source: String,
     pub(crate) adds: Vec<Add>,
     pub(crate) rows: u64,
 }
@@ -365,7 +365,7 @@ pub(crate) mod tests {
     use std::collections::BTreeMap;
     use std::sync::Arc;
 
-    use arrow::array::{Array as _, AsArray as _, Date32Array, StringArray, TimestampMicrosecondArray};
+    use arrow::array::{AsArray as _, Date32Array, StringArray, TimestampMicrosecondArray};
 
     use super::*;
     use crate::create::tests::spec;
@@ -387,11 +387,12 @@ pub(crate) mod tests {
         .unwrap()
     }
 
-    fn row_count(table: &DeltaTable) -> u64 {
+    pub(crate) fn row_count(table: &DeltaTable) -> u64 {
         file_stats(table).unwrap().rows
     }
 
-    async fn write_source(uri: &str, table: &DeltaTable, source: &str, rows: &[&str]) -> SourceFiles {
+    /// Writes `rows` of `source` on two days, uncommitted.
+    pub(crate) async fn write_source(uri: &str, table: &DeltaTable, source: &str, rows: &[&str]) -> SourceFiles {
         let mut writer = SourceWriter::new(uri, table, source).unwrap();
         writer.write(batch(rows, 19_000)).await.unwrap();
         writer.write(batch(rows, 19_001)).await.unwrap();
@@ -736,208 +737,6 @@ pub(crate) mod tests {
         let table = open_table(&uri, &StorageConfig::default()).await.unwrap();
         assert_eq!(table.version(), Some(8));
         assert_eq!(row_count(&table), 8 * 6);
-    }
-
-    #[tokio::test]
-    async fn remembered_ids_answer_as_a_replay_does_while_two_writers_commit() {
-        let dir = tempfile::tempdir().unwrap();
-        let uri = dir.path().join("t").to_str().unwrap().to_owned();
-        let mut a = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
-        let mut b = open_table(&uri, &StorageConfig::default()).await.unwrap();
-        let (memory_a, memory_b) = (Txns::default(), Txns::default());
-        let streams = ["kinesis:a", "kinesis:b"];
-        let mut ids: Vec<String> = (0..30).step_by(3).map(|r| format!("s3://raw/{r}")).collect();
-        for stream in streams {
-            ids.push(format!("{}{stream}:n", positions::POSITION_APP_ID));
-            ids.extend((0..3).map(|g| format!("{}{stream}:{g}", positions::POSITION_APP_ID)));
-        }
-        let mut checkpointed = Vec::new();
-        for round in 0..30u64 {
-            let (table, memory, stream) = if round % 2 == 0 {
-                (&mut a, &memory_a, streams[0])
-            } else {
-                (&mut b, &memory_b, streams[1])
-            };
-            table.update_incremental(None).await.unwrap();
-            let from = positions::position(&uri, table, memory, stream).await.unwrap();
-            assert_eq!(
-                from,
-                positions::position(&uri, table, &Txns::default(), stream)
-                    .await
-                    .unwrap()
-            );
-            let outcome = if round % 3 == 0 {
-                let files = write_source(&uri, table, &format!("s3://raw/{round}"), &["x"]).await;
-                commit_sources(&uri, table, memory, vec![files], &Retry::default()).await
-            } else {
-                // Positions of 19 to 22 digits: two groups of 18.
-                let to = (10u128.pow(18) + u128::from(round) * 10u128.pow(20)).to_string();
-                let advance = Advance {
-                    stream: stream.into(),
-                    from,
-                    to,
-                };
-                let files = write_source(&uri, table, "kinesis", &["y"]).await;
-                commit_appends_at(&uri, table, memory, vec![files], &[advance], &Retry::default()).await
-            }
-            .unwrap();
-            if outcome.checkpointed {
-                checkpointed.push(outcome.version.unwrap());
-            }
-            // Each writer, at whatever version it has loaded, answers every id as a replay does.
-            for (table, memory) in [(&a, &memory_a), (&b, &memory_b)] {
-                for id in &ids {
-                    assert_eq!(
-                        memory.version(&uri, table, id).await.unwrap(),
-                        Txns::default().version(&uri, table, id).await.unwrap(),
-                        "{id} at version {:?}, round {round}",
-                        table.version()
-                    );
-                }
-            }
-        }
-        // A small table is checkpointed at delta-rs' versions: every tenth.
-        assert_eq!(checkpointed, [9, 19, 29]);
-    }
-
-    #[tokio::test]
-    async fn checkpoints_are_spaced_by_their_size() {
-        let dir = tempfile::tempdir().unwrap();
-        let uri = dir.path().join("t").to_str().unwrap().to_owned();
-        let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
-        let memory = Txns::default();
-        // Version 1: 6,000 files (entries of one file written: a checkpoint reads no data file).
-        let written = write_source(&uri, &table, "big", &["x"]).await;
-        let adds = (0..6000)
-            .map(|i| Add {
-                path: format!("{}-{i}", written.adds[0].path),
-                ..written.adds[0].clone()
-            })
-            .collect();
-        let big = SourceFiles {
-            source: "big".into(),
-            adds,
-            rows: 6000,
-        };
-        commit_appends(&uri, &mut table, &memory, vec![big], &Retry::default())
-            .await
-            .unwrap();
-        let mut checkpointed = Vec::new();
-        for _ in 2..=50 {
-            let files = write_source(&uri, &table, "small", &["y"]).await;
-            let outcome = commit_appends(&uri, &mut table, &memory, vec![files], &Retry::default())
-                .await
-                .unwrap();
-            if outcome.checkpointed {
-                checkpointed.push(outcome.version.unwrap());
-            }
-        }
-        // The first checkpoint, at version 9, holds over 6,000 actions: the next ones follow at
-        // least 13 commits later, at the versions where delta-rs would checkpoint.
-        assert_eq!(checkpointed, [9, 29, 49]);
-        // A reader opening the table replays from the newest checkpoint.
-        let reopened = open_table(&uri, &StorageConfig::default()).await.unwrap();
-        assert_eq!(row_count(&reopened), 6000 + 49 * 2);
-    }
-
-    #[tokio::test]
-    async fn transaction_ids_expire_after_the_retention() {
-        let dir = tempfile::tempdir().unwrap();
-        let uri = dir.path().join("t").to_str().unwrap().to_owned();
-        let mut short = spec();
-        short.properties.insert(
-            "delta.setTransactionRetentionDuration".into(),
-            "interval 2 seconds".into(),
-        );
-        let mut table = open_or_create(&uri, &short, &StorageConfig::default()).await.unwrap();
-        // The writer's memory of ids knows the one it commits, with its time.
-        let txns = Txns::default();
-        assert!(!is_committed(&uri, &table, &txns, "s3://raw/old").await.unwrap());
-        let files = write_source(&uri, &table, "s3://raw/old", &["1"]).await;
-        commit_sources(&uri, &mut table, &txns, vec![files], &Retry::default())
-            .await
-            .unwrap();
-        assert!(is_committed(&uri, &table, &txns, "s3://raw/old").await.unwrap());
-        assert!(
-            is_committed(&uri, &table, &Txns::default(), "s3://raw/old")
-                .await
-                .unwrap()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
-        // Past the retention the id is gone, however the table is opened, remembered or not.
-        assert!(!is_committed(&uri, &table, &txns, "s3://raw/old").await.unwrap());
-        assert!(
-            !is_committed(&uri, &table, &Txns::default(), "s3://raw/old")
-                .await
-                .unwrap()
-        );
-        let reopened = open_table(&uri, &StorageConfig::default()).await.unwrap();
-        assert!(
-            !is_committed(&uri, &reopened, &Txns::default(), "s3://raw/old")
-                .await
-                .unwrap()
-        );
-        // A new id of a later commit is there.
-        let files = write_source(&uri, &table, "s3://raw/new", &["2"]).await;
-        commit_sources(&uri, &mut table, &Txns::default(), vec![files], &Retry::default())
-            .await
-            .unwrap();
-        assert!(
-            is_committed(&uri, &table, &Txns::default(), "s3://raw/new")
-                .await
-                .unwrap()
-        );
-        // A checkpoint keeps only the live id, so what a reader replays to open the table stays
-        // bounded by the ids of one retention period, however long the table lives.
-        crate::maintenance::checkpoint(&uri, &mut table, false).await.unwrap();
-        let version = table.version().unwrap();
-        let checkpoint = dir
-            .path()
-            .join(format!("t/_delta_log/{version:020}.checkpoint.parquet"));
-        let reader = deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
-            std::fs::File::open(&checkpoint).unwrap(),
-        )
-        .unwrap()
-        .build()
-        .unwrap();
-        let mut ids = Vec::new();
-        for batch in reader {
-            let batch = batch.unwrap();
-            let txn = batch.column_by_name("txn").unwrap().as_struct();
-            let app_ids = txn.column_by_name("appId").unwrap().as_string::<i32>();
-            ids.extend(
-                (0..batch.num_rows())
-                    .filter(|&i| txn.is_valid(i))
-                    .map(|i| app_ids.value(i).to_owned()),
-            );
-        }
-        assert_eq!(ids, ["s3://raw/new"]);
-    }
-
-    #[tokio::test]
-    async fn every_commit_carries_an_id_of_its_own() {
-        let dir = tempfile::tempdir().unwrap();
-        let uri = dir.path().join("t").to_str().unwrap().to_owned();
-        let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
-        let mut ids = std::collections::HashSet::new();
-        for n in 0..3 {
-            let files = write_source(&uri, &table, &format!("s3://raw/{n}"), &["1"]).await;
-            let outcome = commit_sources(&uri, &mut table, &Txns::default(), vec![files], &Retry::default())
-                .await
-                .unwrap();
-            assert_eq!(outcome.attempts, 1);
-            let version = outcome.version.unwrap();
-            let log = std::fs::read_to_string(dir.path().join(format!("t/_delta_log/{version:020}.json"))).unwrap();
-            let info: serde_json::Value = log
-                .lines()
-                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-                .find_map(|a| a.get("commitInfo").cloned())
-                .unwrap();
-            assert!(
-                ids.insert(info[crate::COMMIT_ID_KEY].as_str().unwrap().to_owned()),
-                "{info}"
-            );
-        }
     }
 
     fn walk(dir: &std::path::Path) -> Vec<String> {

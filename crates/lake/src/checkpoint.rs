@@ -80,6 +80,15 @@ pub(crate) async fn checkpoint_due(table: &DeltaTable, version: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::checkpoint_spacing;
+    use deltalake::kernel::Add;
+
+    use crate::append::tests::{row_count, write_source};
+    use crate::append::{SourceFiles, commit_appends};
+    use crate::commit::Retry;
+    use crate::create::tests::spec;
+    use crate::create::{open_or_create, open_table};
+    use crate::storage::StorageConfig;
+    use crate::txns::Txns;
 
     #[test]
     fn spacing_grows_with_the_square_root_of_the_checkpoint() {
@@ -88,5 +97,45 @@ mod tests {
         assert_eq!(checkpoint_spacing(10, 100_000), 55);
         assert_eq!(checkpoint_spacing(10, 100_000_000), 1000);
         assert_eq!(checkpoint_spacing(5000, 100_000_000), 5000);
+    }
+
+    #[tokio::test]
+    async fn checkpoints_are_spaced_by_their_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("t").to_str().unwrap().to_owned();
+        let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+        let memory = Txns::default();
+        // Version 1: 6,000 files (entries of one file written: a checkpoint reads no data file).
+        let written = write_source(&uri, &table, "big", &["x"]).await;
+        let adds = (0..6000)
+            .map(|i| Add {
+                path: format!("{}-{i}", written.adds[0].path),
+                ..written.adds[0].clone()
+            })
+            .collect();
+        let big = SourceFiles {
+            source: "big".into(),
+            adds,
+            rows: 6000,
+        };
+        commit_appends(&uri, &mut table, &memory, vec![big], &Retry::default())
+            .await
+            .unwrap();
+        let mut checkpointed = Vec::new();
+        for _ in 2..=50 {
+            let files = write_source(&uri, &table, "small", &["y"]).await;
+            let outcome = commit_appends(&uri, &mut table, &memory, vec![files], &Retry::default())
+                .await
+                .unwrap();
+            if outcome.checkpointed {
+                checkpointed.push(outcome.version.unwrap());
+            }
+        }
+        // The first checkpoint, at version 9, holds over 6,000 actions: the next ones follow at
+        // least 13 commits later, at the versions where delta-rs would checkpoint.
+        assert_eq!(checkpointed, [9, 29, 49]);
+        // A reader opening the table replays from the newest checkpoint.
+        let reopened = open_table(&uri, &StorageConfig::default()).await.unwrap();
+        assert_eq!(row_count(&reopened), 6000 + 49 * 2);
     }
 }

@@ -561,6 +561,11 @@ pub(crate) async fn is_committed(uri: &str, table: &DeltaTable, txns: &Txns, sou
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::append::commit_sources;
+    use crate::append::tests::write_source;
+    use crate::create::open_or_create;
+    use crate::create::tests::spec;
+    use crate::storage::StorageConfig;
 
     #[test]
     fn delays_grow_to_the_cap_and_stay_below_the_ceiling() {
@@ -604,5 +609,28 @@ mod tests {
         }
         assert!(waited <= 1, "{waited}");
         assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn every_commit_carries_an_id_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("t").to_str().unwrap().to_owned();
+        let mut table = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+        let mut ids = std::collections::HashSet::new();
+        for n in 0..3 {
+            let files = write_source(&uri, &table, &format!("s3://raw/{n}"), &["1"]).await;
+            let outcome = commit_sources(&uri, &mut table, &Txns::default(), vec![files], &Retry::default())
+                .await
+                .unwrap();
+            assert_eq!(outcome.attempts, 1);
+            let version = outcome.version.unwrap();
+            let log = std::fs::read_to_string(dir.path().join(format!("t/_delta_log/{version:020}.json"))).unwrap();
+            let info: serde_json::Value = log
+                .lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                .find_map(|a| a.get("commitInfo").cloned())
+                .unwrap();
+            assert!(ids.insert(info[COMMIT_ID_KEY].as_str().unwrap().to_owned()), "{info}");
+        }
     }
 }

@@ -184,6 +184,15 @@ impl Txns {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::{Array as _, AsArray as _};
+
+    use crate::append::tests::write_source;
+    use crate::append::{commit_appends_at, commit_sources};
+    use crate::commit::{Retry, is_committed};
+    use crate::create::tests::spec;
+    use crate::create::{open_or_create, open_table};
+    use crate::positions::{self, Advance};
+    use crate::storage::StorageConfig;
 
     #[test]
     fn a_commit_yields_its_txn_actions_and_nothing_else() {
@@ -254,5 +263,141 @@ mod tests {
                 last_updated: None
             })
         );
+    }
+
+    #[tokio::test]
+    async fn remembered_ids_answer_as_a_replay_does_while_two_writers_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("t").to_str().unwrap().to_owned();
+        let mut a = open_or_create(&uri, &spec(), &StorageConfig::default()).await.unwrap();
+        let mut b = open_table(&uri, &StorageConfig::default()).await.unwrap();
+        let (memory_a, memory_b) = (Txns::default(), Txns::default());
+        let streams = ["kinesis:a", "kinesis:b"];
+        let mut ids: Vec<String> = (0..30).step_by(3).map(|r| format!("s3://raw/{r}")).collect();
+        for stream in streams {
+            ids.push(format!("{}{stream}:n", positions::POSITION_APP_ID));
+            ids.extend((0..3).map(|g| format!("{}{stream}:{g}", positions::POSITION_APP_ID)));
+        }
+        let mut checkpointed = Vec::new();
+        for round in 0..30u64 {
+            let (table, memory, stream) = if round % 2 == 0 {
+                (&mut a, &memory_a, streams[0])
+            } else {
+                (&mut b, &memory_b, streams[1])
+            };
+            table.update_incremental(None).await.unwrap();
+            let from = positions::position(&uri, table, memory, stream).await.unwrap();
+            assert_eq!(
+                from,
+                positions::position(&uri, table, &Txns::default(), stream)
+                    .await
+                    .unwrap()
+            );
+            let outcome = if round % 3 == 0 {
+                let files = write_source(&uri, table, &format!("s3://raw/{round}"), &["x"]).await;
+                commit_sources(&uri, table, memory, vec![files], &Retry::default()).await
+            } else {
+                // Positions of 19 to 22 digits: two groups of 18.
+                let to = (10u128.pow(18) + u128::from(round) * 10u128.pow(20)).to_string();
+                let advance = Advance {
+                    stream: stream.into(),
+                    from,
+                    to,
+                };
+                let files = write_source(&uri, table, "kinesis", &["y"]).await;
+                commit_appends_at(&uri, table, memory, vec![files], &[advance], &Retry::default()).await
+            }
+            .unwrap();
+            if outcome.checkpointed {
+                checkpointed.push(outcome.version.unwrap());
+            }
+            // Each writer, at whatever version it has loaded, answers every id as a replay does.
+            for (table, memory) in [(&a, &memory_a), (&b, &memory_b)] {
+                for id in &ids {
+                    assert_eq!(
+                        memory.version(&uri, table, id).await.unwrap(),
+                        Txns::default().version(&uri, table, id).await.unwrap(),
+                        "{id} at version {:?}, round {round}",
+                        table.version()
+                    );
+                }
+            }
+        }
+        // A small table is checkpointed at delta-rs' versions: every tenth.
+        assert_eq!(checkpointed, [9, 19, 29]);
+    }
+
+    #[tokio::test]
+    async fn transaction_ids_expire_after_the_retention() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("t").to_str().unwrap().to_owned();
+        let mut short = spec();
+        short.properties.insert(
+            "delta.setTransactionRetentionDuration".into(),
+            "interval 2 seconds".into(),
+        );
+        let mut table = open_or_create(&uri, &short, &StorageConfig::default()).await.unwrap();
+        // The writer's memory of ids knows the one it commits, with its time.
+        let txns = Txns::default();
+        assert!(!is_committed(&uri, &table, &txns, "s3://raw/old").await.unwrap());
+        let files = write_source(&uri, &table, "s3://raw/old", &["1"]).await;
+        commit_sources(&uri, &mut table, &txns, vec![files], &Retry::default())
+            .await
+            .unwrap();
+        assert!(is_committed(&uri, &table, &txns, "s3://raw/old").await.unwrap());
+        assert!(
+            is_committed(&uri, &table, &Txns::default(), "s3://raw/old")
+                .await
+                .unwrap()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+        // Past the retention the id is gone, however the table is opened, remembered or not.
+        assert!(!is_committed(&uri, &table, &txns, "s3://raw/old").await.unwrap());
+        assert!(
+            !is_committed(&uri, &table, &Txns::default(), "s3://raw/old")
+                .await
+                .unwrap()
+        );
+        let reopened = open_table(&uri, &StorageConfig::default()).await.unwrap();
+        assert!(
+            !is_committed(&uri, &reopened, &Txns::default(), "s3://raw/old")
+                .await
+                .unwrap()
+        );
+        // A new id of a later commit is there.
+        let files = write_source(&uri, &table, "s3://raw/new", &["2"]).await;
+        commit_sources(&uri, &mut table, &Txns::default(), vec![files], &Retry::default())
+            .await
+            .unwrap();
+        assert!(
+            is_committed(&uri, &table, &Txns::default(), "s3://raw/new")
+                .await
+                .unwrap()
+        );
+        // A checkpoint keeps only the live id, so what a reader replays to open the table stays
+        // bounded by the ids of one retention period, however long the table lives.
+        crate::maintenance::checkpoint(&uri, &mut table, false).await.unwrap();
+        let version = table.version().unwrap();
+        let checkpoint = dir
+            .path()
+            .join(format!("t/_delta_log/{version:020}.checkpoint.parquet"));
+        let reader = deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(&checkpoint).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        let mut ids = Vec::new();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let txn = batch.column_by_name("txn").unwrap().as_struct();
+            let app_ids = txn.column_by_name("appId").unwrap().as_string::<i32>();
+            ids.extend(
+                (0..batch.num_rows())
+                    .filter(|&i| txn.is_valid(i))
+                    .map(|i| app_ids.value(i).to_owned()),
+            );
+        }
+        assert_eq!(ids, ["s3://raw/new"]);
     }
 }
