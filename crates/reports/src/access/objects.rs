@@ -163,12 +163,16 @@ pub struct ObjectActions {
     pub buckets: Vec<BucketActions>,
 }
 
+/// Reads in the window per bucket, then per key: an inventory's objects are looked up by the
+/// names they are listed with, without building a key for each.
+pub(super) type ReadsByObject = HashMap<String, HashMap<String, ObjectReads>>;
+
 /// Reads per key in the window, from the report's classified requests.
 pub(super) async fn reads_per_object(
     session: &ReportSession,
     window: &str,
     end: DateTime<Utc>,
-) -> Result<HashMap<(String, String), ObjectReads>, ReportError> {
+) -> Result<ReadsByObject, ReportError> {
     let since = |days: i64| (end - TimeDelta::days(days)).timestamp_micros();
     let rows = session
         .query(
@@ -196,13 +200,13 @@ pub(super) async fn reads_per_object(
         rows.i64s("readers")?,
     );
     let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
-    let mut out = HashMap::with_capacity(rows.len());
+    let mut out = ReadsByObject::new();
     for i in 0..rows.len() {
         let (Some(bucket), Some(key)) = (buckets[i].clone(), keys[i].clone()) else {
             continue;
         };
-        out.insert(
-            (bucket, key),
+        out.entry(bucket).or_default().insert(
+            key,
             ObjectReads {
                 last_read: last[i].map(|t| t.timestamp_micros()),
                 reads_30: n(r30[i]),
@@ -344,13 +348,50 @@ pub(super) struct Inputs<'a> {
     pub(super) rule: &'a DatasetRule,
     pub(super) prices: &'a PriceTable,
     pub(super) advice: &'a [Advice],
-    pub(super) reads: HashMap<(String, String), ObjectReads>,
+    pub(super) reads: ReadsByObject,
     pub(super) window: LogWindow,
     pub(super) unread_days: u32,
 }
 
-/// Per dataset: each object's age and the class its transition moves it to, if listed.
-type Ages = Vec<(i64, Option<&'static str>)>;
+/// What the objects of one age (in whole days) of a dataset were listed for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listed {
+    /// All `count` alike: for a transition to `class`, or (`None`) not for one.
+    Alike { class: Option<&'static str>, count: u64 },
+    /// Not all alike; `any` if one was listed for a transition.
+    Mixed { any: bool },
+}
+
+/// Per dataset, per age: what its objects were listed for. It grows with the datasets and the
+/// ages their objects have, not with the objects.
+type Ages = BTreeMap<String, BTreeMap<i64, Listed>>;
+
+/// Counts an object of `dataset` of `age` days, listed for a transition to `class` or not.
+fn add_age(ages: &mut Ages, dataset: &str, age: i64, class: Option<&'static str>) {
+    let add = |by_age: &mut BTreeMap<i64, Listed>| {
+        let listed = by_age.entry(age).or_insert(Listed::Alike { class, count: 0 });
+        *listed = match *listed {
+            Listed::Alike { class: c, count } if c == class => Listed::Alike {
+                class,
+                count: count + 1,
+            },
+            Listed::Alike { class: c, .. } => Listed::Mixed {
+                any: c.is_some() || class.is_some(),
+            },
+            Listed::Mixed { any } => Listed::Mixed {
+                any: any || class.is_some(),
+            },
+        };
+    };
+    match ages.get_mut(dataset) {
+        Some(by_age) => add(by_age),
+        None => {
+            let mut by_age = BTreeMap::new();
+            add(&mut by_age);
+            ages.insert(dataset.to_owned(), by_age);
+        }
+    }
+}
 
 /// The object-level section: each inventory read again, object by object.
 pub(super) async fn object_actions(inputs: Inputs<'_>) -> Result<ObjectActions, ReportError> {
@@ -380,17 +421,21 @@ pub(super) async fn object_actions(inputs: Inputs<'_>) -> Result<ObjectActions, 
             lifecycle_rules: Vec::new(),
             net_saving: 0.0,
         };
-        let mut ages: BTreeMap<String, Ages> = BTreeMap::new();
+        let mut ages = Ages::new();
         let none = ObjectReads::default();
+        let reads_of = inputs.reads.get(&inventory.bucket);
+        let advice_of: HashMap<&str, &Advice> = inputs
+            .advice
+            .iter()
+            .filter(|a| a.bucket == inventory.bucket)
+            .map(|a| (a.dataset.as_str(), a))
+            .collect();
         inventory
             .objects(|object: ListedObject<'_>| {
                 bucket.objects += 1;
                 let dataset = inputs.rule.dataset(object.key);
                 let age = object.modified.map(|t| (end - t).num_days());
-                let reads = inputs
-                    .reads
-                    .get(&(inventory.bucket.clone(), object.key.to_owned()))
-                    .unwrap_or(&none);
+                let reads = reads_of.and_then(|r| r.get(object.key)).unwrap_or(&none);
                 let unread =
                     reads.last_read.is_none_or(|t| t < unread_since) && age.is_some_and(|a| a >= i64::from(applied));
                 let mut listed = None;
@@ -402,10 +447,7 @@ pub(super) async fn object_actions(inputs: Inputs<'_>) -> Result<ObjectActions, 
                     };
                     count.0 += 1;
                     count.1 += object.size;
-                    let advice = inputs
-                        .advice
-                        .iter()
-                        .find(|a| a.bucket == inventory.bucket && a.dataset == dataset);
+                    let advice = advice_of.get(dataset);
                     let facts = ObjectFacts {
                         bytes: object.size,
                         class: object.class,
@@ -438,7 +480,7 @@ pub(super) async fn object_actions(inputs: Inputs<'_>) -> Result<ObjectActions, 
                     }
                 }
                 if let Some(age) = age {
-                    ages.entry(dataset.to_owned()).or_default().push((age, listed));
+                    add_age(&mut ages, dataset, age, listed);
                 }
             })
             .await?;
@@ -463,22 +505,44 @@ pub(super) async fn object_actions(inputs: Inputs<'_>) -> Result<ObjectActions, 
 
 /// A lifecycle rule per dataset whose objects from the youngest listed one's age on are all
 /// listed for one class: the rule moves the same objects now, and later ones as they age.
-fn prefix_rules(bucket: &str, ages: &BTreeMap<String, Ages>) -> Vec<Value> {
+fn prefix_rules(bucket: &str, ages: &Ages) -> Vec<Value> {
     let mut rules = Vec::new();
-    for (dataset, objects) in ages {
-        let Some(youngest) = objects.iter().filter(|(_, c)| c.is_some()).map(|(a, _)| *a).min() else {
+    for (dataset, by_age) in ages {
+        let youngest = by_age.iter().find(|(_, listed)| {
+            matches!(
+                listed,
+                Listed::Alike { class: Some(_), .. } | Listed::Mixed { any: true }
+            )
+        });
+        let Some((&youngest, _)) = youngest else { continue };
+        // Every object from that age on listed for one class.
+        let mut from = by_age.range(youngest..).map(|(_, listed)| match *listed {
+            Listed::Alike {
+                class: Some(class),
+                count,
+            } => Some((class, count)),
+            _ => None,
+        });
+        let Some(Some((class, mut objects))) = from.next() else {
             continue;
         };
-        let from: Vec<_> = objects.iter().filter(|(a, _)| *a >= youngest).collect();
-        let class = from[0].1;
-        if dataset.is_empty() || from.len() < 2 || !from.iter().all(|(_, c)| *c == class) {
+        let mut alike = true;
+        for next in from {
+            match next {
+                Some((c, count)) if c == class => objects += count,
+                _ => {
+                    alike = false;
+                    break;
+                }
+            }
+        }
+        if dataset.is_empty() || !alike || objects < 2 {
             continue;
         }
-        let Some(class) = class else { continue };
         let transition = Transition {
             storage_class: class.to_owned(),
             days: u32::try_from(youngest.max(0)).unwrap_or(u32::MAX),
-            objects: from.len() as u64,
+            objects,
             bytes: 0,
             monthly_storage_saving: 0.0,
             monthly_retrieval_cost: 0.0,
@@ -634,13 +698,24 @@ mod tests {
 
     #[test]
     fn a_prefix_rule_only_where_every_object_from_an_age_is_listed_alike() {
-        let mut ages: BTreeMap<String, Ages> = BTreeMap::new();
-        ages.insert(
-            "logs/".into(),
-            vec![(10, None), (100, Some("GLACIER_IR")), (200, Some("GLACIER_IR"))],
-        );
-        ages.insert("mixed/".into(), vec![(100, Some("GLACIER_IR")), (300, None)]);
-        ages.insert("one/".into(), vec![(100, Some("GLACIER_IR"))]);
+        let mut ages = Ages::new();
+        for (dataset, objects) in [
+            (
+                "logs/",
+                &[(10, None), (100, Some("GLACIER_IR")), (200, Some("GLACIER_IR"))][..],
+            ),
+            ("mixed/", &[(100, Some("GLACIER_IR")), (300, None)]),
+            ("one/", &[(100, Some("GLACIER_IR"))]),
+            // Of one age, one listed and one not: no rule from that age.
+            (
+                "same-age/",
+                &[(100, Some("GLACIER_IR")), (100, None), (200, Some("GLACIER_IR"))],
+            ),
+        ] {
+            for &(age, class) in objects {
+                add_age(&mut ages, dataset, age, class);
+            }
+        }
         let rules = prefix_rules("b", &ages);
         assert_eq!(rules.len(), 1, "{rules:?}");
         assert_eq!(rules[0]["Filter"]["Prefix"], "logs/");
