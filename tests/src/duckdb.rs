@@ -90,7 +90,7 @@ pub fn duckdb_sessions_per_day(endpoint: &str, scan: &str) -> Result<Vec<Session
 }
 
 /// Checks that the saved query `GameSessionsPerDayQuery`, run by DuckDB over `scan` (see
-/// [`duckdb_sessions_per_day`]), gives the sessions of `report`, a game report's JSON: each day's
+/// `duckdb_sessions_per_day`), gives the sessions of `report`, a game report's JSON: each day's
 /// sessions, devices and median length (within a microsecond), and the sessions of each length
 /// over all days. Returns DuckDB's days.
 pub fn duckdb_sessions_are_the_report(

@@ -114,7 +114,7 @@ impl From<HandlerError> for lambda_runtime::Diagnostic {
 }
 
 /// Runs committer passes ([`Ingestor::commit_staged`]) every `interval` for a
-/// [`lake::staging::TICK`], or until [`ANSWER_MARGIN`] before the invocation's deadline if that
+/// [`lake::staging::TICK`], or until `ANSWER_MARGIN` before the invocation's deadline if that
 /// comes first; each pass's metrics go to standard output in `namespace`. Work a pass could not
 /// commit stays staged for the next; two committers at once commit each object once (its `txn`).
 pub async fn commit(

@@ -378,7 +378,7 @@ pub fn pseudonym_key_name(api: &ApiStageRef, game: &str) -> String {
 }
 
 impl ApiStageRef {
-    /// The value of [`API_TAG`] for it: `API_ID/STAGE`.
+    /// The value of its `lakelog:api` tag: `API_ID/STAGE`.
     pub fn tag(&self) -> String {
         format!("{}/{}", self.api_id, self.stage)
     }
@@ -422,7 +422,7 @@ impl ApiGatewayGames {
     }
 
     /// The same, reading the pseudonym keys of games that have one with `ssm`. Without it, a
-    /// game tagged with [`PSEUDONYMISE_TAG`] is refused (503): its ids are never written raw.
+    /// game tagged `lakelog:pseudonymise` is refused (503): its ids are never written raw.
     pub fn with_ssm(mut self, ssm: aws_sdk_ssm::Client) -> Self {
         self.ssm = Some(ssm);
         self

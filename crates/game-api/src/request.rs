@@ -88,7 +88,7 @@ pub enum RequestError {
         /// The decoder's description.
         reason: String,
     },
-    /// A body larger than [`MAX_BODY_BYTES`] (after decoding and decompression).
+    /// A body larger than `MAX_BODY_BYTES` (after decoding and decompression).
     #[error("the body is larger than {limit} bytes{after}: send fewer events per request", after = if *.decompressed { " once decompressed" } else { "" })]
     TooLarge {
         /// The limit.
@@ -204,7 +204,7 @@ pub const KEPT_HEADERS: [&str; 4] = ["content-type", "content-encoding", "user-a
 
 /// The envelope of the request's records, in the seed's shape (the API Gateway request as JSON,
 /// the event as `body`), with the request's facts only: `resource`, `path`, `httpMethod`, the
-/// headers of [`KEPT_HEADERS`] (cut to [`MAX_KEPT_HEADER_BYTES`]), and of `requestContext` the
+/// headers of `KEPT_HEADERS` (each cut to `MAX_KEPT_HEADER_BYTES`), and of `requestContext` the
 /// ids, stage, path, method, time, protocol, domain, and of its `identity` the source IP and the
 /// key's id. Never the body's other copies, the other headers, or the API key itself (the stream
 /// and the tables are read by many). Fields the request does not have are left out.

@@ -85,7 +85,7 @@ pub struct SinkError {
 
 /// A destination for records with Kinesis `PutRecords` semantics.
 pub trait RecordSink: Send + Sync {
-    /// Writes `entries` (at most [`MAX_RECORDS_PER_CALL`] and [`MAX_BYTES_PER_CALL`]) and answers
+    /// Writes `entries` (at most `MAX_RECORDS_PER_CALL` and `MAX_BYTES_PER_CALL`, Kinesis' limits) and answers
     /// for each, in the same order. An `Err` means the call failed as a whole; its entries may or
     /// may not have been written, and none of them may be reported as written.
     fn put_records(&self, entries: &[PutEntry]) -> impl Future<Output = Result<Vec<EntryResult>, SinkError>> + Send;

@@ -58,7 +58,7 @@ pub async fn handle(
 }
 
 /// Runs committer passes ([`Sink::commit_staged`]) every `interval` for a [`lake::staging::TICK`],
-/// or until [`ANSWER_MARGIN`] before the invocation's deadline if that comes first. Each pass's
+/// or until `ANSWER_MARGIN` before the invocation's deadline if that comes first. Each pass's
 /// metrics go to standard output; a pass that fails leaves its work staged for the next. Two
 /// committers at once (a tick that came late) commit nothing twice: the commits are guarded by the
 /// positions they start from.

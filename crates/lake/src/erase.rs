@@ -8,8 +8,8 @@
 //!
 //! The rewritten files are then out of the table but still on storage, as are the files of older
 //! versions that compactions replaced: readers of older versions (and time travel) may read them.
-//! [`purge`] deletes every such file that holds the ids, not after the table-wide VACUUM
-//! retention but as soon as the caller judges no reader still needs them, and [`scan_folder`]
+//! [`Table::purge`](crate::Table::purge) deletes every such file that holds the ids, not after the table-wide VACUUM
+//! retention but as soon as the caller judges no reader still needs them, and [`Table::scan_folder`](crate::Table::scan_folder)
 //! proves that no Parquet file left under the table's folder holds the ids.
 
 use std::collections::{HashMap, HashSet};
@@ -508,7 +508,7 @@ pub(crate) async fn erase(
 /// invocation (15 minutes at most).
 pub const ORPHAN_AGE: chrono::TimeDelta = chrono::TimeDelta::hours(1);
 
-/// What [`purge`] did.
+/// What [`Table::purge`](crate::Table::purge) did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Purge {
@@ -586,7 +586,7 @@ pub(crate) async fn purge(uri: &str, table: &mut DeltaTable, erasure: &Erasure) 
     Ok(purge)
 }
 
-/// What [`scan_folder`] found: every Parquet file under a table's folder, active or not.
+/// What [`Table::scan_folder`](crate::Table::scan_folder) found: every Parquet file under a table's folder, active or not.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FolderScan {

@@ -21,7 +21,7 @@ use crate::error::MaintenanceError;
 use crate::partitions::{date_partition_column, partition_date, partition_label};
 use crate::txns::Txns;
 
-/// What [`expire`] did.
+/// What [`Table::expire`](crate::Table::expire) did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RetentionReport {

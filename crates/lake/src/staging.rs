@@ -24,7 +24,7 @@
 //! committed) so writers learn where the chain ends without reading the table.
 //!
 //! Writers whose rows come from sources that a `txn` each records (log objects) stage a *source
-//! link* instead ([`stage_sources`]): any name under `_lakelog_staged_sources/`, holding each
+//! link* instead ([`Table::stage_sources`](crate::Table::stage_sources)): any name under `_lakelog_staged_sources/`, holding each
 //! source's files. Two writers handed the same source both stage it; the committer commits each
 //! source once, with its `txn`, leaving out sources the table already has and repeats of one.
 

@@ -271,7 +271,7 @@ impl Table {
     }
 
     /// Deletes from storage the files that hold rows of `erasure` and that the current version
-    /// no longer names (see [`erase::purge`]), then scans the folder again.
+    /// no longer names (see the `erase` module), then scans the folder again.
     pub async fn purge(&mut self, erasure: &Erasure) -> Result<erase::Purge, LakeError> {
         erase::purge(&self.uri, &mut self.delta, erasure).await
     }

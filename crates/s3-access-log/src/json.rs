@@ -39,7 +39,7 @@ pub fn is_json_record(line: &[u8]) -> bool {
 /// Parses one record of the JSON form (one line of newline-delimited JSON).
 ///
 /// A record as S3 writes it (one flat object of texts without escapes, whole numbers, booleans and
-/// nulls) is read in one pass over its bytes ([`flat`]); anything else (escapes, nested values, a
+/// nulls) is read in one pass over its bytes (`flat`); anything else (escapes, nested values, a
 /// field of the wrong type, broken JSON) is read by serde_json, which says what is wrong.
 pub fn parse_json_record(line: &[u8]) -> Result<AccessLogRecord<'_>, ParseError> {
     match flat(line) {

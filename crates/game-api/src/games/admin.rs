@@ -584,7 +584,7 @@ pub async fn set_game(
 /// Pseudonymises `params` of `game`'s events on `api`'s stage from now on (`Some`), or stops
 /// (`None`). The game's key is created first when it has none (32 random bytes, as a SecureString
 /// parameter named by [`pseudonym_key_name`]; an existing one is kept, so the game's pseudonyms
-/// stay the same), then its usage plans are tagged with [`PSEUDONYMISE_TAG`]: the function never
+/// stay the same), then its usage plans are tagged with the tag `lakelog:pseudonymise`: the function never
 /// sees the tag without a key to read. The function follows within [`crate::games::KEY_CACHE_TTL`].
 pub async fn pseudonymise_game(
     client: &Client,

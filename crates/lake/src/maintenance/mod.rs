@@ -293,7 +293,7 @@ fn compaction_stop_at(own: Option<Instant>, pass_stop_at: Option<Instant>, now: 
 }
 
 /// Runs compaction, checkpoint (with expired log cleanup) and VACUUM on the table at `uri`, as
-/// `options` says, stopping at the deadline. Compaction gets [`COMPACTION_SHARE`] of the time
+/// `options` says, stopping at the deadline. Compaction gets `COMPACTION_SHARE` of the time
 /// left. A step that fails is named in [`TableReport::failed`] and the next steps run all the
 /// same: a table whose compaction fails still gets its checkpoints, log cleanup and VACUUM. `Err`
 /// only when the table cannot be opened.
