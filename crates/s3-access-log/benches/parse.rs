@@ -10,7 +10,9 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use fixtures::log_lines::{SynthConfig, corpus};
 use regex::bytes::Regex;
-use s3_access_log::{AccessLogBatchBuilder, BATCH_ROWS, Lines, LogLine, ParsedLine, RejectsBatchBuilder, is_blank};
+use s3_access_log::{
+    AccessLogBatchBuilder, BATCH_ROWS, Lines, LogLine, ParseError, ParsedLine, RejectsBatchBuilder, is_blank,
+};
 
 /// The corpus size: every era and quirk mixed, a few malformed lines.
 const CORPUS_BYTES: usize = 50 << 20;
@@ -20,15 +22,18 @@ const LOG_OBJECT: &str = "s3://raw-logs/2024-06-01-00-00-00-0123456789ABCDEF";
 /// The `input.regex` of the table Athena's documentation creates over S3 server access logs.
 const ATHENA_REGEX: &str = r#"([^ ]*) ([^ ]*) \[(.*?)\] ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ("[^"]*"|-) (-|[0-9]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ("[^"]*"|-) ([^ ]*)(?: ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*))?.*$"#;
 
-/// Parses every line into Arrow batches of `BATCH_ROWS` rows; returns (rows, rejects).
-fn into_arrow(corpus: &[u8]) -> (usize, usize) {
+/// Parses every line with `append` (which parses a line and appends it to the batch) into Arrow
+/// batches of `BATCH_ROWS` rows; returns (rows, rejects).
+fn parse_into_arrow(
+    corpus: &[u8],
+    append: impl Fn(&mut AccessLogBatchBuilder, &[u8], i64) -> Result<(), ParseError>,
+) -> (usize, usize) {
     let mut batch = AccessLogBatchBuilder::with_capacity(0, BATCH_ROWS);
     let mut rejects = RejectsBatchBuilder::new(0);
     let mut rows = 0;
     for (number, line) in Lines::new(corpus).filter(|(_, line)| !is_blank(line)) {
-        match ParsedLine::parse(line) {
-            Ok(parsed) => {
-                batch.append(&parsed, LOG_OBJECT, number as i64);
+        match append(&mut batch, line, number as i64) {
+            Ok(()) => {
                 if batch.len() == BATCH_ROWS {
                     rows += black_box(batch.finish().expect("batch")).num_rows();
                 }
@@ -41,26 +46,18 @@ fn into_arrow(corpus: &[u8]) -> (usize, usize) {
     (rows, rejected)
 }
 
-/// Parses every line of either form ([`LogLine::parse`]) into Arrow batches; returns (rows,
-/// rejects).
+/// Text lines ([`ParsedLine::parse`]) into Arrow batches; returns (rows, rejects).
+fn into_arrow(corpus: &[u8]) -> (usize, usize) {
+    parse_into_arrow(corpus, |batch, line, number| {
+        ParsedLine::parse(line).map(|parsed| batch.append(&parsed, LOG_OBJECT, number))
+    })
+}
+
+/// Lines of either form ([`LogLine::parse`]) into Arrow batches; returns (rows, rejects).
 fn either_form_into_arrow(corpus: &[u8]) -> (usize, usize) {
-    let mut batch = AccessLogBatchBuilder::with_capacity(0, BATCH_ROWS);
-    let mut rejects = RejectsBatchBuilder::new(0);
-    let mut rows = 0;
-    for (number, line) in Lines::new(corpus).filter(|(_, line)| !is_blank(line)) {
-        match LogLine::parse(line) {
-            Ok(parsed) => {
-                batch.append_line(&parsed, LOG_OBJECT, number as i64);
-                if batch.len() == BATCH_ROWS {
-                    rows += black_box(batch.finish().expect("batch")).num_rows();
-                }
-            }
-            Err(err) => rejects.append(LOG_OBJECT, number as i64, line, &err.to_string()),
-        }
-    }
-    rows += black_box(batch.finish().expect("batch")).num_rows();
-    let rejected = black_box(rejects.finish().expect("rejects")).num_rows();
-    (rows, rejected)
+    parse_into_arrow(corpus, |batch, line, number| {
+        LogLine::parse(line).map(|parsed| batch.append_line(&parsed, LOG_OBJECT, number))
+    })
 }
 
 /// Matches every line with the Athena regex and touches every capture group; returns (matched
