@@ -532,6 +532,15 @@ pub(crate) async fn purge(uri: &str, table: &mut DeltaTable, erasure: &Erasure) 
         .await
         .map_err(|e| LakeError::delta(uri, e))?;
     let before = scan_folder(uri, table, erasure).await?;
+    // The links first, then the table read again: a link committed (and deleted) while the folder
+    // was scanned has its files in the version read now, and a link staged after the listing names
+    // only files younger than the orphan age.
+    let store = table.object_store();
+    let staged = crate::staging::staged_files(uri, &store).await?;
+    table
+        .update_incremental(None)
+        .await
+        .map_err(|e| LakeError::delta(uri, e))?;
     let snapshot = table.snapshot().map_err(|e| LakeError::delta(uri, e))?;
     let active: HashSet<String> = snapshot.log_data().iter().map(|v| v.path().into_owned()).collect();
     let removed: HashSet<String> = snapshot
@@ -540,8 +549,6 @@ pub(crate) async fn purge(uri: &str, table: &mut DeltaTable, erasure: &Erasure) 
         .try_collect()
         .await
         .map_err(|e| LakeError::delta(uri, e))?;
-    let store = table.object_store();
-    let staged = crate::staging::staged_files(uri, &store).await?;
     let orphan_before = chrono::Utc::now() - ORPHAN_AGE;
     let mut purge = Purge::default();
     let mut holding: Vec<(&String, &(u64, chrono::DateTime<chrono::Utc>))> = before.holding_since.iter().collect();

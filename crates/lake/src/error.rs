@@ -109,6 +109,16 @@ pub enum LakeError {
         /// The position given, or what was found.
         position: String,
     },
+    /// The streams' positions cannot be told: a stream's `txn` has expired, and commits the
+    /// position ledger does not cover are gone from the log (see [`crate::positions`]). Nothing is
+    /// committed for such a stream until an operator restores its position.
+    #[error("table {uri}: stream positions cannot be told: {reason}")]
+    PositionsUnknown {
+        /// The table.
+        uri: String,
+        /// What is missing.
+        reason: String,
+    },
     /// A data file of the table could not be read.
     #[error("table {uri}: data file {file}: {reason}")]
     ReadFile {

@@ -12,14 +12,43 @@
 //!
 //! Positions are compared as numbers ([`compare`]): a longer number is larger, numbers of one
 //! length compare by their digits.
+//!
+//! A `txn` lives for the table's `delta.setTransactionRetentionDuration` (30 days as lakelog
+//! creates tables; any user may shorten it) after its last commit: past it, Delta readers treat it
+//! as absent, and a quiet stream (a closed parent shard, a rejects table that sees no reject) would
+//! read as never committed. So positions do not depend on that window: the *ledger*
+//! ([`LEDGER`], beside the log) records every stream's position as of a version, and the position
+//! of a stream whose `txn` is no longer live is the ledger's, brought forward by the `txn` actions
+//! of every commit after that version, read from the log whatever their age. The committer writes
+//! the ledger again when it falls [`LEDGER_EVERY`] versions behind, and maintenance writes it
+//! before it deletes expired log files, so the commits it needs are always there. When they are
+//! not (a log cleaned by another engine while the ledger was old), the position is
+//! [`LakeError::PositionsUnknown`] and nothing of that stream is committed: never a guess.
 
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 
 use deltalake::DeltaTable;
 use deltalake::kernel::Transaction;
+use futures::{StreamExt as _, TryStreamExt as _};
+use object_store::{ObjectStoreExt as _, PutPayload};
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
 
 use crate::error::LakeError;
-use crate::txns::Txns;
+use crate::txns::{Txns, transactions_of};
+
+/// The ledger of stream positions, relative to the table's folder (a name starting with `_`, so
+/// Delta readers and VACUUM leave it alone).
+pub const LEDGER: &str = "_lakelog_staged/positions.json";
+
+/// How many versions the ledger may fall behind the table before the committer writes it again:
+/// a reader of an expired position then reads at most this many commits (as well as those since
+/// its last look).
+pub const LEDGER_EVERY: u64 = 100;
+
+/// Commits read at once when bringing the ledger forward.
+const LOG_READS_AT_ONCE: usize = 16;
 
 /// The prefix of the `txn` application ids of every stream position.
 pub const POSITION_APP_ID: &str = "lakelog.position:";
@@ -106,35 +135,255 @@ pub(crate) fn transactions(
 }
 
 /// The position of `stream` in `table`'s loaded version; `None` when no commit recorded one.
+/// Its live `txn` says, or, past the `txn` retention, the ledger brought forward (see the module
+/// documentation).
 pub(crate) async fn position(
     uri: &str,
     table: &DeltaTable,
     txns: &Txns,
     stream: &str,
 ) -> Result<Option<String>, LakeError> {
+    if let Some(live) = live_position(uri, table, txns, stream).await? {
+        return Ok(Some(live));
+    }
+    let mut ledger = txns.ledger().lock().await;
+    ledger.bring_to(uri, table).await?;
+    Ok(ledger.positions.get(stream).cloned())
+}
+
+/// The position of `stream` that a live `txn` of the loaded version records.
+async fn live_position(uri: &str, table: &DeltaTable, txns: &Txns, stream: &str) -> Result<Option<String>, LakeError> {
     let Some(length) = txns.version(uri, table, &length_id(stream)).await? else {
         return Ok(None);
     };
-    let corrupt = || LakeError::InvalidPosition {
-        uri: uri.to_owned(),
-        stream: stream.to_owned(),
-        position: format!("a recorded length of {length} digits with missing or bad groups"),
-    };
+    let mut groups = Vec::new();
+    for i in 0..usize::try_from(length)
+        .unwrap_or(0)
+        .div_ceil(GROUP)
+        .min(MAX_POSITION_DIGITS)
+    {
+        groups.push(txns.version(uri, table, &group_id(stream, i)).await?);
+    }
+    assemble(length, &groups)
+        .map(Some)
+        .map_err(|reason| LakeError::InvalidPosition {
+            uri: uri.to_owned(),
+            stream: stream.to_owned(),
+            position: reason,
+        })
+}
+
+/// The position that a length and its groups of 18 digits record; `Err` says what is wrong.
+fn assemble(length: i64, groups: &[Option<i64>]) -> Result<String, String> {
+    let corrupt = || format!("a recorded length of {length} digits with missing or bad groups");
     let length = usize::try_from(length)
         .ok()
         .filter(|l| (1..=MAX_POSITION_DIGITS).contains(l))
         .ok_or_else(corrupt)?;
-    let groups = length.div_ceil(GROUP);
-    let mut padded = String::with_capacity(groups * GROUP);
-    for i in 0..groups {
-        let value = txns
-            .version(uri, table, &group_id(stream, i))
-            .await?
+    let count = length.div_ceil(GROUP);
+    let mut padded = String::with_capacity(count * GROUP);
+    for i in 0..count {
+        let value = groups
+            .get(i)
+            .copied()
+            .flatten()
             .filter(|v| (0..10i64.pow(GROUP as u32)).contains(v))
             .ok_or_else(corrupt)?;
         padded.push_str(&format!("{value:018}"));
     }
-    Ok(Some(padded[padded.len() - length..].to_owned()))
+    Ok(padded[padded.len() - length..].to_owned())
+}
+
+/// The positions that one commit's `txn` actions record, by stream.
+fn positions_in(transactions: &[Transaction]) -> BTreeMap<String, String> {
+    let mut parts: BTreeMap<&str, (Option<i64>, Vec<Option<i64>>)> = BTreeMap::new();
+    for txn in transactions {
+        let Some(rest) = txn.app_id.strip_prefix(POSITION_APP_ID) else {
+            continue;
+        };
+        let Some((stream, part)) = rest.rsplit_once(':') else {
+            continue;
+        };
+        let entry = parts.entry(stream).or_default();
+        if part == "n" {
+            entry.0 = Some(txn.version);
+        } else if let Ok(i) = part.parse::<usize>()
+            && i < MAX_POSITION_DIGITS
+        {
+            if entry.1.len() <= i {
+                entry.1.resize(i + 1, None);
+            }
+            entry.1[i] = Some(txn.version);
+        }
+    }
+    parts
+        .into_iter()
+        .filter_map(|(stream, (length, groups))| {
+            let position = assemble(length?, &groups).ok()?;
+            Some((stream.to_owned(), position))
+        })
+        .collect()
+}
+
+/// The ledger as stored: every stream's position as of a version.
+#[derive(Debug, Serialize, Deserialize)]
+struct LedgerFile {
+    /// The version the positions are of.
+    version: u64,
+    /// Each stream's position at that version.
+    positions: BTreeMap<String, String>,
+}
+
+/// What a table handle knows of the ledger: every stream's position as of a version, the stored
+/// ledger brought forward by the commits since.
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    /// The version `positions` are of; `None` before it is first read.
+    at: Option<u64>,
+    /// Each stream's position at `at`.
+    positions: BTreeMap<String, String>,
+    /// The version of the stored ledger, as last read or written.
+    stored: Option<u64>,
+}
+
+impl Ledger {
+    /// Brings the positions to the version `table` has loaded: reads the stored ledger the first
+    /// time, then the commits after it.
+    async fn bring_to(&mut self, uri: &str, table: &DeltaTable) -> Result<(), LakeError> {
+        let Some(version) = table.version() else {
+            return Ok(());
+        };
+        if self.at.is_none() {
+            self.load(uri, table).await?;
+        }
+        let from = match self.at {
+            Some(at) if at >= version => return Ok(()),
+            Some(at) => at + 1,
+            None => 0,
+        };
+        let log_store = table.log_store();
+        let commits: Vec<(u64, Option<bytes::Bytes>)> = futures::stream::iter(from..=version)
+            .map(|v| {
+                let log_store = log_store.clone();
+                async move { log_store.read_commit_entry(v as _).await.map(|bytes| (v, bytes)) }
+            })
+            .buffered(LOG_READS_AT_ONCE)
+            .try_collect()
+            .await
+            .map_err(|e| LakeError::delta(uri, e))?;
+        for (v, bytes) in commits {
+            let Some(bytes) = bytes else {
+                if self.at.is_none() && v == 0 {
+                    // No ledger, and the log's first commits are cleaned up: a table from a release
+                    // without the ledger. Its live positions are what is known (see `save`).
+                    warn!(
+                        table = uri,
+                        version,
+                        "no position ledger and the log's start is cleaned up: starting one from the live positions"
+                    );
+                    self.at = Some(version);
+                    return Ok(());
+                }
+                return Err(LakeError::PositionsUnknown {
+                    uri: uri.to_owned(),
+                    reason: format!(
+                        "commit {v} is gone from the log, and the ledger ({LEDGER}) records positions only up to \
+                         version {}",
+                        self.at.map_or_else(|| "none".to_owned(), |a| a.to_string())
+                    ),
+                });
+            };
+            let transactions = transactions_of(&bytes).ok_or_else(|| LakeError::PositionsUnknown {
+                uri: uri.to_owned(),
+                reason: format!("commit {v} of the log is not JSON lines"),
+            })?;
+            self.positions.extend(positions_in(&transactions));
+            self.at = Some(v);
+        }
+        Ok(())
+    }
+
+    /// Reads the stored ledger, if there is one.
+    async fn load(&mut self, uri: &str, table: &DeltaTable) -> Result<(), LakeError> {
+        let read_error = |reason: String| LakeError::Object {
+            uri: uri.to_owned(),
+            action: "reading",
+            object: LEDGER.to_owned(),
+            reason,
+        };
+        let bytes = match table.object_store().get(&deltalake::Path::from(LEDGER)).await {
+            Ok(object) => object.bytes().await.map_err(|e| read_error(e.to_string()))?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(()),
+            Err(e) => return Err(read_error(e.to_string())),
+        };
+        let file: LedgerFile =
+            serde_json::from_slice(&bytes).map_err(|e| read_error(format!("not a position ledger: {e}")))?;
+        self.at = Some(file.version);
+        self.stored = Some(file.version);
+        self.positions = file.positions;
+        Ok(())
+    }
+}
+
+/// Writes the ledger of `table`'s loaded version when the stored one is [`LEDGER_EVERY`] versions
+/// behind, or missing, or with `force` (before log files are deleted). The live positions of
+/// `streams` join it (a table from a release without the ledger learns its streams so). Returns
+/// whether it was written.
+pub(crate) async fn save_ledger(
+    uri: &str,
+    table: &DeltaTable,
+    txns: &Txns,
+    streams: &[String],
+    force: bool,
+) -> Result<bool, LakeError> {
+    let mut live = Vec::new();
+    for stream in streams {
+        if let Some(position) = live_position(uri, table, txns, stream).await? {
+            live.push((stream.clone(), position));
+        }
+    }
+    let mut ledger = txns.ledger().lock().await;
+    ledger.bring_to(uri, table).await?;
+    let Some(at) = ledger.at else {
+        return Ok(false);
+    };
+    for (stream, position) in live {
+        let newer = ledger
+            .positions
+            .get(&stream)
+            .is_none_or(|known| compare(&position, known) == Ordering::Greater);
+        if newer {
+            ledger.positions.insert(stream, position);
+        }
+    }
+    let due = force || ledger.stored.is_none_or(|stored| at >= stored + LEDGER_EVERY);
+    if !due || ledger.stored == Some(at) {
+        return Ok(false);
+    }
+    let file = LedgerFile {
+        version: at,
+        positions: ledger.positions.clone(),
+    };
+    let write_error = |reason: String| LakeError::Object {
+        uri: uri.to_owned(),
+        action: "writing",
+        object: LEDGER.to_owned(),
+        reason,
+    };
+    let bytes = serde_json::to_vec(&file).map_err(|e| write_error(e.to_string()))?;
+    table
+        .object_store()
+        .put(&deltalake::Path::from(LEDGER), PutPayload::from(bytes))
+        .await
+        .map_err(|e| write_error(e.to_string()))?;
+    ledger.stored = Some(at);
+    info!(
+        table = uri,
+        version = at,
+        streams = file.positions.len(),
+        "position ledger written"
+    );
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -133,6 +133,14 @@ pub struct StagedCommit {
     pub left: usize,
     /// Links behind their stream's position that were deleted.
     pub cleaned: usize,
+    /// How long the oldest link left for a later pass has waited, in milliseconds: a link that
+    /// waits for one that never comes shows here.
+    pub oldest_left_ms: Option<i64>,
+    /// Links of streams whose position cannot be told (see [`crate::positions`]): nothing of
+    /// them is committed until an operator restores the position.
+    pub stranded: usize,
+    /// Links set aside to [`ASIDE_DIR`] this pass: they do not parse, or name a file that is gone.
+    pub set_aside: usize,
 }
 
 /// The folder of `stream`'s links: the stream's bytes in hex, so that any stream name is one
@@ -224,13 +232,8 @@ async fn read_link<T: serde::de::DeserializeOwned>(
     store: &ObjectStoreRef,
     name: &str,
 ) -> Result<Option<T>, LakeError> {
-    let bytes = match store.get(&deltalake::Path::from(name)).await {
-        Ok(object) => object
-            .bytes()
-            .await
-            .map_err(|e| object_error(uri, "reading", name, e))?,
-        Err(object_store::Error::NotFound { .. }) => return Ok(None),
-        Err(e) => return Err(object_error(uri, "reading", name, e)),
+    let Some(bytes) = read_object(uri, store, name).await? else {
+        return Ok(None);
     };
     serde_json::from_slice(&bytes)
         .map(Some)
@@ -245,6 +248,9 @@ pub(crate) async fn staged_files(
 ) -> Result<std::collections::HashSet<String>, LakeError> {
     let mut files = std::collections::HashSet::new();
     for name in list(uri, store, STAGING_DIR).await? {
+        if link_from(&name).is_none() {
+            continue;
+        }
         if let Some(link) = read_link::<Link>(uri, store, &name).await? {
             files.extend(link.adds.iter().map(|a| crate::commit::decode_path(&a.path)));
         }
@@ -260,6 +266,20 @@ pub(crate) async fn staged_files(
         }
     }
     Ok(files)
+}
+
+/// The streams that have a folder of links (each keeps its newest link, so every stream ever
+/// staged).
+pub(crate) async fn streams(uri: &str, store: &ObjectStoreRef) -> Result<Vec<String>, LakeError> {
+    let mut found: Vec<String> = list(uri, store, STAGING_DIR)
+        .await?
+        .iter()
+        .filter(|name| link_from(name).is_some())
+        .filter_map(|name| name.rsplit_once('/').and_then(|(dir, _)| stream_of(dir)))
+        .collect();
+    found.sort();
+    found.dedup();
+    Ok(found)
 }
 
 /// How far `stream` is staged: the last record of its newest link, or `None` when it has no link
@@ -643,7 +663,8 @@ pub(crate) async fn commit_staged(
     if streams.is_empty() {
         return Ok(report);
     }
-    // Each stream's position, and the links at or after it, read at once.
+    // Each stream's position, and the links at or after it, read at once. A stream whose position
+    // cannot be told is stranded: nothing of it is committed (never a guess), and it is counted.
     let mut wanted: Vec<String> = Vec::new();
     let mut behind: Vec<String> = Vec::new();
     let mut positions: BTreeMap<String, Option<String>> = BTreeMap::new();
@@ -655,7 +676,15 @@ pub(crate) async fn commit_staged(
             warn!(table = uri, folder = dir, "not a folder of staged links; left alone");
             continue;
         };
-        let position = positions::position(uri, table, txns, &stream).await?;
+        let position = match positions::position(uri, table, txns, &stream).await {
+            Ok(position) => position,
+            Err(e @ LakeError::PositionsUnknown { .. }) => {
+                warn!(table = uri, stream, error = %e, "stream stranded: its position cannot be told");
+                report.stranded += links.links.len();
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let newest = links.links.last().map(|(_, name)| name.clone());
         for (from, name) in &links.links {
             let after = match (&position, from) {
@@ -671,25 +700,37 @@ pub(crate) async fn commit_staged(
         }
         positions.insert(stream, position);
     }
-    let read: Vec<(String, Option<Link>)> = futures::stream::iter(wanted)
+    let read: Vec<(String, Option<bytes::Bytes>)> = futures::stream::iter(wanted)
         .map(|name| {
             let store = store.clone();
-            async move { read_link(uri, &store, &name).await.map(|link| (name, link)) }
+            async move { read_object(uri, &store, &name).await.map(|bytes| (name, bytes)) }
         })
         .buffered(READS_AT_ONCE)
         .try_collect()
         .await?;
+    let now_ms = now_micros() / 1000;
     let mut by_from: BTreeMap<(String, Option<String>), (String, Link)> = BTreeMap::new();
-    for (name, link) in read.into_iter() {
-        if let Some(link) = link {
-            let from = link.from.as_deref().map(normal);
-            by_from.insert((link.stream.clone(), from), (name, link));
+    for (name, bytes) in read.into_iter() {
+        let Some(bytes) = bytes else { continue };
+        let link = match serde_json::from_slice::<Link>(&bytes) {
+            Ok(link) => link,
+            Err(e) => {
+                set_aside(uri, &store, &name, &format!("not a staged link: {e}"), &mut report).await;
+                continue;
+            }
+        };
+        if now_ms - link.staged_at_ms > CHECK_FILES_AFTER_MS
+            && let Some(missing) = missing_file(&store, &link.adds).await
+        {
+            set_aside(uri, &store, &name, &format!("its file {missing} is gone"), &mut report).await;
+            continue;
         }
+        let from = link.from.as_deref().map(normal);
+        by_from.insert((link.stream.clone(), from), (name, link));
     }
     // Walk each chain from its stream's position.
     let mut actions: Vec<Action> = Vec::new();
     let mut advances: Vec<Advance> = Vec::new();
-    let now_ms = now_micros() / 1000;
     let mut committed: Vec<String> = Vec::new();
     for (stream, position) in &positions {
         let mut at = position.clone();
@@ -718,6 +759,7 @@ pub(crate) async fn commit_staged(
         }
     }
     report.left = by_from.len();
+    report.oldest_left_ms = by_from.values().map(|(_, link)| now_ms - link.staged_at_ms).max();
     for ((stream, from), (name, _)) in &by_from {
         debug!(
             table = uri,
@@ -765,7 +807,70 @@ pub(crate) async fn commit_staged(
     }
     report.cleaned = behind.len();
     delete_links(uri, &store, behind).await;
+    let streams: Vec<String> = positions.into_keys().collect();
+    if let Err(e) = positions::save_ledger(uri, table, txns, &streams, false).await {
+        // The ledger is written again at the next pass; positions are in the log meanwhile.
+        warn!(table = uri, error = %e, "could not write the position ledger");
+    }
     Ok(report)
+}
+
+/// Links older than this have their files checked before they are committed: only a committer
+/// stopped for a long time meets such links, and VACUUM or an operator may have deleted files.
+const CHECK_FILES_AFTER_MS: i64 = 60 * 60 * 1000;
+
+/// The folder where links that cannot be committed are set aside, with the same names below it.
+pub const ASIDE_DIR: &str = "_lakelog_staged_aside";
+
+/// The first of `adds` whose file is not in the store, if one is not.
+async fn missing_file(store: &ObjectStoreRef, adds: &[Add]) -> Option<String> {
+    for add in adds {
+        let path = crate::commit::decode_path(&add.path);
+        if let Err(object_store::Error::NotFound { .. }) = store.head(&deltalake::Path::from(path.as_str())).await {
+            return Some(path);
+        }
+    }
+    None
+}
+
+/// Moves a link that cannot be committed (it does not parse, or names a file that is gone) to
+/// [`ASIDE_DIR`], so that it blocks no pass and an operator can see it; counted in the report's
+/// `set_aside`, which an alarm reads.
+async fn set_aside(uri: &str, store: &ObjectStoreRef, name: &str, reason: &str, report: &mut StagedCommit) {
+    report.set_aside += 1;
+    let aside = format!(
+        "{ASIDE_DIR}/{}",
+        name.strip_prefix(STAGING_DIR).unwrap_or(name).trim_start_matches('/')
+    );
+    let (from, to) = (deltalake::Path::from(name), deltalake::Path::from(aside.as_str()));
+    match store.copy(&from, &to).await {
+        Ok(()) => {
+            if let Err(e) = store.delete(&from).await {
+                warn!(table = uri, link = name, error = %e, "link set aside, but could not be deleted");
+            }
+            warn!(
+                table = uri,
+                link = name,
+                aside,
+                reason,
+                "staged link set aside: it cannot be committed"
+            );
+        }
+        Err(e) => warn!(table = uri, link = name, reason, error = %e, "staged link cannot be committed nor set aside"),
+    }
+}
+
+/// The bytes of the object at `name`; `None` when it is gone.
+async fn read_object(uri: &str, store: &ObjectStoreRef, name: &str) -> Result<Option<bytes::Bytes>, LakeError> {
+    match store.get(&deltalake::Path::from(name)).await {
+        Ok(object) => object
+            .bytes()
+            .await
+            .map(Some)
+            .map_err(|e| object_error(uri, "reading", name, e)),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(object_error(uri, "reading", name, e)),
+    }
 }
 
 #[cfg(test)]
@@ -806,7 +911,7 @@ mod tests {
 
     fn links(dir: &tempfile::TempDir) -> Vec<String> {
         let root = dir.path().join("t").join(STAGING_DIR);
-        let mut names: Vec<String> = walk(&root);
+        let mut names: Vec<String> = walk(&root).into_iter().filter(|n| link_from(n).is_some()).collect();
         names.sort();
         names
     }
@@ -954,6 +1059,153 @@ mod tests {
         let second = t.commit_staged(1000, &Retry::default()).await.unwrap();
         assert_eq!(second.links, 3);
         assert_eq!(rows(&t), 5);
+    }
+
+    /// A table whose `txn` actions expire after a second, as any user may set.
+    async fn short_lived_txns(dir: &tempfile::TempDir) -> Table {
+        let uri = dir.path().join("t").to_str().unwrap().to_owned();
+        let mut short = spec();
+        short.properties.insert(
+            "delta.setTransactionRetentionDuration".into(),
+            "interval 1 second".into(),
+        );
+        Table::open_or_create(&uri, &short, &StorageConfig::default())
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn positions_outlive_the_txn_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = short_lived_txns(&dir).await;
+        // Stream q has one batch (its kept link is `start.json`); r has two (its kept link is not).
+        stage_after(&mut t, "q", &["q1"], "1").await.unwrap();
+        stage_after(&mut t, "r", &["r1"], "1").await.unwrap();
+        stage_after(&mut t, "r", &["r2"], "2").await.unwrap();
+        t.commit_staged(1000, &Retry::default()).await.unwrap();
+        assert_eq!(rows(&t), 3);
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        // A committer that starts afresh (a new function instance) past the window.
+        let uri = t.uri().to_owned();
+        let mut fresh = Table::open(&uri, &StorageConfig::default()).await.unwrap();
+        assert_eq!(fresh.position("q").await.unwrap().as_deref(), Some("1"));
+        assert_eq!(fresh.position("r").await.unwrap().as_deref(), Some("2"));
+        let again = fresh.commit_staged(1000, &Retry::default()).await.unwrap();
+        assert_eq!((again.links, again.version), (0, None), "{again:?}");
+        assert_eq!(rows(&fresh), 3, "a quiet stream's kept link was committed again");
+        // New batches of both streams are committed, once.
+        stage_after(&mut fresh, "q", &["q2"], "2").await.unwrap();
+        stage_after(&mut fresh, "r", &["r3"], "3").await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        let mut fresh = Table::open(&uri, &StorageConfig::default()).await.unwrap();
+        let report = fresh.commit_staged(1000, &Retry::default()).await.unwrap();
+        assert_eq!((report.links, report.left, report.stranded), (2, 0, 0), "{report:?}");
+        assert_eq!(rows(&fresh), 5);
+    }
+
+    #[tokio::test]
+    async fn a_position_whose_commits_are_gone_strands_its_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = short_lived_txns(&dir).await;
+        stage_after(&mut t, "q", &["q1"], "1").await.unwrap();
+        t.commit_staged(1000, &Retry::default()).await.unwrap();
+        stage_after(&mut t, "q", &["q2"], "2").await.unwrap();
+        t.commit_staged(1000, &Retry::default()).await.unwrap();
+        stage_after(&mut t, "z", &["z1"], "1").await.unwrap();
+        t.commit_staged(1000, &Retry::default()).await.unwrap();
+        t.checkpoint(false).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        // The commits after the ledger's version are gone (a log cleaned by another engine while
+        // the ledger was old), and the `txn` actions have expired: the positions cannot be told.
+        let table_dir = dir.path().join("t");
+        for version in 1..=2 {
+            std::fs::remove_file(table_dir.join(format!("_delta_log/{version:020}.json"))).unwrap();
+        }
+        std::fs::write(
+            table_dir.join(crate::positions::LEDGER),
+            serde_json::json!({"version": 0, "positions": {}}).to_string(),
+        )
+        .unwrap();
+        stage_after(&mut t, "q", &["q3"], "3").await.unwrap();
+        let mut fresh = Table::open(t.uri(), &StorageConfig::default()).await.unwrap();
+        let before = rows(&fresh);
+        let report = fresh.commit_staged(1000, &Retry::default()).await.unwrap();
+        // q's kept link and its new one, and z's kept link: nothing committed, all counted.
+        assert_eq!((report.links, report.stranded), (0, 3), "{report:?}");
+        assert_eq!(rows(&fresh), before);
+    }
+
+    #[tokio::test]
+    async fn a_link_that_cannot_be_read_is_set_aside_and_the_rest_go_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = table(&dir).await;
+        stage_after(&mut t, "a", &["1"], "1").await.unwrap();
+        stage_after(&mut t, "b", &["2"], "2").await.unwrap();
+        // A link of a format this release does not read.
+        let a = dir.path().join("t").join(stream_dir("a")).join("start.json");
+        std::fs::write(&a, br#"{"version":9,"what":"a future link"}"#).unwrap();
+        let report = t.commit_staged(1000, &Retry::default()).await.unwrap();
+        assert_eq!((report.links, report.set_aside), (1, 1), "{report:?}");
+        assert_eq!(rows(&t), 1);
+        assert!(!a.exists());
+        assert!(
+            dir.path()
+                .join("t")
+                .join(ASIDE_DIR)
+                .join(stream_dir("a").trim_start_matches(STAGING_DIR).trim_start_matches('/'))
+                .join("start.json")
+                .exists()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_link_whose_file_is_gone_is_set_aside_not_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = table(&dir).await;
+        stage_after(&mut t, "a", &["1"], "1").await.unwrap();
+        // The link waited past the age its files are checked at, and VACUUM took a file.
+        let path = dir.path().join("t").join(stream_dir("a")).join("start.json");
+        let mut link: Link = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        link.staged_at_ms -= 8 * 24 * 3600 * 1000;
+        std::fs::write(&path, serde_json::to_vec(&link).unwrap()).unwrap();
+        std::fs::remove_file(
+            dir.path()
+                .join("t")
+                .join(crate::commit::decode_path(&link.adds[0].path)),
+        )
+        .unwrap();
+        let report = t.commit_staged(1000, &Retry::default()).await.unwrap();
+        assert_eq!((report.links, report.set_aside), (0, 1), "{report:?}");
+        assert_eq!(rows(&t), 0);
+        // The table still reads: every file it names exists.
+        assert!(t.file_stats().is_ok());
+    }
+
+    #[tokio::test]
+    async fn vacuum_leaves_the_files_of_waiting_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = table(&dir).await;
+        stage_after(&mut t, "a", &["1"], "1").await.unwrap();
+        t.commit_staged(1000, &Retry::default()).await.unwrap();
+        stage_after(&mut t, "a", &["2"], "2").await.unwrap();
+        // A committer stopped longer than the retention (here none at all): the waiting link's
+        // file is in no version, and VACUUM must leave it.
+        let everything = crate::maintenance::VacuumOptions {
+            retention: chrono::TimeDelta::zero(),
+            force: true,
+            dry_run: false,
+            full: true,
+        };
+        let vacuumed = t.vacuum(&everything).await.unwrap();
+        assert!(vacuumed.files.is_empty(), "{vacuumed:?}");
+        let report = t.commit_staged(1000, &Retry::default()).await.unwrap();
+        assert_eq!(report.links, 1);
+        assert_eq!(rows(&t), 2);
+        // Every file the table names exists.
+        for file in t.delta().snapshot().unwrap().log_data().iter() {
+            let path = dir.path().join("t").join(crate::commit::decode_path(&file.path()));
+            assert!(path.exists(), "{path:?}");
+        }
     }
 
     async fn source(table: &Table, source: &str, ids: &[&str]) -> SourceFiles {

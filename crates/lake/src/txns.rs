@@ -92,7 +92,7 @@ struct Line {
 }
 
 /// The `txn` actions of a commit's bytes; `None` when a line is not JSON.
-fn transactions_of(commit: &[u8]) -> Option<Vec<Transaction>> {
+pub(crate) fn transactions_of(commit: &[u8]) -> Option<Vec<Transaction>> {
     let mut found = Vec::new();
     for line in commit
         .split(|&b| b == b'\n')
@@ -108,7 +108,7 @@ fn transactions_of(commit: &[u8]) -> Option<Vec<Transaction>> {
 /// The `txn` versions asked about through one table handle and its clones (see the module
 /// documentation). Cloning shares the memory.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Txns(Arc<Mutex<Memory>>);
+pub(crate) struct Txns(Arc<Mutex<Memory>>, Arc<Mutex<crate::positions::Ledger>>);
 
 impl Txns {
     /// The live version of `app_id`'s `txn` in the version `table` has loaded, as delta-rs'
@@ -144,6 +144,11 @@ impl Txns {
             memory.remember(app_id.to_owned(), Known::Absent);
         }
         Ok(found)
+    }
+
+    /// What this handle knows of the streams' position ledger (see [`crate::positions`]).
+    pub(crate) fn ledger(&self) -> &Mutex<crate::positions::Ledger> {
+        &self.1
     }
 
     /// Brings the memory to version `at` of `table`, reading the commits in between; starts

@@ -59,6 +59,7 @@ use deltalake::DeltaTableBuilder;
 use deltalake::checkpoints::{cleanup_metadata, create_checkpoint};
 use deltalake::operations::vacuum::VacuumMode;
 use futures::TryStreamExt as _;
+use object_store::ObjectStoreExt as _;
 use tracing::{info, warn};
 
 use crate::commit::Retry;
@@ -118,6 +119,10 @@ pub(crate) async fn checkpoint(
         info!(table = uri, version, "checkpoint written");
     }
     let logs_removed = if cleanup_logs {
+        // The position ledger first, at this version: the commits it would need to bring an
+        // expired position forward are about to go (see `crate::positions`).
+        let streams = crate::staging::streams(uri, &table.object_store()).await?;
+        crate::positions::save_ledger(uri, table, &crate::txns::Txns::default(), &streams, true).await?;
         cleanup_metadata(table, None)
             .await
             .map_err(|e| MaintenanceError::delta(uri, "expired log cleanup", e))?
@@ -190,26 +195,70 @@ pub(crate) async fn vacuum(
     } else {
         VacuumMode::Lite
     };
-    let (vacuumed, metrics) = table
+    // delta-rs' plan, not its deletion: files that staged links name are in no version yet, and a
+    // committer stopped longer than the retention still commits them (see `crate::staging`).
+    let (_, plan) = table
         .clone()
         .vacuum()
         .with_retention_period(options.retention)
         .with_enforce_retention_duration(!options.force)
-        .with_dry_run(options.dry_run)
+        .with_dry_run(true)
         .with_mode(mode)
         .await
         .map_err(|e| MaintenanceError::delta(uri, "vacuum", e))?;
-    *table = vacuumed;
+    // The links are listed after the plan and the table read again after the links, so that a
+    // link committed (and deleted) meanwhile has its files in the version read.
+    let store = table.object_store();
+    let staged = crate::staging::staged_files(uri, &store).await?;
+    table
+        .update_incremental(None)
+        .await
+        .map_err(|e| MaintenanceError::delta(uri, "vacuum", e))?;
+    let snapshot = table
+        .snapshot()
+        .map_err(|e| MaintenanceError::delta(uri, "vacuum", e))?;
+    let active: std::collections::HashSet<String> = snapshot
+        .log_data()
+        .iter()
+        .map(|f| crate::commit::decode_path(&f.path()))
+        .collect();
+    let (files, kept): (Vec<String>, Vec<String>) = plan.files_deleted.into_iter().partition(|f| {
+        let f = crate::commit::decode_path(f);
+        !staged.contains(&f) && !active.contains(&f)
+    });
+    if !kept.is_empty() {
+        info!(
+            table = uri,
+            files = kept.len(),
+            "vacuum keeps files that staged links name"
+        );
+    }
+    if !options.dry_run {
+        for file in &files {
+            match store.delete(&deltalake::Path::from(file.as_str())).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => {
+                    return Err(MaintenanceError::Lake(crate::LakeError::Object {
+                        uri: uri.to_owned(),
+                        action: "deleting",
+                        object: file.clone(),
+                        reason: e.to_string(),
+                    }));
+                }
+            }
+        }
+    }
+    let metrics = VacuumReport {
+        dry_run: options.dry_run,
+        files,
+    };
     info!(
         table = uri,
-        files = metrics.files_deleted.len(),
+        files = metrics.files.len(),
         dry_run = options.dry_run,
         "vacuum"
     );
-    Ok(VacuumReport {
-        dry_run: metrics.dry_run,
-        files: metrics.files_deleted,
-    })
+    Ok(metrics)
 }
 
 /// Everything one maintenance pass over a table does.
