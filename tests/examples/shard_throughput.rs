@@ -122,7 +122,7 @@ async fn committer(sink: Sink, interval: Duration, until: Instant) -> CommitterS
     while Instant::now() < until {
         let started = Instant::now();
         stats.passes += 1;
-        match sink.commit_staged(&retry).await {
+        match sink.commit_staged(&retry).await.both() {
             Ok(pass) => {
                 stats.commits += u64::from(pass.events.version.is_some()) + u64::from(pass.rejects.version.is_some());
                 stats.rows += pass.events.rows;
@@ -215,7 +215,10 @@ async fn main() -> anyhow::Result<()> {
                 stager.await??;
             }
             let started = Instant::now();
-            let pass = Sink::new(&config, &storage).commit_staged(&Retry::default()).await?;
+            let pass = Sink::new(&config, &storage)
+                .commit_staged(&Retry::default())
+                .await
+                .both()?;
             let took = started.elapsed().as_secs_f64() * 1e3;
             let rows = lake::Table::open(&table, &storage).await?.file_stats()?.rows;
             println!(
@@ -269,7 +272,7 @@ async fn main() -> anyhow::Result<()> {
         // What is still staged is committed now, and the table checked.
         let last = Sink::new(&config, &storage);
         loop {
-            let pass = last.commit_staged(&Retry::default()).await?;
+            let pass = last.commit_staged(&Retry::default()).await.both()?;
             if pass.events.links == 0 {
                 break;
             }

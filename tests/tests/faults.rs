@@ -378,7 +378,7 @@ async fn deliver(sink: &Sink, batch: &[KinesisEventRecord]) -> (u64, usize, usiz
 /// seconds: a pass that fails (faults) leaves its work staged for the next.
 async fn commit_all(sink: &Sink) {
     for _ in 0..ROUNDS * 4 {
-        match sink.commit_staged(&retry()).await {
+        match sink.commit_staged(&retry()).await.both() {
             Ok(pass) if pass.events.links + pass.rejects.links == 0 => {
                 assert_eq!(
                     pass.events.left + pass.rejects.left,
@@ -726,7 +726,7 @@ async fn a_commit_that_lands_after_its_deadline_keeps_its_files() {
     });
     let short =
         Retry::within(Duration::from_secs(1)).with_delays(Duration::from_millis(10), Duration::from_millis(100));
-    let pass = late.commit_staged(&short).await;
+    let pass = late.commit_staged(&short).await.both();
     assert!(pass.is_err(), "the committer gave up: {pass:?}");
     assert!(proxy.counts().late_write >= 1, "{:?}", proxy.counts());
     // The write lands after the committer gave up.
@@ -734,7 +734,7 @@ async fn a_commit_that_lands_after_its_deadline_keeps_its_files() {
     proxy.set_rates(FaultRates::none());
     assert_eq!(game_counts(standin.endpoint(), &events, &rejects), (50, 50, 0));
     // The next pass finds the links behind the late version's positions.
-    let next = healthy.commit_staged(&retry()).await.unwrap();
+    let next = healthy.commit_staged(&retry()).await.both().unwrap();
     assert_eq!(next.events.links, 0, "{next:?}");
     // Kinesis delivers the batch again: the chain says it is in.
     let again = healthy.process(&records, &retry()).await;
@@ -1319,7 +1319,7 @@ async fn killed_committer() {
     let config = Config::new(&events, None).unwrap().with_settle(Some(Settle::after(8)));
     let sink = Sink::new(&config, &storage(&endpoint, &standin));
     loop {
-        match sink.commit_staged(&retry()).await {
+        match sink.commit_staged(&retry()).await.both() {
             Ok(pass) if pass.events.links > 0 => say("LAKELOG-CHILD committed"),
             Ok(_) => say("LAKELOG-CHILD nothing left"),
             Err(e) => say(&format!("LAKELOG-CHILD failed: {e}")),

@@ -83,15 +83,12 @@ pub async fn commit(
             }
         };
         let mut summary = summary.borrow_mut();
-        match &pass {
-            Ok(done) => {
-                summary.add(&done.events);
-                summary.add(&done.rejects);
-            }
-            Err(error) => {
-                summary.failed += 1;
-                tracing::warn!(%error, "commit pass failed; its work stays staged for the next");
-            }
+        for done in pass.done() {
+            summary.add(done);
+        }
+        for error in pass.failures() {
+            summary.failed += 1;
+            tracing::warn!(%error, "a table's commit failed; its work stays staged for the next pass");
         }
         metrics.commit(&pass, started.elapsed()).emit();
     })

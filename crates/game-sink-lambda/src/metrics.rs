@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use aws_lambda_events::event::kinesis::KinesisEventRecord;
 use emf::{Bounded, Metrics, Unit};
 use game_sink::{BatchReport, EventCount, SinkCommit};
-use lake::LakeError;
 
 /// The value of the `Function` dimension.
 pub const FUNCTION: &str = "game-sink";
@@ -104,28 +103,32 @@ impl Reporter {
 
 impl Reporter {
     /// The document of one committer pass: links, rows and versions committed, the longest a
-    /// committed link had waited, links left for a later pass, and a failed pass.
-    pub fn commit(&self, pass: &Result<SinkCommit, LakeError>, took: std::time::Duration) -> Metrics {
+    /// link had waited (committed, or left for a later pass: a link that waits for one that never
+    /// comes shows here), links left, stranded or set aside, and the tables whose commit failed.
+    pub fn commit(&self, pass: &SinkCommit, took: std::time::Duration) -> Metrics {
         let mut doc = Metrics::new(&self.namespace).dimension("Function", COMMITTER);
-        doc.put("CommitPassSeconds", took.as_secs_f64(), Unit::Seconds).put(
-            "CommitPassesFailed",
-            f64::from(u8::from(pass.is_err())),
-            Unit::Count,
-        );
-        if let Ok(pass) = pass {
-            let tables = [&pass.events, &pass.rejects];
-            let sum = |f: fn(&lake::StagedCommit) -> f64| tables.iter().map(|t| f(t)).sum::<f64>();
-            doc.put("LinksCommitted", sum(|t| t.links as f64), Unit::Count)
-                .put("RowsCommitted", sum(|t| t.rows as f64), Unit::Count)
-                .put(
-                    "Commits",
-                    sum(|t| f64::from(u8::from(t.version.is_some()))),
-                    Unit::Count,
-                )
-                .put("LinksLeft", sum(|t| t.left as f64), Unit::Count);
-            if let Some(wait) = tables.iter().filter_map(|t| t.oldest_wait_ms).max() {
-                doc.put("StagedWaitSeconds", wait.max(0) as f64 / 1e3, Unit::Seconds);
-            }
+        let failed = pass.failures().count();
+        doc.put("CommitPassSeconds", took.as_secs_f64(), Unit::Seconds)
+            .put("CommitPassesFailed", f64::from(u8::from(failed > 0)), Unit::Count)
+            .put("TablesFailed", failed as f64, Unit::Count);
+        let tables: Vec<&lake::StagedCommit> = pass.done().collect();
+        let sum = |f: fn(&lake::StagedCommit) -> f64| tables.iter().map(|t| f(t)).sum::<f64>();
+        doc.put("LinksCommitted", sum(|t| t.links as f64), Unit::Count)
+            .put("RowsCommitted", sum(|t| t.rows as f64), Unit::Count)
+            .put(
+                "Commits",
+                sum(|t| f64::from(u8::from(t.version.is_some()))),
+                Unit::Count,
+            )
+            .put("LinksLeft", sum(|t| t.left as f64), Unit::Count)
+            .put("LinksStranded", sum(|t| (t.stranded + t.set_aside) as f64), Unit::Count);
+        if let Some(wait) = tables
+            .iter()
+            .flat_map(|t| [t.oldest_wait_ms, t.oldest_left_ms])
+            .flatten()
+            .max()
+        {
+            doc.put("StagedWaitSeconds", wait.max(0) as f64 / 1e3, Unit::Seconds);
         }
         doc
     }

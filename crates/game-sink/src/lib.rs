@@ -29,6 +29,6 @@ mod sink;
 
 pub use config::{Config, ConfigError, Parking, Settle};
 pub use sink::{
-    BatchReport, EventCount, Parked, ParkedFor, ReplayError, Replayed, Sink, SinkCommit, WriteError, events_table_spec,
-    rejects_table_spec,
+    BatchReport, Committed, EventCount, Parked, ParkedFor, ReplayError, Replayed, Sink, SinkCommit, WriteError,
+    events_table_spec, rejects_table_spec,
 };

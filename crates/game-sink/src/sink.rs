@@ -529,14 +529,14 @@ impl Sink {
         let mut report = self.stage(records).await;
         let committed = self.commit_staged(retry).await;
         self.settled().await;
-        match committed {
-            Ok(commit) => {
-                for table in [&commit.events, &commit.rejects] {
+        for table in [&committed.events, &committed.rejects] {
+            match table {
+                Ok(table) => {
                     report.commit_attempts += table.attempts;
                     report.post_commit_failures += u32::from(table.post_commit_failed);
                 }
+                Err(e) => warn!(error = %e, "staged, not committed yet; the next pass commits it"),
             }
-            Err(e) => warn!(error = %e, "staged, not committed yet; the next pass commits it"),
         }
         report
     }
@@ -548,13 +548,11 @@ impl Sink {
 
     /// Commits what the writers staged in both tables: one version of each with rows (see
     /// [`lake::staging`]); a packing of small files starts beside the next commits when due
-    /// ([`Sink::settled`] waits for it). Both tables are tried; the first error is returned.
-    pub async fn commit_staged(&self, retry: &Retry) -> Result<SinkCommit, LakeError> {
+    /// ([`Sink::settled`] waits for it). Both tables are tried, each with its own outcome: a
+    /// table that committed is reported so even when the other failed.
+    pub async fn commit_staged(&self, retry: &Retry) -> SinkCommit {
         let (events, rejects) = tokio::join!(self.events.commit_staged(retry), self.rejects.commit_staged(retry));
-        Ok(SinkCommit {
-            events: events?,
-            rejects: rejects?,
-        })
+        SinkCommit { events, rejects }
     }
 
     /// Stages the records of one batch (in their shards' order), the writer's part: per stream,
@@ -661,13 +659,47 @@ impl Sink {
     }
 }
 
-/// What one committer pass did to both tables.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// What one committer pass did to each of the two tables: each table's outcome is its own, so
+/// two committers that split the tables both report what they did.
+#[derive(Debug)]
 pub struct SinkCommit {
+    /// `game_events`.
+    pub events: Result<StagedCommit, LakeError>,
+    /// `game_events_rejects`.
+    pub rejects: Result<StagedCommit, LakeError>,
+}
+
+/// Both tables' commits of a pass in which neither failed ([`SinkCommit::both`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Committed {
     /// `game_events`.
     pub events: StagedCommit,
     /// `game_events_rejects`.
     pub rejects: StagedCommit,
+}
+
+impl SinkCommit {
+    /// Both tables' commits, or the first error (`game_events`' first).
+    pub fn both(self) -> Result<Committed, LakeError> {
+        Ok(Committed {
+            events: self.events?,
+            rejects: self.rejects?,
+        })
+    }
+
+    /// The tables that committed, or had nothing to commit.
+    pub fn done(&self) -> impl Iterator<Item = &StagedCommit> {
+        [&self.events, &self.rejects]
+            .into_iter()
+            .filter_map(|t| t.as_ref().ok())
+    }
+
+    /// The errors of the tables that failed.
+    pub fn failures(&self) -> impl Iterator<Item = &LakeError> {
+        [&self.events, &self.rejects]
+            .into_iter()
+            .filter_map(|t| t.as_ref().err())
+    }
 }
 
 #[cfg(test)]

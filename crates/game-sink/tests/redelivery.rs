@@ -198,7 +198,7 @@ async fn a_staged_batch_delivered_again_before_any_commit_is_staged_once() {
     more.extend(records(0, 40, 20));
     let resumed = stage(&sink, &more).await;
     assert_eq!(resumed.already_committed, 10);
-    let commit = sink.commit_staged(&Retry::default()).await.unwrap();
+    let commit = sink.commit_staged(&Retry::default()).await.both().unwrap();
     assert!(commit.events.version.is_some());
     let all = records(0, 0, 60);
     assert_eq!(rows(&rejects).await, rejects_in(&all));
@@ -226,7 +226,7 @@ async fn many_shards_stage_at_once_and_one_commit_takes_them_all() {
         .unwrap()
         .delta()
         .version();
-    let commit = sink.commit_staged(&Retry::default()).await.unwrap();
+    let commit = sink.commit_staged(&Retry::default()).await.both().unwrap();
     assert_eq!((commit.events.links, commit.events.streams), (24, 8));
     let table = lake::Table::open(&events, &StorageConfig::default()).await.unwrap();
     // One commit (a packing of small files may follow it).
@@ -253,8 +253,8 @@ async fn two_committers_at_once_commit_each_batch_once() {
     let retry = Retry::default();
     let (a, b) = tokio::join!(sink.commit_staged(&retry), other.commit_staged(&retry));
     // The one whose guard broke committed nothing; a later pass finds nothing left.
-    let links: usize = [a, b].into_iter().filter_map(Result::ok).map(|c| c.events.links).sum();
-    let after = sink.commit_staged(&retry).await.unwrap();
+    let links: usize = [a, b].into_iter().filter_map(|c| c.events.ok()).map(|c| c.links).sum();
+    let after = sink.commit_staged(&retry).await.both().unwrap();
     assert_eq!(links + after.events.links, 8);
     assert_eq!(rows(&events).await, expected);
     assert_eq!(rows(&rejects).await, 200 - expected);

@@ -107,6 +107,16 @@ impl SourceWriter {
         if batch.num_rows() == 0 {
             return Ok(());
         }
+        // The table's schema may have grown since this release's batches were shaped (a nullable
+        // column added by another engine): its rows then read the new columns as null.
+        let target = self.writer.arrow_schema();
+        let batch = if batch.schema().fields() != target.fields()
+            && crate::conform::covers(target.fields(), batch.schema().fields())
+        {
+            crate::conform::conform(batch, &target).map_err(|e| LakeError::delta(&self.uri, e))?
+        } else {
+            batch
+        };
         self.rows += batch.num_rows() as u64;
         let values = self.single_partition(&batch).and_then(|(name, column)| {
             Some(IndexMap::from([(

@@ -21,6 +21,21 @@ pub(crate) fn conform(batch: RecordBatch, target: &SchemaRef) -> Result<RecordBa
     deltalake::kernel::cast_record_batch(&batch, SchemaRef::clone(target), false, true)
 }
 
+/// Whether `target` has every field of `fields` (struct fields at any depth, by name): then
+/// [`conform`] only adds what `fields` lack and drops nothing.
+pub(crate) fn covers(target: &arrow::datatypes::Fields, fields: &arrow::datatypes::Fields) -> bool {
+    use arrow::datatypes::DataType;
+    fields.iter().all(|field| {
+        target
+            .iter()
+            .find(|t| t.name() == field.name())
+            .is_some_and(|t| match (t.data_type(), field.data_type()) {
+                (DataType::Struct(t), DataType::Struct(f)) => covers(t, f),
+                _ => true,
+            })
+    })
+}
+
 /// `schema` without the columns `partition_columns` names: the schema of a table's data files,
 /// which hold no partition column.
 pub(crate) fn without_partitions<'a>(

@@ -1208,6 +1208,35 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn writers_go_on_after_another_engine_adds_a_nullable_column() {
+        use deltalake::kernel::{DataType, PrimitiveType, StructField};
+        let dir = tempfile::tempdir().unwrap();
+        let mut before = table(&dir).await;
+        stage_after(&mut before, "a", &["1"], "1").await.unwrap();
+        // `ALTER TABLE ... ADD COLUMNS (level INT)`, by another engine, while the writers run.
+        let altered = before
+            .delta()
+            .clone()
+            .add_columns()
+            .with_fields([StructField::new(
+                "level",
+                DataType::Primitive(PrimitiveType::Integer),
+                true,
+            )])
+            .await
+            .unwrap();
+        assert!(altered.snapshot().unwrap().schema().field("level").is_some());
+        // A writer opened before the change, and one opened after it (a new function instance).
+        stage_after(&mut before, "a", &["2"], "2").await.unwrap();
+        let mut after = Table::open(before.uri(), &StorageConfig::default()).await.unwrap();
+        stage_after(&mut after, "a", &["3"], "3").await.unwrap();
+        stage_after(&mut after, "b", &["4"], "1").await.unwrap();
+        let report = after.commit_staged(1000, &Retry::default()).await.unwrap();
+        assert_eq!((report.links, report.rows), (4, 4), "{report:?}");
+        assert_eq!(rows(&after), 4);
+    }
+
     async fn source(table: &Table, source: &str, ids: &[&str]) -> SourceFiles {
         let mut writer = table.writer(source).unwrap();
         writer.write(batch(ids, 19_000)).await.unwrap();
