@@ -317,6 +317,14 @@ impl Games {
         Ok(Self::Keys(keys))
     }
 
+    /// The game `id` of a keys file; `None` for games of API Gateway, or a game not in the file.
+    pub fn game(&self, id: &str) -> Option<Arc<Game>> {
+        match self {
+            Games::Keys(keys) => keys.values().find(|g| g.id == id).cloned(),
+            Games::ApiGateway(_) => None,
+        }
+    }
+
     /// Games of the keys file at `path`.
     pub fn from_keys_file(path: &std::path::Path) -> Result<Self, GameError> {
         let name = path.display().to_string();

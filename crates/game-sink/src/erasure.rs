@@ -54,6 +54,10 @@ pub struct ErasureRequest {
     /// The event parameter holding a player's id.
     #[serde(default = "default_id_param")]
     pub id_param: String,
+    /// The players' pseudonyms, when the game writes `id_param` pseudonymised
+    /// ([`ErasureRequest::with_pseudonyms`]): the rows hold these, not the ids.
+    #[serde(skip)]
+    pub pseudonyms: Vec<String>,
 }
 
 impl ErasureRequest {
@@ -82,11 +86,34 @@ impl ErasureRequest {
                 "idParam must be the name of one event parameter (letters, digits, _)",
             ));
         }
+        // A parameter that is no id (`platform`) would erase everyone who shares its value.
+        if !id_param.to_ascii_lowercase().ends_with("id") {
+            return Err(bad(&format!(
+                "idParam {id_param:?} is not a player id parameter (its name must end in \"id\", as device_id)"
+            )));
+        }
         Ok(Self {
             game,
             players,
             id_param,
+            pseudonyms: Vec::new(),
         })
+    }
+
+    /// The same request for a game that writes the parameters `params` pseudonymised, each id as
+    /// `pseudonym(id)` (its keyed hash, see the API's pseudonymisation): when `params` holds
+    /// `id_param`, the rows to erase are those of the pseudonyms, and of the ids as given (rows
+    /// written before the game pseudonymised).
+    pub fn with_pseudonyms(mut self, params: &[String], pseudonym: impl Fn(&str) -> String) -> Self {
+        if params.contains(&self.id_param) {
+            self.pseudonyms = self.players.iter().map(|id| pseudonym(id)).collect();
+        }
+        self
+    }
+
+    /// Every value that marks a player's rows: the ids and their pseudonyms.
+    fn ids(&self) -> impl Iterator<Item = String> + '_ {
+        self.players.iter().chain(&self.pseudonyms).cloned()
     }
 
     /// The request in the JSON `bytes` of `source_name`.
@@ -101,7 +128,7 @@ impl ErasureRequest {
     /// The rows of `game_events` it erases: of the game (or of none), whose parameter is an id or
     /// whose extra parameters name one.
     fn events(&self) -> Erasure {
-        Erasure::new(self.players.iter().cloned())
+        Erasure::new(self.ids())
             .equals(format!("{}.{}", game_events::EVENT_PARAMS, self.id_param))
             .mentions(game_events::batch::EXTRA_PARAMS)
             .within(game_events::GAME_ID, self.game.clone())
@@ -110,9 +137,7 @@ impl ErasureRequest {
     /// The rows of `game_events_rejects` (and parked records) it erases: whose partition key is
     /// an id or whose raw record names one. Rejects have no game column.
     fn records(&self) -> Erasure {
-        Erasure::new(self.players.iter().cloned())
-            .equals("partitionKey")
-            .mentions("data")
+        Erasure::new(self.ids()).equals("partitionKey").mentions("data")
     }
 }
 
@@ -176,12 +201,23 @@ pub struct ErasureReceipt {
     pub tables: BTreeMap<String, TableErasure>,
     /// The parked records.
     pub parked: Option<ParkedErasure>,
-    /// No Parquet file under any table's folder holds a row of the players, and no parked record
-    /// names them.
+    /// Rows and parked records of the players found (and removed) by this erasure.
+    pub found: u64,
+    /// No Parquet file under any table's folder holds a row of the players, no parked record
+    /// names them, and the erasure found something to remove: an erasure that matched nothing
+    /// (ids of another game, of the wrong parameter, or raw ids of a game that pseudonymises
+    /// them) proves nothing, and is not verified.
     pub verified: bool,
+    /// Why it is not verified, when it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unverified_because: Option<String>,
     /// What lakelog cannot erase itself (docs/privacy.md).
     pub not_covered: Vec<&'static str>,
 }
+
+/// The most committer passes an erasure runs before it erases: enough for a backlog of
+/// `MAX_LINKS_PER_COMMIT` links each.
+const COMMIT_PASSES: usize = 10;
 
 /// Commits what the writers staged, then erases and purges `erasure`'s rows of the table at
 /// `uri`, leaving readers of older versions `grace` first.
@@ -196,12 +232,14 @@ async fn forget_in(
     let mut staged_links_committed = 0;
     // The running committer may commit the same links first: its commit moves the streams, and
     // this one then stops at its guard and looks again.
+    // Bounded: links that wait for one that never comes (a stranded stream) are left, their
+    // files kept by the purge, and the receipt is then not verified.
     let mut conflicts = 0;
-    loop {
+    for _ in 0..COMMIT_PASSES {
         match table.commit_staged(lake::staging::MAX_LINKS_PER_COMMIT, &retry).await {
             Ok(committed) => {
                 staged_links_committed += committed.links;
-                if committed.left == 0 {
+                if committed.left == 0 || committed.links == 0 {
                     break;
                 }
             }
@@ -319,11 +357,25 @@ pub async fn forget(
         Some(uri) => Some(forget_parked(&Folder::open(uri, storage)?, &request.records()).await?),
         None => None,
     };
-    let verified = tables.values().all(|t| t.purge.after.holding.is_empty())
+    let found = tables.values().map(|t| t.erasure.rows_removed).sum::<u64>()
+        + parked.as_ref().map_or(0, |p| p.records_removed as u64);
+    let holding = tables.values().all(|t| t.purge.after.holding.is_empty())
         && parked.as_ref().is_none_or(|p| p.objects_still_naming.is_empty());
-    if !verified {
-        warn!(game = %request.game, "files still hold the players after the erasure");
+    let unverified_because = if !holding {
+        Some("files or parked records still hold the players: run the erasure again".to_owned())
+    } else if found == 0 {
+        Some(format!(
+            "no row of game {} held these ids in {}: check the game, the parameter, and whether the game \
+             pseudonymises it (then its key is needed)",
+            request.game, request.id_param
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = &unverified_because {
+        warn!(game = %request.game, why, "erasure not verified");
     }
+    let verified = unverified_because.is_none();
     Ok(ErasureReceipt {
         started_at: started_at.to_rfc3339(),
         finished_at: chrono::Utc::now().to_rfc3339(),
@@ -332,7 +384,9 @@ pub async fn forget(
         players_sha256: request.players.iter().map(|p| sha256_hex(p)).collect(),
         tables,
         parked,
+        found,
         verified,
+        unverified_because,
         not_covered: vec![
             "records still in the Kinesis stream, until its retention (GameEventsRetentionHours) ends",
             "the tables' logs (_delta_log): each file's smallest and largest id, until log cleanup (30 days)",

@@ -185,6 +185,13 @@ pub struct ErasureSummary {
 /// The folder under the requests' where receipts go.
 pub const RECEIPTS: &str = "receipts/";
 
+/// Where a request that matched nothing is moved (beside its receipt under [`RECEIPTS`]): it is
+/// not taken again each pass, and its summary carries an error, which an alarm reads.
+pub const UNMATCHED: &str = "unmatched/";
+
+/// The share of a pass's time that erasures may take; tables get the rest.
+const ERASURE_SHARE: f64 = 0.5;
+
 /// Seconds left to readers of the older versions before an erasure deletes their files.
 const READER_GRACE: Duration = Duration::from_secs(60);
 
@@ -196,6 +203,7 @@ async fn take_erasures(
     config: &crate::config::ErasureConfig,
     storage: &StorageConfig,
     grace: Duration,
+    stop_at: Option<Instant>,
 ) -> Vec<ErasureSummary> {
     let mut summaries = Vec::new();
     let folder = match lake::Folder::open(&config.requests, storage) {
@@ -216,6 +224,10 @@ async fn take_erasures(
         .into_iter()
         .filter(|n| !n.starts_with(RECEIPTS) && !n.contains('/'))
     {
+        if stop_at.is_some_and(|at| Instant::now() >= at) {
+            info!(request = %folder.object_uri(&name), "erasures' share of the pass is spent; the next pass takes it");
+            break;
+        }
         let object = folder.object_uri(&name);
         let mut summary = ErasureSummary {
             request: object.clone(),
@@ -232,6 +244,17 @@ async fn take_erasures(
             folder.put(&at, json).await.map_err(|e| e.to_string())?;
             if receipt.verified {
                 folder.delete(&name).await.map_err(|e| e.to_string())?;
+            } else if receipt.found == 0 {
+                folder
+                    .put(&format!("{UNMATCHED}{name}"), bytes.to_vec())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                folder.delete(&name).await.map_err(|e| e.to_string())?;
+                return Err(format!(
+                    "{}; the request is moved to {}",
+                    receipt.unverified_because.unwrap_or_default(),
+                    folder.object_uri(&format!("{UNMATCHED}{name}"))
+                ));
             }
             let rows = receipt.tables.values().map(|t| t.erasure.rows_removed).sum::<u64>();
             Ok::<_, String>((folder.object_uri(&at), rows, receipt.verified))
@@ -270,7 +293,13 @@ pub async fn handle(event: LambdaEvent<EventBridgeEvent>, maintainer: &Maintaine
 
     // Erasures first: a player's request is due within a month, and a pass may end early.
     let erasures = match &config.erasure {
-        Some(erasure) => take_erasures(erasure, &maintainer.storage, maintainer.reader_grace).await,
+        Some(erasure) => {
+            let share = stop_at.map(|at| {
+                let left = at.saturating_duration_since(Instant::now());
+                Instant::now() + left.mul_f64(ERASURE_SHARE)
+            });
+            take_erasures(erasure, &maintainer.storage, maintainer.reader_grace, share).await
+        }
         None => Vec::new(),
     };
     // The tables, with their deduplication keys; prefixes are listed now.

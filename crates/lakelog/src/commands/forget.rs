@@ -38,6 +38,10 @@ pub struct ForgetArgs {
     /// Write the erasure receipt (JSON) here as well as to standard output.
     #[arg(long, value_name = "FILE")]
     pub receipt: Option<std::path::PathBuf>,
+    /// The games file of `lakelog serve` (with each game's pseudonymisation and key): a game that
+    /// pseudonymises --id-param has its players' pseudonyms erased, and ids as given too.
+    #[arg(long, value_name = "FILE")]
+    pub games: Option<std::path::PathBuf>,
     /// Player ids.
     #[arg(value_name = "PLAYER")]
     pub players: Vec<String>,
@@ -60,7 +64,16 @@ async fn run_async(args: &ForgetArgs) -> anyhow::Result<ExitCode> {
                 .map(str::to_owned),
         );
     }
-    let request = ErasureRequest::new("the command line", args.game.clone(), players, args.id_param.clone())?;
+    let mut request = ErasureRequest::new("the command line", args.game.clone(), players, args.id_param.clone())?;
+    if let Some(path) = &args.games {
+        let games = game_api::Games::from_keys_file(path)?;
+        let game = games
+            .game(&args.game)
+            .with_context(|| format!("{}: no game {}", path.display(), args.game))?;
+        if let Some(pseudonym) = &game.pseudonym {
+            request = request.with_pseudonyms(pseudonym.params(), |id| pseudonym.of(id));
+        }
+    }
     let storage = StorageConfig::from_env();
     let targets = ErasureTargets {
         events_table: args.table.clone(),
