@@ -8,6 +8,7 @@ mod faults;
 mod game_api;
 mod game_pipeline;
 mod maintenance;
+mod simulation;
 mod standins;
 mod structure;
 mod template;

@@ -164,6 +164,11 @@ async fn live_position(uri: &str, table: &DeltaTable, txns: &Txns, stream: &str)
     {
         groups.push(txns.version(uri, table, &group_id(stream, i)).await?);
     }
+    if groups.iter().any(Option::is_none) {
+        // The `txn` actions of one commit expire together; a group read as absent after its
+        // length was read live expired in between: the ledger says.
+        return Ok(None);
+    }
     assemble(length, &groups)
         .map(Some)
         .map_err(|reason| LakeError::InvalidPosition {
@@ -256,6 +261,30 @@ impl Ledger {
         if self.at.is_none() {
             self.load(uri, table).await?;
         }
+        match self.catch_up(uri, table, version).await {
+            // The commits after what this handle knew are cleaned up: the stored ledger, written
+            // before they were (maybe by another handle), goes on from a later version.
+            Err(LakeError::PositionsUnknown { .. }) if self.reload_is_newer(uri, table).await? => {
+                self.catch_up(uri, table, version).await
+            }
+            done => done,
+        }
+    }
+
+    /// Reads the stored ledger again; whether it is of a later version than what was known
+    /// (then it replaces it).
+    async fn reload_is_newer(&mut self, uri: &str, table: &DeltaTable) -> Result<bool, LakeError> {
+        let mut stored = Ledger::default();
+        stored.load(uri, table).await?;
+        if stored.at.is_some() && stored.at > self.at {
+            *self = stored;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Applies the commits after the version known up to `version`.
+    async fn catch_up(&mut self, uri: &str, table: &DeltaTable, version: u64) -> Result<(), LakeError> {
         let from = match self.at {
             Some(at) if at >= version => return Ok(()),
             Some(at) => at + 1,
