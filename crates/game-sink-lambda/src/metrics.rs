@@ -120,6 +120,12 @@ impl Reporter {
                 sum(|t| f64::from(u8::from(t.version.is_some()))),
                 Unit::Count,
             )
+            .put("CommitAttempts", sum(|t| f64::from(t.attempts)), Unit::Count)
+            .put(
+                "PostCommitFailures",
+                sum(|t| f64::from(u8::from(t.post_commit_failed))),
+                Unit::Count,
+            )
             .put("LinksLeft", sum(|t| t.left as f64), Unit::Count)
             .put("LinksStranded", sum(|t| (t.stranded + t.set_aside) as f64), Unit::Count);
         if let Some(wait) = tables
