@@ -3,6 +3,7 @@
 
 mod access_logs;
 mod access_report;
+mod alarms;
 mod docs;
 mod faults;
 mod game_api;
