@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use crate::error::LakeError;
-use crate::txns::{Txns, transactions_of};
+use crate::txns::{Ledger, Txns, transactions_of};
 
 /// The ledger of stream positions, relative to the table's folder (a name starting with `_`, so
 /// Delta readers and VACUUM leave it alone).
@@ -237,18 +237,6 @@ struct LedgerFile {
     version: u64,
     /// Each stream's position at that version.
     positions: BTreeMap<String, String>,
-}
-
-/// What a table handle knows of the ledger: every stream's position as of a version, the stored
-/// ledger brought forward by the commits since.
-#[derive(Debug, Default)]
-pub(crate) struct Ledger {
-    /// The version `positions` are of; `None` before it is first read.
-    at: Option<u64>,
-    /// Each stream's position at `at`.
-    positions: BTreeMap<String, String>,
-    /// The version of the stored ledger, as last read or written.
-    stored: Option<u64>,
 }
 
 impl Ledger {

@@ -105,10 +105,22 @@ pub(crate) fn transactions_of(commit: &[u8]) -> Option<Vec<Transaction>> {
     Some(found)
 }
 
+/// What a table handle knows of the ledger: every stream's position as of a version, the stored
+/// ledger brought forward by the commits since.
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    /// The version `positions` are of; `None` before it is first read.
+    pub(crate) at: Option<u64>,
+    /// Each stream's position at `at`.
+    pub(crate) positions: std::collections::BTreeMap<String, String>,
+    /// The version of the stored ledger, as last read or written.
+    pub(crate) stored: Option<u64>,
+}
+
 /// The `txn` versions asked about through one table handle and its clones (see the module
 /// documentation). Cloning shares the memory.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Txns(Arc<Mutex<Memory>>, Arc<Mutex<crate::positions::Ledger>>);
+pub(crate) struct Txns(Arc<Mutex<Memory>>, Arc<Mutex<Ledger>>);
 
 impl Txns {
     /// The live version of `app_id`'s `txn` in the version `table` has loaded, as delta-rs'
@@ -146,8 +158,8 @@ impl Txns {
         Ok(found)
     }
 
-    /// What this handle knows of the streams' position ledger (see [`crate::positions`]).
-    pub(crate) fn ledger(&self) -> &Mutex<crate::positions::Ledger> {
+    /// What this handle knows of the streams' position ledger.
+    pub(crate) fn ledger(&self) -> &Mutex<Ledger> {
         &self.1
     }
 

@@ -238,7 +238,7 @@ pub(crate) async fn vacuum(
             match store.delete(&deltalake::Path::from(file.as_str())).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => {
-                    return Err(MaintenanceError::Lake(crate::LakeError::Object {
+                    return Err(MaintenanceError::Lake(crate::error::LakeError::Object {
                         uri: uri.to_owned(),
                         action: "deleting",
                         object: file.clone(),
