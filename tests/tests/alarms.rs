@@ -56,6 +56,8 @@ fn text(value: &Value, parameters: &BTreeMap<String, String>) -> Option<String> 
             let inner = text(&tagged.value, parameters)?;
             if tagged.tag == "Ref" {
                 parameters.get(&inner).cloned().or(Some(inner))
+            } else if tagged.tag == "GetAtt" {
+                Some(inner)
             } else if tagged.tag == "Sub" {
                 let mut out = inner;
                 for (name, default) in parameters {
@@ -451,6 +453,38 @@ fn each_failure_breaches_its_alarm_and_a_healthy_idle_stack_none() {
             "{case}: CommittersBehindAlarm does not fire (fired: {fired:?})"
         );
     }
+}
+
+#[test]
+fn a_failed_committer_tick_alarms_while_it_is_recent_only() {
+    let (template, parameters) = template();
+    let alarm = &template["Resources"]["CommitterTicksFailedQueueAlarm"];
+    // SQS's metrics of the queue: one tick's event sent in `failed_in`, none after.
+    let queue = |failed_in: usize| -> Vec<Period> {
+        (0..PERIODS)
+            .map(|period| {
+                let key = |name: &str| {
+                    (
+                        "AWS/SQS".to_owned(),
+                        name.to_owned(),
+                        vec![("QueueName".to_owned(), "CommitterTicksFailedQueue.QueueName".to_owned())],
+                    )
+                };
+                let sent = f64::from(u8::from(period == failed_in));
+                // The message stays visible for the queue's 14 days.
+                let visible = f64::from(u8::from(period >= failed_in));
+                Period::from([
+                    (key("NumberOfMessagesSent"), vec![sent]),
+                    (key("ApproximateNumberOfMessagesVisible"), vec![visible]),
+                ])
+            })
+            .collect()
+    };
+    assert!(fires(alarm, &queue(PERIODS - 1), &parameters), "a tick failed just now");
+    assert!(
+        !fires(alarm, &queue(0), &parameters),
+        "a tick that failed 15 minutes ago still holds the alarm"
+    );
 }
 
 #[test]
