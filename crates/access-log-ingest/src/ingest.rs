@@ -1024,7 +1024,7 @@ impl ObjectState<'_> {
                     &self.source,
                     rejects_spec,
                     &REJECTS_UNIQUE_COLUMNS,
-                    RejectsBatchBuilder::new(self.now),
+                    RejectsBatchBuilder::new(self.now).with_truncated_ips(self.session.ingestor.truncate_ips),
                 )
                 .await?;
             self.rejects = Some(output);

@@ -302,6 +302,28 @@ pub fn truncate_ip(text: &str) -> Option<String> {
     }
 }
 
+/// `text` with every IP address in it (a run of hex digits, `.` and `:` that parses as one)
+/// replaced by its network ([`truncate_ip`]): a line that could not be parsed keeps no requester's
+/// address wherever the address stood. One pass over the text.
+pub fn truncate_ips_in(text: &str) -> String {
+    let is_address_char = |c: char| c.is_ascii_hexdigit() || c == '.' || c == ':';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(is_address_char) {
+        out.push_str(&rest[..start]);
+        let run = &rest[start..];
+        let end = run.find(|c: char| !is_address_char(c)).unwrap_or(run.len());
+        let token = &run[..end];
+        match truncate_ip(token).filter(|_| token.contains(['.', ':'])) {
+            Some(network) => out.push_str(&network),
+            None => out.push_str(token),
+        }
+        rest = &run[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Appends records, column by column, into an `access_logs` batch.
 #[derive(Debug)]
 pub struct AccessLogBatchBuilder {
@@ -588,6 +610,8 @@ impl AccessLogBatchBuilder {
 #[derive(Debug)]
 pub struct RejectsBatchBuilder {
     ingested_at: i64,
+    /// Whether the IP addresses in a kept line are kept to their network only ([`truncate_ip`]).
+    truncate_ips: bool,
     log_object: StringBuilder,
     log_line: Int64Builder,
     line: StringBuilder,
@@ -599,6 +623,7 @@ impl RejectsBatchBuilder {
     pub fn new(ingested_at: i64) -> Self {
         Self {
             ingested_at,
+            truncate_ips: false,
             log_object: StringBuilder::new(),
             log_line: Int64Builder::new(),
             line: StringBuilder::new(),
@@ -606,12 +631,24 @@ impl RejectsBatchBuilder {
         }
     }
 
+    /// The same builder, keeping of each IP address in a rejected line only its network when
+    /// `on` ([`truncate_ip`]), as the `access_logs` rows keep `remote_ip`.
+    pub fn with_truncated_ips(mut self, on: bool) -> Self {
+        self.truncate_ips = on;
+        self
+    }
+
     /// Records that line `log_line` of `log_object` was rejected for `reason`. The line is kept as
-    /// text, with bytes that are not UTF-8 replaced.
+    /// text, with bytes that are not UTF-8 replaced (and its addresses truncated, when asked).
     pub fn append(&mut self, log_object: &str, log_line: i64, line: &[u8], reason: &str) {
         self.log_object.append_value(log_object);
         self.log_line.append_value(log_line);
-        self.line.append_value(String::from_utf8_lossy(line));
+        let text = String::from_utf8_lossy(line);
+        if self.truncate_ips {
+            self.line.append_value(truncate_ips_in(&text));
+        } else {
+            self.line.append_value(text);
+        }
         self.reason.append_value(reason);
     }
 
@@ -891,6 +928,19 @@ mod tests {
         let column = batch.column_by_name("log_object").unwrap().as_string::<i32>().clone();
         assert_eq!(column.iter().collect::<Vec<_>>(), objects.map(Some));
         assert_eq!(column.null_count(), 0);
+    }
+
+    #[test]
+    fn rejected_lines_keep_only_networks_when_asked() {
+        let line = r#"79a5 bucket [06/Feb/2019:00:00:38 +0000] 192.0.2.3 - 3E57 REST.GET {"ip":"2001:db8:85a3::8a2e:370:7334"} 1.2.3 x"#;
+        assert_eq!(
+            truncate_ips_in(line),
+            r#"79a5 bucket [06/Feb/2019:00:00:38 +0000] 192.0.2.0 - 3E57 REST.GET {"ip":"2001:db8:85a3::"} 1.2.3 x"#
+        );
+        let mut b = RejectsBatchBuilder::new(1).with_truncated_ips(true);
+        b.append("o", 1, b"bad 198.51.100.77 line", "reason");
+        let batch = b.finish().unwrap();
+        assert_eq!(batch.column(2).as_string::<i32>().value(0), "bad 198.51.100.0 line");
     }
 
     #[test]
