@@ -10,9 +10,10 @@
 //! of their names and values as written.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::fmt;
 
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::error::ParseError;
@@ -146,7 +147,11 @@ fn flat(line: &[u8]) -> Option<RawRecord<'_>> {
                     {
                         at += 1;
                     }
-                    Flat::Number(utf8.get(start..at)?)
+                    let written = utf8.get(start..at)?;
+                    if !is_json_number(written) {
+                        return None;
+                    }
+                    Flat::Number(written)
                 }
                 _ => return None,
             };
@@ -171,9 +176,7 @@ impl<'a> RawRecord<'a> {
     /// not the field's (serde_json then names it) or a number is not a whole one.
     fn set(&mut self, name: &'a str, value: Flat<'a>, written: &'a str) -> Option<()> {
         let Some(field) = JsonField::of_name(name) else {
-            if !self.unknown.iter().any(|(n, _)| *n == name) {
-                self.unknown.push((Cow::Borrowed(name), written));
-            }
+            self.unknown.push((Cow::Borrowed(name), written));
             return Some(());
         };
         let text = || match value {
@@ -291,8 +294,12 @@ impl<'a> RawRecord<'a> {
         if let Some(arn) = self.bucket_arn.take().filter(|arn| !own_arn(arn)) {
             extra.push((JsonField::BucketArn.name().into(), quoted(&arn)));
         }
+        // The first of each name is kept, as a set keeps it: linear in the number of fields.
+        let mut seen = HashSet::with_capacity(self.unknown.len());
         for (name, value) in self.unknown.drain(..) {
-            extra.push((name, value.to_owned()));
+            if seen.insert(name.clone()) {
+                extra.push((name, value.to_owned()));
+            }
         }
         if !extra.is_empty() {
             let mut text = String::from("{");
@@ -309,6 +316,39 @@ impl<'a> RawRecord<'a> {
         }
         Ok(self.record)
     }
+}
+
+/// Whether `written` is a number as JSON writes one: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
+fn is_json_number(written: &str) -> bool {
+    let b = written.as_bytes();
+    let mut at = usize::from(b.first() == Some(&b'-'));
+    let digits = |at: &mut usize| {
+        let start = *at;
+        while b.get(*at).is_some_and(u8::is_ascii_digit) {
+            *at += 1;
+        }
+        *at - start
+    };
+    let whole = digits(&mut at);
+    if whole == 0 || (whole > 1 && b[at - whole] == b'0') {
+        return false;
+    }
+    if b.get(at) == Some(&b'.') {
+        at += 1;
+        if digits(&mut at) == 0 {
+            return false;
+        }
+    }
+    if matches!(b.get(at), Some(b'e' | b'E')) {
+        at += 1;
+        if matches!(b.get(at), Some(b'+' | b'-')) {
+            at += 1;
+        }
+        if digits(&mut at) == 0 {
+            return false;
+        }
+    }
+    at == b.len()
 }
 
 /// `text` as a JSON string.
@@ -368,10 +408,6 @@ impl<'de> Visitor<'de> for RecordVisitor {
         while let Some(Text(name)) = map.next_key::<Text<'de>>()? {
             let name = name.unwrap_or_default();
             let Some(field) = JsonField::of_name(&name) else {
-                if raw.unknown.iter().any(|(n, _)| *n == name) {
-                    map.next_value::<IgnoredAny>()?;
-                    continue;
-                }
                 let value: &'de RawValue = map.next_value()?;
                 raw.unknown.push((name, value.get()));
                 continue;
@@ -554,6 +590,43 @@ mod tests {
         assert_eq!(r.request_time % 1_000_000, 123_000);
         assert_eq!(r.key.as_deref(), Some("a \"quoted\"\tkey"));
         assert_eq!((r.operation, r.acl_required), (None, None));
+    }
+
+    #[test]
+    fn unknown_numbers_are_kept_as_valid_json_or_refused() {
+        let with = |number: &str| {
+            let line = format!(r#"{{"bucket_name":"b","request_time":"2026-04-29T14:32:16Z","n":{number}}}"#);
+            parse_json_record(line.as_bytes()).map(|r| r.extra_fields.map(|e| e.into_owned()))
+        };
+        for good in ["0", "-0", "12", "-1.5", "1e5", "2.5E-3", "1e+2"] {
+            let extra = with(good).unwrap().unwrap();
+            let value: serde_json::Value = serde_json::from_str(&extra).unwrap();
+            assert_eq!(
+                value["n"],
+                serde_json::from_str::<serde_json::Value>(good).unwrap(),
+                "{good}"
+            );
+        }
+        for bad in ["1-2", "01", "1.", ".5", "1e", "1e+", "--1", "-", "1.2.3", "+1"] {
+            let e = with(bad).unwrap_err();
+            assert!(e.to_string().contains("JSON"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn many_unknown_fields_keep_the_first_of_each_name() {
+        let mut line = String::from(r#"{"bucket_name":"b","request_time":"2026-04-29T14:32:16Z""#);
+        for i in 0..20_000 {
+            line.push_str(&format!(r#","f{}":{i}"#, i % 10_000));
+        }
+        line.push('}');
+        for reader in [parse_json_record, parse_with_serde] {
+            let r = reader(line.as_bytes()).unwrap();
+            let extra: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(r.extra_fields.as_deref().unwrap()).unwrap();
+            assert_eq!(extra.len(), 10_000);
+            assert_eq!(extra["f7"], 7);
+        }
     }
 
     #[test]
