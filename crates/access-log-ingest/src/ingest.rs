@@ -10,9 +10,11 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use arrow::record_batch::RecordBatch;
+use futures::StreamExt;
 use lake::maintenance::{MaintenanceError, Settle};
 use lake::{
     AppendOutcome, LakeError, Retry, SourceFiles, SourceWriter, StagedCommit, StorageConfig, Table, TableSpec,
@@ -32,6 +34,10 @@ use crate::objects::{LogSource, ObjectReader, ObjectRef, ReadError};
 
 /// Bytes read from an object at a time.
 const CHUNK: usize = 1 << 20;
+
+/// Tables a committer pass commits at a time: each commit mostly waits on S3, and a pass over
+/// thousands of per-bucket tables must fit in a tick.
+const COMMIT_CONCURRENCY: usize = 8;
 
 /// A line longer than this is rejected (its first 4 KiB are kept in the rejects table).
 pub const MAX_LINE: usize = 1 << 20;
@@ -232,6 +238,8 @@ pub struct Ingestor {
     packers: Arc<Mutex<HashMap<String, Arc<lake::Packer>>>>,
     /// Where tables are registered for Athena, and the tables this instance registered.
     catalog: Option<(catalog::Catalog, Arc<Mutex<HashSet<String>>>)>,
+    /// Where the next committer pass starts in the sorted list of tables.
+    next_table: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for Ingestor {
@@ -270,6 +278,7 @@ impl Ingestor {
             old_sources: Arc::default(),
             packers: Arc::default(),
             catalog: None,
+            next_table: Arc::default(),
         }
     }
 
@@ -325,7 +334,10 @@ impl Ingestor {
     /// folder when it has one table per bucket) and the rejects table, one commit per table with
     /// anything staged; a packing of small files starts beside the next commits when due
     /// ([`Ingestor::settled`] waits for it). A table that does not exist yet is
-    /// skipped; the error of one table does not stop the others.
+    /// skipped; the error of one table does not stop the others. [`COMMIT_CONCURRENCY`] tables
+    /// are committed at a time; none is started past the retry's deadline (but the first), and
+    /// the next pass starts with the first table this one did not reach, so every table is
+    /// reached however many there are.
     pub async fn commit_staged(
         &self,
         retry: &Retry,
@@ -337,35 +349,49 @@ impl Ingestor {
         uris.push(self.rejects.clone());
         uris.sort();
         uris.dedup();
-        let mut results = Vec::with_capacity(uris.len());
-        for uri in uris {
-            let cached = self.tables.lock().await.get(&uri).cloned();
-            let table = match cached {
-                Some(table) => Ok(table),
-                None => Table::open(&uri, &self.storage).await,
-            };
-            let mut table = match table {
-                Ok(table) => table,
-                Err(e) if e.is_not_a_table() => continue,
-                Err(e) => {
-                    results.push((uri, Err(e)));
-                    continue;
-                }
-            };
-            let result = table.commit_staged(lake::staging::MAX_LINKS_PER_COMMIT, retry).await;
-            if let Ok(done) = &result
-                && done.version.is_some()
-                && let Some(settle) = self.settle
-            {
-                let packer = Arc::clone(self.packers.lock().await.entry(uri.clone()).or_default());
-                packer.start(&table, settle, retry.deadline());
-            }
-            if result.is_ok() {
-                self.tables.lock().await.insert(uri.clone(), table);
-            }
-            results.push((uri, result));
+        // Each pass starts where the last one stopped, so that a pass that cannot reach every
+        // table before the deadline (thousands of buckets) leaves different ones to the next.
+        let start = self.next_table.load(Ordering::Relaxed) % uris.len();
+        uris.rotate_left(start);
+        let deadline = retry.deadline();
+        let mut first = true;
+        let reached: Vec<Option<(String, Result<StagedCommit, LakeError>)>> = futures::stream::iter(uris)
+            .take_while(|_| {
+                let go = std::mem::take(&mut first) || Instant::now() < deadline;
+                std::future::ready(go)
+            })
+            .map(|uri| self.commit_table(uri, retry))
+            .buffered(COMMIT_CONCURRENCY)
+            .collect()
+            .await;
+        self.next_table.store(start + reached.len(), Ordering::Relaxed);
+        Ok(reached.into_iter().flatten().collect())
+    }
+
+    /// Commits what is staged in one table; `None` when the table does not exist yet.
+    async fn commit_table(&self, uri: String, retry: &Retry) -> Option<(String, Result<StagedCommit, LakeError>)> {
+        let cached = self.tables.lock().await.get(&uri).cloned();
+        let table = match cached {
+            Some(table) => Ok(table),
+            None => Table::open(&uri, &self.storage).await,
+        };
+        let mut table = match table {
+            Ok(table) => table,
+            Err(e) if e.is_not_a_table() => return None,
+            Err(e) => return Some((uri, Err(e))),
+        };
+        let result = table.commit_staged(lake::staging::MAX_LINKS_PER_COMMIT, retry).await;
+        if let Ok(done) = &result
+            && done.version.is_some()
+            && let Some(settle) = self.settle
+        {
+            let packer = Arc::clone(self.packers.lock().await.entry(uri.clone()).or_default());
+            packer.start(&table, settle, retry.deadline());
         }
-        Ok(results)
+        if result.is_ok() {
+            self.tables.lock().await.insert(uri.clone(), table);
+        }
+        Some((uri, result))
     }
 
     /// The ingestor, looking up (the default) or refusing ([`IngestError::NeedsBackfill`]) an

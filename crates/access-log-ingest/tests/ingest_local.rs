@@ -362,3 +362,37 @@ async fn an_object_not_read_in_time_fails_alone() {
     assert_eq!(landed, rows.values().sum::<u64>(), "every other object's rows");
     writer.join().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passes_that_run_out_of_time_reach_every_table_in_turn() {
+    let raw = tempfile::tempdir().unwrap();
+    let lake = tempfile::tempdir().unwrap();
+    let (objects, data) = write_logs(raw.path(), 3, 0.02);
+    let (rows, _) = expected(&data);
+    let ingestor = ingestor(lake.path()).with_staging(true);
+    for (object, outcome) in ingestor.ingest(&objects, &lake::Retry::default(), &()).await {
+        outcome.unwrap_or_else(|e| panic!("{object}: {e}"));
+    }
+    // Three buckets and the rejects table wait. A pass whose deadline has passed commits the
+    // first table it reaches and starts no other; the next starts where it stopped.
+    let mut committed = Vec::new();
+    for _ in 0..4 {
+        let pass = ingestor
+            .commit_staged(&lake::Retry::within(std::time::Duration::ZERO))
+            .await
+            .unwrap();
+        assert_eq!(pass.len(), 1, "{pass:?}");
+        let (uri, result) = pass.into_iter().next().unwrap();
+        assert!(result.unwrap().version.is_some(), "{uri} had links waiting");
+        committed.push(uri);
+    }
+    committed.sort();
+    committed.dedup();
+    assert_eq!(committed.len(), 4, "every table was reached once: {committed:?}");
+    for (bucket, n) in &rows {
+        assert_eq!(
+            table_rows(&format!("{}/access_logs/{bucket}", lake.path().display())).await,
+            *n
+        );
+    }
+}
