@@ -11,5 +11,6 @@ mod game_pipeline;
 mod maintenance;
 mod simulation;
 mod standins;
+mod store_faults;
 mod structure;
 mod template;

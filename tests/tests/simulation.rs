@@ -3,7 +3,8 @@
 //! erasure and purge) through 400 days of quiet streams, reshards, committer outages longer than
 //! VACUUM's retention, killed writers and committers, two committers at once, writes that land but
 //! answer an error, a link of an unknown format, and a `txn` retention of one second (any value a
-//! user may set: here every quiet stream's `txn` expires within days). After each day it checks the
+//! user may set: here every quiet stream's `txn` expires within days). On a quarter of the days its
+//! store (`store_faults`) fails 5% of requests, half of them after they were done, and lists slowly. After each day it checks the
 //! invariants of docs/protocol.md by name; at checkpoints it counts every row with DuckDB, an
 //! independent reader. A failure prints its seed; `LAKELOG_SIM_SEEDS=<seed>` replays it.
 //!
@@ -26,6 +27,10 @@ const SEEDS: [u64; 2] = [1, 2];
 
 /// Days each seed lives through.
 const DAYS: u32 = 400;
+
+/// The share of days that are stormy, and the share of requests that fail on them.
+const STORMY: f64 = 0.25;
+const FAULT_RATE: f64 = 0.05;
 
 /// Check the rows with DuckDB every this many days (and on the last).
 const READ_EVERY: u32 = 100;
@@ -163,13 +168,15 @@ fn broke(seed: u64, day: u32, invariant: &str, detail: impl std::fmt::Display) -
     )
 }
 
-/// The world of one seed.
-async fn live(seed: u64, days: u32) {
+/// The world of one seed; the faults its store injected.
+async fn live(seed: u64, days: u32) -> u64 {
     let mut rng = SmallRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().expect("a temporary folder");
     let root = dir.path().join("t");
     let uri = root.to_str().expect("a UTF-8 path").to_owned();
     let storage = StorageConfig::default();
+    std::fs::create_dir_all(&root).expect("the table's folder");
+    let faults = crate::store_faults::register(&root, seed);
     let mut table = Table::open_or_create(&uri, &spec(), &storage).await.expect("the table");
     let mut streams = vec![
         Stream {
@@ -238,6 +245,11 @@ async fn live(seed: u64, days: u32) {
     let mut read_at = Vec::new();
     for day in 0..days {
         let date = first + day as i32;
+        // A stormy day: requests fail now and then (some after they were done), listings are
+        // slow. Every actor meets it, as functions meet S3's errors; each then runs again in calm
+        // (the next tick, the next invocation), and the day's invariants are checked in calm.
+        let stormy = rng.random_bool(STORMY);
+        faults.set(if stormy { FAULT_RATE } else { 0.0 }, stormy);
         // The writers.
         for stream in &mut streams {
             let due = stream.due(day);
@@ -249,12 +261,14 @@ async fn live(seed: u64, days: u32) {
             }
             if rng.random_bool(0.04) {
                 // A writer killed after writing its files, before its link: orphans for VACUUM.
-                let mut writer = table.writer("kinesis").expect("a writer");
-                writer
-                    .write(batch(&[format!("{}:orphan", stream.name)], date))
-                    .await
-                    .expect("write");
-                drop(writer.finish().await);
+                if let Ok(mut writer) = table.writer("kinesis")
+                    && writer
+                        .write(batch(&[format!("{}:orphan", stream.name)], date))
+                        .await
+                        .is_ok()
+                {
+                    drop(writer.finish().await);
+                }
                 continue;
             }
             let lose = rng.random_bool(0.05);
@@ -268,6 +282,7 @@ async fn live(seed: u64, days: u32) {
         }
         // A link of a format this release does not read, as the next of busy-a.
         if day == 100 {
+            faults.set(0.0, false);
             let from = table
                 .staged_position("busy-a")
                 .await
@@ -276,6 +291,7 @@ async fn live(seed: u64, days: u32) {
             let folder = root.join("_lakelog_staged").join(hex("busy-a"));
             std::fs::create_dir_all(&folder).expect("folder");
             std::fs::write(folder.join(format!("{from}.json")), br#"{"format":2,"links":[]}"#).expect("link");
+            faults.set(if stormy { FAULT_RATE } else { 0.0 }, stormy);
         }
         // The committer: one pass a day, two at once now and then, killed after its commit
         // sometimes (its links left behind), stopped for the outage.
@@ -290,13 +306,18 @@ async fn live(seed: u64, days: u32) {
             } else {
                 Vec::new()
             };
-            if rng.random_bool(0.1) {
-                let mut other = Table::open(&uri, &storage).await.expect("open");
+            let two = if rng.random_bool(0.1) {
+                Table::open(&uri, &storage).await.ok()
+            } else {
+                None
+            };
+            if let Some(mut other) = two {
                 let (a, b) = tokio::join!(table.commit_staged(2_000, &retry), other.commit_staged(2_000, &retry));
                 report = a.ok().or(b.ok());
             } else {
                 match table.commit_staged(2_000, &retry).await {
                     Ok(done) => report = Some(done),
+                    Err(_) if stormy => {}
                     Err(e) => broke(seed, day, "committer_progresses", e),
                 }
             }
@@ -315,11 +336,17 @@ async fn live(seed: u64, days: u32) {
                 ..CompactOptions::default()
             };
             if let Err(e) = table.compact(&options, &()).await {
-                broke(seed, day, "maintenance_runs", e);
+                calm(&faults, stormy, seed, day, "maintenance_runs", e);
+                if let Err(e) = table.compact(&options, &()).await {
+                    broke(seed, day, "maintenance_runs", e);
+                }
             }
         }
         if let Err(e) = table.checkpoint(true).await {
-            broke(seed, day, "maintenance_runs", e);
+            calm(&faults, stormy, seed, day, "maintenance_runs", e);
+            if let Err(e) = table.checkpoint(true).await {
+                broke(seed, day, "maintenance_runs", e);
+            }
         }
         let vacuum = VacuumOptions {
             retention: chrono::TimeDelta::zero(),
@@ -328,7 +355,10 @@ async fn live(seed: u64, days: u32) {
             full: true,
         };
         if let Err(e) = table.vacuum(&vacuum).await {
-            broke(seed, day, "maintenance_runs", e);
+            calm(&faults, stormy, seed, day, "maintenance_runs", e);
+            if let Err(e) = table.vacuum(&vacuum).await {
+                broke(seed, day, "maintenance_runs", e);
+            }
         }
         // Erasure of three acknowledged records, and retention of the last 300 days.
         if day == 120 || day == 330 {
@@ -340,20 +370,41 @@ async fn live(seed: u64, days: u32) {
                 .cloned()
                 .collect();
             let erasure = Erasure::new(ids.iter().cloned()).equals("id");
-            // Staged links first, as `forget` does, so that their rows are erased too.
-            if let Err(e) = table.commit_staged(2_000, &retry).await {
-                broke(seed, day, "committer_progresses", e);
-            }
-            table.erase(&erasure, &retry).await.expect("erase");
-            let purge = table.purge(&erasure).await.expect("purge");
+            // Staged links first, as `forget` does, so that their rows are erased too; what fails
+            // in the storm is done again in calm, as maintenance takes the request again.
+            let forget = async |table: &mut Table| {
+                table.commit_staged(2_000, &retry).await?;
+                table.erase(&erasure, &retry).await?;
+                table.purge(&erasure).await
+            };
+            let purge = match forget(&mut table).await {
+                Ok(purge) => purge,
+                Err(e) => {
+                    calm(&faults, stormy, seed, day, "erased_ids_in_no_file", e);
+                    forget(&mut table)
+                        .await
+                        .unwrap_or_else(|e| broke(seed, day, "erased_ids_in_no_file", e))
+                }
+            };
             if !purge.after.holding.is_empty() && purge.kept.iter().all(|(_, why)| !why.contains("staged")) {
                 broke(seed, day, "erased_ids_in_no_file", format!("{:?}", purge.after.holding));
             }
             truth.erased.extend(ids);
         }
         if day == 360 {
-            table.expire(300, &retry).await.expect("retention");
+            if let Err(e) = table.expire(300, &retry).await {
+                calm(&faults, stormy, seed, day, "maintenance_runs", e);
+                table.expire(300, &retry).await.expect("retention");
+            }
             truth.expired_before = Some((chrono::Utc::now().timestamp() / 86_400) as i32 - 300);
+        }
+        // The next tick, in calm: the committer commits what the storm left.
+        faults.set(0.0, false);
+        if stormy && !OUTAGE.contains(&day) {
+            match table.commit_staged(2_000, &retry).await {
+                Ok(done) => report = Some(done),
+                Err(e) => broke(seed, day, "committer_progresses", e),
+            }
         }
         // The day's invariants.
         table.refresh().await.expect("refresh");
@@ -382,6 +433,25 @@ async fn live(seed: u64, days: u32) {
         }
     }
     assert!(!read_at.is_empty());
+    let injected = faults.injected.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(days < 50 || injected > 0, "the storms injected no fault");
+    injected
+}
+
+/// Turns the faults off after `error` met in a storm, so that the step runs again in calm (the
+/// next invocation); an error on a calm day breaks `invariant`.
+fn calm(
+    faults: &crate::store_faults::Faults,
+    stormy: bool,
+    seed: u64,
+    day: u32,
+    invariant: &str,
+    error: impl std::fmt::Display,
+) {
+    if !stormy {
+        broke(seed, day, invariant, error);
+    }
+    faults.set(0.0, false);
 }
 
 /// Every acknowledged record (not erased, not expired) is in the table exactly once, and nothing
@@ -458,9 +528,9 @@ async fn a_simulated_year_keeps_every_invariant() {
         .map(|seed| {
             tokio::spawn(async move {
                 let started = std::time::Instant::now();
-                live(seed, days).await;
+                let faults = live(seed, days).await;
                 eprintln!(
-                    "simulation: seed {seed}, {days} days in {:.1} s ({:.1} simulated days/s)",
+                    "simulation: seed {seed}, {days} days in {:.1} s ({:.1} simulated days/s), {faults} faults injected",
                     started.elapsed().as_secs_f64(),
                     f64::from(days) / started.elapsed().as_secs_f64()
                 );
