@@ -389,6 +389,18 @@ async fn live(seed: u64, days: u32) -> u64 {
             if !purge.after.holding.is_empty() && purge.kept.iter().all(|(_, why)| !why.contains("staged")) {
                 broke(seed, day, "erased_ids_in_no_file", format!("{:?}", purge.after.holding));
             }
+            // Nor does a staged link's statistics (a quiet stream keeps its newest for months).
+            for link in files_under(&root.join("_lakelog_staged")) {
+                let text = std::fs::read_to_string(root.join("_lakelog_staged").join(&link)).unwrap_or_default();
+                if let Some(id) = ids.iter().find(|id| text.contains(&format!("\\\"{id}\\\""))) {
+                    broke(
+                        seed,
+                        day,
+                        "erased_ids_in_no_file",
+                        format!("{} names {id}", link.display()),
+                    );
+                }
+            }
             truth.erased.extend(ids);
         }
         if day == 360 {

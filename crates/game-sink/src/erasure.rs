@@ -4,7 +4,7 @@
 //!
 //! `lakelog forget` and the maintenance function (requests dropped in a folder) run [`forget`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use lake::{Erasure, ErasureReport, Folder, LakeError, Purge, Retry, StorageConfig, Table};
@@ -116,6 +116,27 @@ impl ErasureRequest {
         self.players.iter().chain(&self.pseudonyms).cloned()
     }
 
+    /// One request for every player of `requests` that share its game and parameter with the
+    /// first: waiting requests are erased in one pass over the tables, not one pass each. The
+    /// requests it took, by index, come with it; the others are left for another merge.
+    pub fn merged(requests: &[&ErasureRequest]) -> Option<(Self, Vec<usize>)> {
+        let first = requests.first()?;
+        let mut merged = (*first).clone();
+        let mut took = vec![0];
+        for (i, other) in requests.iter().enumerate().skip(1) {
+            if other.game == first.game && other.id_param == first.id_param {
+                merged.players.extend(other.players.iter().cloned());
+                merged.pseudonyms.extend(other.pseudonyms.iter().cloned());
+                took.push(i);
+            }
+        }
+        merged.players.sort();
+        merged.players.dedup();
+        merged.pseudonyms.sort();
+        merged.pseudonyms.dedup();
+        Some((merged, took))
+    }
+
     /// The request in the JSON `bytes` of `source_name`.
     pub fn from_json(source_name: &str, bytes: &[u8]) -> Result<Self, ErasureError> {
         let request: Self = serde_json::from_slice(bytes).map_err(|e| ErasureError::Request {
@@ -180,6 +201,9 @@ pub struct ParkedErasure {
     pub records_removed: usize,
     /// Objects that still name a player after the erasure (none, unless one was parked meanwhile).
     pub objects_still_naming: Vec<String>,
+    /// The ids found in the records removed (never written out).
+    #[serde(skip)]
+    pub ids_found: BTreeSet<String>,
 }
 
 /// The erasure receipt: what was asked, what was done, and the proof. It names the players only
@@ -201,8 +225,12 @@ pub struct ErasureReceipt {
     pub tables: BTreeMap<String, TableErasure>,
     /// The parked records.
     pub parked: Option<ParkedErasure>,
-    /// Rows and parked records of the players found (and removed) by this erasure.
+    /// Rows and parked records of the players found (and removed) by this erasure: of every
+    /// request it took at once (`mergedRequests`), or 0 when none held this request's ids.
     pub found: u64,
+    /// The other requests for the same game erased in the same pass (their players are not
+    /// named here).
+    pub merged_requests: usize,
     /// No Parquet file under any table's folder holds a row of the players, no parked record
     /// names them, and the erasure found something to remove: an erasure that matched nothing
     /// (ids of another game, of the wrong parameter, or raw ids of a game that pseudonymises
@@ -213,6 +241,35 @@ pub struct ErasureReceipt {
     pub unverified_because: Option<String>,
     /// What lakelog cannot erase itself (docs/privacy.md).
     pub not_covered: Vec<&'static str>,
+    /// The ids (and pseudonyms) found in what was removed (never written out).
+    #[serde(skip)]
+    ids_found: BTreeSet<String>,
+}
+
+impl ErasureReceipt {
+    /// The receipt of `request`, one of `merged_requests + 1` erased by the erasure of this
+    /// receipt: its players only, and verified only if it held one of them.
+    pub fn of_request(&self, request: &ErasureRequest, merged_requests: usize) -> Self {
+        let mut receipt = self.clone();
+        receipt.players_sha256 = request.players.iter().map(|p| sha256_hex(p)).collect();
+        receipt.merged_requests = merged_requests;
+        let matched = request.ids().any(|id| self.ids_found.contains(&id));
+        if !matched {
+            receipt.found = 0;
+        }
+        if receipt.unverified_because.is_none() && !matched {
+            receipt.unverified_because = Some(format!(
+                "no row of game {} held these ids in {}: check the game, the parameter, and whether the game \
+                 pseudonymises it (then its key is needed)",
+                request.game, request.id_param
+            ));
+        }
+        if let Some(why) = &receipt.unverified_because {
+            warn!(game = %request.game, why, "erasure not verified");
+        }
+        receipt.verified = receipt.unverified_because.is_none();
+        receipt
+    }
 }
 
 /// The most committer passes an erasure runs before it erases: enough for a backlog of
@@ -290,12 +347,26 @@ async fn forget_parked(folder: &Folder, erasure: &Erasure) -> Result<ParkedErasu
         let mut object = parked(folder, &name).await?;
         receipt.objects_read += 1;
         let before = object.records.len();
-        object.records.retain(|r| !names(erasure, &r.kinesis));
+        let (before_records, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut object.records)
+            .into_iter()
+            .partition(|r| names(erasure, &r.kinesis));
+        object.records = kept;
         let removed = before - object.records.len();
         if removed == 0 {
             continue;
         }
         receipt.records_removed += removed;
+        for record in before_records {
+            if erasure.ids().contains(record.kinesis.partition_key.as_str()) {
+                receipt.ids_found.insert(record.kinesis.partition_key.clone());
+            }
+            receipt.ids_found.extend(
+                erasure
+                    .ids_mentioned_in(&record.kinesis.data)
+                    .into_iter()
+                    .map(str::to_owned),
+            );
+        }
         if object.records.is_empty() {
             folder.delete(&name).await?;
             receipt.objects_deleted.push(folder.object_uri(&name));
@@ -337,6 +408,19 @@ pub async fn forget(
     request: &ErasureRequest,
     reader_grace: Duration,
 ) -> Result<ErasureReceipt, ErasureError> {
+    Ok(forget_merged(targets, storage, request, reader_grace)
+        .await?
+        .of_request(request, 0))
+}
+
+/// [`forget`] of a request [`ErasureRequest::merged`] from several: its receipt names every
+/// player; [`ErasureReceipt::of_request`] gives each request's.
+pub async fn forget_merged(
+    targets: &ErasureTargets,
+    storage: &StorageConfig,
+    request: &ErasureRequest,
+    reader_grace: Duration,
+) -> Result<ErasureReceipt, ErasureError> {
     let started_at = chrono::Utc::now();
     let mut tables = BTreeMap::new();
     tables.insert(
@@ -359,11 +443,17 @@ pub async fn forget(
     };
     let found = tables.values().map(|t| t.erasure.rows_removed).sum::<u64>()
         + parked.as_ref().map_or(0, |p| p.records_removed as u64);
+    let ids_found: BTreeSet<String> = tables
+        .values()
+        .flat_map(|t| t.erasure.ids_found.iter().chain(&t.purge.ids_found))
+        .chain(parked.iter().flat_map(|p| p.ids_found.iter()))
+        .cloned()
+        .collect();
     let holding = tables.values().all(|t| t.purge.after.holding.is_empty())
         && parked.as_ref().is_none_or(|p| p.objects_still_naming.is_empty());
     let unverified_because = if !holding {
         Some("files or parked records still hold the players: run the erasure again".to_owned())
-    } else if found == 0 {
+    } else if found == 0 && ids_found.is_empty() {
         Some(format!(
             "no row of game {} held these ids in {}: check the game, the parameter, and whether the game \
              pseudonymises it (then its key is needed)",
@@ -372,9 +462,6 @@ pub async fn forget(
     } else {
         None
     };
-    if let Some(why) = &unverified_because {
-        warn!(game = %request.game, why, "erasure not verified");
-    }
     let verified = unverified_because.is_none();
     Ok(ErasureReceipt {
         started_at: started_at.to_rfc3339(),
@@ -385,6 +472,7 @@ pub async fn forget(
         tables,
         parked,
         found,
+        merged_requests: 0,
         verified,
         unverified_because,
         not_covered: vec![
@@ -393,6 +481,7 @@ pub async fn forget(
             "the functions' CloudWatch logs, until their retention ends",
             "copies outside the tables' folders (exports, Athena query results)",
         ],
+        ids_found,
     })
 }
 

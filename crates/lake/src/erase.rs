@@ -12,7 +12,7 @@
 //! retention but as soon as the caller judges no reader still needs them, and [`Table::scan_folder`](crate::Table::scan_folder)
 //! proves that no Parquet file left under the table's folder holds the ids.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use aho_corasick::AhoCorasick;
@@ -53,6 +53,8 @@ const ATTEMPTS: u32 = 5;
 #[derive(Debug, Clone)]
 pub struct Erasure {
     ids: HashSet<String>,
+    /// The ids in the order of `quoted`'s patterns.
+    ordered: Vec<String>,
     /// Text columns (dotted paths into structs) whose value is an id.
     equals: Vec<String>,
     /// Text or binary columns (JSON) that name an id as a JSON string anywhere in them.
@@ -69,13 +71,15 @@ impl Erasure {
     /// [`Erasure::mentions`]. An id is a non-empty text.
     pub fn new<I: IntoIterator<Item = S>, S: Into<String>>(ids: I) -> Self {
         let ids: HashSet<String> = ids.into_iter().map(Into::into).filter(|id| !id.is_empty()).collect();
-        let quoted: Vec<String> = ids
+        let ordered: Vec<String> = ids.iter().cloned().collect();
+        let quoted: Vec<String> = ordered
             .iter()
             .map(|id| serde_json::Value::String(id.clone()).to_string())
             .collect();
         let quoted = AhoCorasick::new(&quoted).ok().map(Arc::new);
         Self {
             ids,
+            ordered,
             equals: Vec::new(),
             mentions: Vec::new(),
             within: None,
@@ -116,6 +120,48 @@ impl Erasure {
                 let quoted = serde_json::Value::String(id.clone()).to_string();
                 memchr::memmem::find(bytes, quoted.as_bytes()).is_some()
             }),
+        }
+    }
+
+    /// The ids that `bytes` name as JSON strings.
+    pub fn ids_mentioned_in<'a>(&'a self, bytes: &[u8]) -> Vec<&'a str> {
+        match &self.quoted {
+            Some(automaton) => automaton
+                .find_iter(bytes)
+                .filter_map(|m| self.ordered.get(m.pattern().as_usize()))
+                .map(String::as_str)
+                .collect(),
+            None => self
+                .ordered
+                .iter()
+                .filter(|id| {
+                    let quoted = serde_json::Value::String((*id).clone()).to_string();
+                    memchr::memmem::find(bytes, quoted.as_bytes()).is_some()
+                })
+                .map(String::as_str)
+                .collect(),
+        }
+    }
+
+    /// Adds to `found` the ids that the rows of `batch` marked in `gone` hold.
+    fn ids_of(&self, batch: &RecordBatch, gone: &BooleanArray, found: &mut BTreeSet<String>) {
+        for path in &self.equals {
+            if let Some(column) = column(batch, path) {
+                each_text(&column, |i, value| {
+                    if gone.value(i) && self.ids.contains(value) && !found.contains(value) {
+                        found.insert(value.to_owned());
+                    }
+                });
+            }
+        }
+        for path in &self.mentions {
+            if let Some(column) = column(batch, path) {
+                each_bytes(&column, |i, value| {
+                    if gone.value(i) {
+                        found.extend(self.ids_mentioned_in(value).into_iter().map(str::to_owned));
+                    }
+                });
+            }
         }
     }
 
@@ -274,6 +320,9 @@ pub struct ErasureReport {
     pub rows_removed: u64,
     /// Bytes of the new files.
     pub bytes_written: u64,
+    /// The ids found in the rows removed (never written out: receipts name no id).
+    #[serde(skip)]
+    pub ids_found: BTreeSet<String>,
 }
 
 /// What one active file was found to hold.
@@ -303,14 +352,15 @@ async fn open(
         .map_err(|e| read_error(uri, shown, e))
 }
 
-/// The rows of `erasure` in the Parquet file at `path`, reading only the columns it looks at.
+/// The rows of `erasure` in the Parquet file at `path`, and the ids they hold, reading only the
+/// columns it looks at.
 async fn count_in_file(
     uri: &str,
     store: Arc<dyn ObjectStore>,
     path: Path,
     size: u64,
     erasure: &Erasure,
-) -> Result<u64, LakeError> {
+) -> Result<(u64, BTreeSet<String>), LakeError> {
     let shown = path.to_string();
     let builder = open(uri, store, path, size, &shown).await?;
     let mask = ProjectionMask::columns(builder.parquet_schema(), erasure.columns());
@@ -319,10 +369,16 @@ async fn count_in_file(
         .build()
         .map_err(|e| read_error(uri, &shown, e))?;
     let mut rows = 0u64;
+    let mut ids = BTreeSet::new();
     while let Some(batch) = stream.try_next().await.map_err(|e| read_error(uri, &shown, e))? {
-        rows += erasure.rows(&batch).true_count() as u64;
+        let gone = erasure.rows(&batch);
+        let hits = gone.true_count() as u64;
+        if hits > 0 {
+            rows += hits;
+            erasure.ids_of(&batch, &gone, &mut ids);
+        }
     }
-    Ok(rows)
+    Ok((rows, ids))
 }
 
 /// Every active file of the version `table` holds that has rows of `erasure`.
@@ -343,7 +399,7 @@ async fn find(uri: &str, table: &DeltaTable, erasure: &Erasure) -> Result<(usize
             let store = store.clone();
             async move {
                 let size = u64::try_from(view.size()).unwrap_or(0);
-                let rows = count_in_file(uri, store, view.object_store_path(), size, erasure).await?;
+                let (rows, _) = count_in_file(uri, store, view.object_store_path(), size, erasure).await?;
                 Ok::<_, LakeError>((rows > 0).then_some(Found { view, rows }))
             }
         })
@@ -359,7 +415,7 @@ async fn rewrite(
     table: &DeltaTable,
     file: &Found,
     erasure: &Erasure,
-) -> Result<(Vec<deltalake::kernel::Add>, u64), LakeError> {
+) -> Result<(Vec<deltalake::kernel::Add>, u64, BTreeSet<String>), LakeError> {
     let delta = |e| LakeError::delta(uri, e);
     let values: IndexMap<String, _> = file
         .view
@@ -383,9 +439,11 @@ async fn rewrite(
             .build()
             .map_err(|e| read_error(uri, &shown, e))?;
         let mut removed = 0u64;
+        let mut ids = BTreeSet::new();
         while let Some(batch) = stream.try_next().await.map_err(|e| read_error(uri, &shown, e))? {
             let gone = erasure.rows(&batch);
             removed += gone.true_count() as u64;
+            erasure.ids_of(&batch, &gone, &mut ids);
             let keep = arrow::compute::not(&gone).map_err(|e| read_error(uri, &shown, e))?;
             let kept = filter_record_batch(&batch, &keep).map_err(|e| read_error(uri, &shown, e))?;
             if kept.num_rows() > 0 {
@@ -397,7 +455,7 @@ async fn rewrite(
             }
         }
         let adds = writer.flush().await.map_err(delta)?;
-        Ok::<_, LakeError>((adds, removed))
+        Ok::<_, LakeError>((adds, removed, ids))
     }
     .await;
     if written.is_err() {
@@ -433,7 +491,7 @@ pub(crate) async fn erase(
         let mut actions: Vec<Action> = Vec::new();
         let mut all_adds = Vec::new();
         for file in &found {
-            let (adds, removed) = match rewrite(uri, table, file, erasure).await {
+            let (adds, removed, ids) = match rewrite(uri, table, file, erasure).await {
                 Ok(done) => done,
                 Err(e) => {
                     delete_files(&table.object_store(), &all_adds).await;
@@ -451,6 +509,7 @@ pub(crate) async fn erase(
             }
             actions.push(Action::Remove(file.view.remove_action(true)));
             report.rows_removed += removed;
+            report.ids_found.extend(ids);
             report.bytes_written += adds.iter().map(|a| u64::try_from(a.size).unwrap_or(0)).sum::<u64>();
             report.files.push(RewrittenFile {
                 removed: file.view.path().into_owned(),
@@ -518,8 +577,14 @@ pub struct Purge {
     /// Files holding rows of the ids that stay, with why: still active (rows that arrived after
     /// the erasure), or named by a staged link the committer has still to commit.
     pub kept: Vec<(String, String)>,
+    /// Staged links (most kept as their stream's newest after their commit) whose statistics
+    /// named an id as a file's smallest or largest value, rewritten without them.
+    pub links_rewritten: usize,
     /// The scan after the deletions: what still holds rows of the ids.
     pub after: FolderScan,
+    /// The ids the deleted files held (never written out).
+    #[serde(skip)]
+    pub ids_found: BTreeSet<String>,
 }
 
 /// Deletes from the table's storage every Parquet data file that holds rows of `erasure` and no
@@ -551,9 +616,9 @@ pub(crate) async fn purge(uri: &str, table: &mut DeltaTable, erasure: &Erasure) 
         .map_err(|e| LakeError::delta(uri, e))?;
     let orphan_before = chrono::Utc::now() - ORPHAN_AGE;
     let mut purge = Purge::default();
-    let mut holding: Vec<(&String, &(u64, chrono::DateTime<chrono::Utc>))> = before.holding_since.iter().collect();
-    holding.sort();
-    for (file, (_, modified)) in holding {
+    let mut holding: Vec<(&String, &Holding)> = before.holding_since.iter().collect();
+    holding.sort_by(|a, b| a.0.cmp(b.0));
+    for (file, Holding { modified, ids }) in holding {
         let why_kept = if active.contains(file) {
             Some("active in the table: rows that arrived after the erasure")
         } else if removed.contains(file) {
@@ -572,7 +637,10 @@ pub(crate) async fn purge(uri: &str, table: &mut DeltaTable, erasure: &Erasure) 
             continue;
         }
         match store.delete(&Path::from(file.as_str())).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => purge.deleted.push(file.clone()),
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {
+                purge.deleted.push(file.clone());
+                purge.ids_found.extend(ids.iter().cloned());
+            }
             Err(e) => {
                 return Err(LakeError::Object {
                     uri: uri.to_owned(),
@@ -583,10 +651,12 @@ pub(crate) async fn purge(uri: &str, table: &mut DeltaTable, erasure: &Erasure) 
             }
         }
     }
+    purge.links_rewritten = crate::staging::forget_stats(uri, &store, |stats| erasure.mentioned_in(stats)).await?;
     info!(
         table = uri,
         deleted = purge.deleted.len(),
         kept = purge.kept.len(),
+        links_rewritten = purge.links_rewritten,
         "purged"
     );
     purge.after = scan_folder(uri, table, erasure).await?;
@@ -604,9 +674,16 @@ pub struct FolderScan {
     pub bytes: u64,
     /// Files that still hold rows of the ids, with their number of such rows.
     pub holding: HashMap<String, u64>,
-    /// The same files with when each was last modified, for [`purge`].
+    /// The same files with when each was last modified and the ids they hold, for [`purge`].
     #[serde(skip)]
-    holding_since: HashMap<String, (u64, chrono::DateTime<chrono::Utc>)>,
+    holding_since: HashMap<String, Holding>,
+}
+
+/// A file that holds rows of the ids: when it was last modified, and which ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Holding {
+    modified: chrono::DateTime<chrono::Utc>,
+    ids: BTreeSet<String>,
 }
 
 /// Reads every Parquet data file under `table`'s folder (whatever version names it, staged files
@@ -632,22 +709,22 @@ pub(crate) async fn scan_folder(uri: &str, table: &DeltaTable, erasure: &Erasure
         bytes: objects.iter().map(|o| o.size).sum(),
         ..FolderScan::default()
     };
-    let counts: Vec<(String, u64, chrono::DateTime<chrono::Utc>)> = futures::stream::iter(objects)
+    let counts: Vec<(String, u64, Holding)> = futures::stream::iter(objects)
         .map(|meta| {
             let store = store.clone();
             async move {
                 let name = meta.location.to_string();
                 let modified = meta.last_modified;
-                let rows = count_in_file(uri, store, meta.location, meta.size, erasure).await?;
-                Ok::<_, LakeError>((name, rows, modified))
+                let (rows, ids) = count_in_file(uri, store, meta.location, meta.size, erasure).await?;
+                Ok::<_, LakeError>((name, rows, Holding { modified, ids }))
             }
         })
         .buffered(SCANS_AT_ONCE)
         .try_collect()
         .await?;
-    for (name, rows, modified) in counts.into_iter().filter(|(_, rows, _)| *rows > 0) {
+    for (name, rows, holding) in counts.into_iter().filter(|(_, rows, _)| *rows > 0) {
         scan.holding.insert(name.clone(), rows);
-        scan.holding_since.insert(name, (rows, modified));
+        scan.holding_since.insert(name, holding);
     }
     Ok(scan)
 }
@@ -710,6 +787,26 @@ mod tests {
         assert_eq!(hits(&Erasure::new(["b"]).mentions("data")), [false, false, true, false]);
         assert_eq!(hits(&Erasure::new(["device"]).mentions("data")), [false; 4]);
         assert!(!Erasure::new([""]).mentioned_in(br#""""#));
+    }
+
+    #[test]
+    fn the_ids_found_are_those_of_the_rows_that_go() {
+        let erasure = Erasure::new(["a", "b", "z"])
+            .equals("eventParams.device_id")
+            .mentions("data")
+            .within("gameId", "g1");
+        let gone = erasure.rows(&batch());
+        let mut found = BTreeSet::new();
+        erasure.ids_of(&batch(), &gone, &mut found);
+        // Row 1 holds b in game g2: kept, and b counts only for the raw record of row 2.
+        assert_eq!(found, BTreeSet::from(["a".to_owned(), "b".to_owned()]));
+        let only_other_game = Erasure::new(["b"])
+            .equals("eventParams.device_id")
+            .within("gameId", "g1");
+        let mut found = BTreeSet::new();
+        only_other_game.ids_of(&batch(), &only_other_game.rows(&batch()), &mut found);
+        assert!(found.is_empty());
+        assert_eq!(erasure.ids_mentioned_in(br#"{"x":"b","y":["a"]}"#).len(), 2);
     }
 
     #[test]

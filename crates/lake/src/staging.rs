@@ -268,6 +268,58 @@ pub(crate) async fn staged_files(
     Ok(files)
 }
 
+/// Takes the statistics (each column's smallest and largest value) out of the `add`s of staged
+/// links whose statistics `names` (an erasure's ids): a link kept as its stream's newest after its
+/// commit would otherwise hold an erased id as a file's smallest or largest value for as long as
+/// the stream stays quiet, whether its file was since rewritten, compacted or vacuumed. A link
+/// still waiting loses them too; its `add`s are committed without (readers skip no file by them).
+/// The links rewritten.
+pub(crate) async fn forget_stats(
+    uri: &str,
+    store: &ObjectStoreRef,
+    names: impl Fn(&[u8]) -> bool,
+) -> Result<usize, LakeError> {
+    let strip = |adds: &mut Vec<Add>| {
+        let mut changed = false;
+        for add in adds.iter_mut() {
+            if add.stats.as_deref().is_some_and(|stats| names(stats.as_bytes())) {
+                add.stats = None;
+                changed = true;
+            }
+        }
+        changed
+    };
+    let mut rewritten = Vec::new();
+    for name in list(uri, store, STAGING_DIR).await? {
+        if link_from(&name).is_none() {
+            continue;
+        }
+        if let Some(mut link) = read_link::<Link>(uri, store, &name).await?
+            && strip(&mut link.adds)
+        {
+            rewritten.push((name, serde_json::to_vec(&link)));
+        }
+    }
+    for name in list(uri, store, SOURCES_DIR).await? {
+        if let Some(mut link) = read_link::<SourcesLink>(uri, store, &name).await?
+            && link.sources.iter_mut().fold(false, |any, s| strip(&mut s.adds) | any)
+        {
+            rewritten.push((name, serde_json::to_vec(&link)));
+        }
+    }
+    let count = rewritten.len();
+    for (name, bytes) in rewritten {
+        let bytes = bytes.map_err(|e| object_error(uri, "writing", &name, e))?;
+        // Overwritten in place: a committer that deleted it meanwhile (it was behind its stream's
+        // position) finds it again behind the position and deletes it again.
+        store
+            .put(&deltalake::Path::from(name.as_str()), PutPayload::from(bytes))
+            .await
+            .map_err(|e| object_error(uri, "writing", &name, e))?;
+    }
+    Ok(count)
+}
+
 /// The streams that have a folder of links (each keeps its newest link, so every stream ever
 /// staged).
 pub(crate) async fn streams(uri: &str, store: &ObjectStoreRef) -> Result<Vec<String>, LakeError> {
@@ -1072,6 +1124,55 @@ mod tests {
         Table::open_or_create(&uri, &short, &StorageConfig::default())
             .await
             .unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_erasure_leaves_no_erased_id_in_the_statistics_of_kept_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = table(&dir).await;
+        // A quiet stream's one batch: its link, kept as the stream's newest after its commit,
+        // holds the file's smallest and largest id.
+        stage_after(&mut t, "q", &["gone-1", "gone-2"], "1").await.unwrap();
+        stage_after(&mut t, "r", &["stays"], "1").await.unwrap();
+        t.commit_staged(1000, &Retry::default()).await.unwrap();
+        let kept = |dir: &tempfile::TempDir| -> String {
+            walk_files(&dir.path().join("t").join(STAGING_DIR))
+                .iter()
+                .map(|p| std::fs::read_to_string(p).unwrap())
+                .collect()
+        };
+        assert!(
+            kept(&dir).contains("gone-1"),
+            "the kept link holds the id before the erasure"
+        );
+        let erasure = crate::Erasure::new(["gone-1", "gone-2"]).equals("id");
+        t.erase(&erasure, &Retry::default()).await.unwrap();
+        let purge = t.purge(&erasure).await.unwrap();
+        assert_eq!(purge.links_rewritten, 1, "{purge:?}");
+        let after = kept(&dir);
+        assert!(!after.contains("gone-1") && !after.contains("gone-2"), "{after}");
+        assert!(after.contains("stays"), "other links keep their statistics");
+        // The stream goes on after its kept link, and nothing is committed twice.
+        stage_after(&mut t, "q", &["q2"], "2").await.unwrap();
+        let report = t.commit_staged(1000, &Retry::default()).await.unwrap();
+        assert_eq!((report.links, report.left, report.stranded), (1, 0, 0), "{report:?}");
+        assert_eq!(rows(&t), 2);
+    }
+
+    fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .flat_map(|e| {
+                if e.path().is_dir() {
+                    walk_files(&e.path())
+                } else {
+                    vec![e.path()]
+                }
+            })
+            .collect()
     }
 
     #[tokio::test]

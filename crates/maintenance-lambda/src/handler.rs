@@ -196,9 +196,11 @@ const ERASURE_SHARE: f64 = 0.5;
 const READER_GRACE: Duration = Duration::from_secs(60);
 
 /// Takes every request of the erasure folder (JSON objects at its top): erases its players
-/// ([`game_sink::erasure::forget`]), writes the receipt under [`RECEIPTS`] with the request's
-/// name, then deletes the request. A request that fails stays, and is tried again next pass; one
-/// that is not a request is named in the summary and left alone.
+/// ([`game_sink::erasure::forget_merged`], the waiting requests of one game in one pass), writes
+/// each request's receipt under [`RECEIPTS`] with the request's name, then deletes the request.
+/// An erasure still running at `stop_at` is stopped there (what it committed stays done). A request
+/// that fails or is stopped stays, and is tried again next pass; one that is not a request is
+/// named in the summary and left alone; one that matched nothing moves to [`UNMATCHED`].
 async fn take_erasures(
     config: &crate::config::ErasureConfig,
     storage: &StorageConfig,
@@ -220,59 +222,103 @@ async fn take_erasures(
             return summaries;
         }
     };
-    for name in names
-        .into_iter()
-        .filter(|n| !n.starts_with(RECEIPTS) && !n.contains('/'))
-    {
-        if stop_at.is_some_and(|at| Instant::now() >= at) {
-            info!(request = %folder.object_uri(&name), "erasures' share of the pass is spent; the next pass takes it");
-            break;
-        }
+    // Every waiting request, read; those that cannot be are named now.
+    let mut waiting = Vec::new();
+    for name in names.into_iter().filter(|n| !n.contains('/')) {
         let object = folder.object_uri(&name);
-        let mut summary = ErasureSummary {
-            request: object.clone(),
-            ..ErasureSummary::default()
-        };
-        let done = async {
+        let read = async {
             let bytes = folder.get(&name).await.map_err(|e| e.to_string())?;
             let request = game_sink::erasure::ErasureRequest::from_json(&object, &bytes).map_err(|e| e.to_string())?;
-            let receipt = game_sink::erasure::forget(&config.targets, storage, &request, grace)
-                .await
-                .map_err(|e| e.to_string())?;
-            let json = serde_json::to_vec_pretty(&receipt).map_err(|e| e.to_string())?;
-            let at = format!("{RECEIPTS}{name}");
-            folder.put(&at, json).await.map_err(|e| e.to_string())?;
-            if receipt.verified {
-                folder.delete(&name).await.map_err(|e| e.to_string())?;
-            } else if receipt.found == 0 {
-                folder
-                    .put(&format!("{UNMATCHED}{name}"), bytes.to_vec())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                folder.delete(&name).await.map_err(|e| e.to_string())?;
-                return Err(format!(
-                    "{}; the request is moved to {}",
-                    receipt.unverified_because.unwrap_or_default(),
-                    folder.object_uri(&format!("{UNMATCHED}{name}"))
-                ));
-            }
-            let rows = receipt.tables.values().map(|t| t.erasure.rows_removed).sum::<u64>();
-            Ok::<_, String>((folder.object_uri(&at), rows, receipt.verified))
-        }
-        .await;
-        match done {
-            Ok((receipt, rows, verified)) => {
-                info!(request = %object, receipt = %receipt, rows, verified, "erasure done");
-                summary.receipt = Some(receipt);
-                summary.rows_removed = rows;
-                summary.verified = verified;
-            }
+            Ok::<_, String>((bytes, request))
+        };
+        match read.await {
+            Ok((bytes, request)) => waiting.push((name, bytes, request)),
             Err(e) => {
-                error!(request = %object, error = %e, "erasure failed; the request stays for the next pass");
-                summary.error = Some(e);
+                error!(request = %object, error = %e, "erasure request not read; it stays for the next pass");
+                summaries.push(ErasureSummary {
+                    request: object,
+                    error: Some(e),
+                    ..ErasureSummary::default()
+                });
             }
         }
-        summaries.push(summary);
+    }
+    while !waiting.is_empty() {
+        let requests: Vec<&game_sink::erasure::ErasureRequest> = waiting.iter().map(|(_, _, r)| r).collect();
+        let Some((merged, took)) = game_sink::erasure::ErasureRequest::merged(&requests) else {
+            break;
+        };
+        let mut group = Vec::with_capacity(took.len());
+        for i in took.into_iter().rev() {
+            group.push(waiting.remove(i));
+        }
+        group.reverse();
+        if stop_at.is_some_and(|at| Instant::now() >= at) {
+            info!(
+                requests = group.len() + waiting.len(),
+                "erasures' share of the pass is spent; the next pass takes the rest"
+            );
+            break;
+        }
+        let erasure = game_sink::erasure::forget_merged(&config.targets, storage, &merged, grace);
+        let receipt = match stop_at {
+            Some(at) => tokio::time::timeout_at(at.into(), erasure).await.unwrap_or_else(|_| {
+                Err(game_sink::erasure::ErasureError::Request {
+                    source_name: format!("{} requests of game {}", group.len(), merged.game),
+                    reason: "stopped at the end of the erasures' share of the pass; what it committed stays, \
+                                 and the next pass goes on"
+                        .to_owned(),
+                })
+            }),
+            None => erasure.await,
+        };
+        let others = group.len() - 1;
+        for (name, bytes, request) in group {
+            let object = folder.object_uri(&name);
+            let mut summary = ErasureSummary {
+                request: object.clone(),
+                ..ErasureSummary::default()
+            };
+            let done = async {
+                let receipt = receipt
+                    .as_ref()
+                    .map_err(|e| e.to_string())?
+                    .of_request(&request, others);
+                let json = serde_json::to_vec_pretty(&receipt).map_err(|e| e.to_string())?;
+                let at = format!("{RECEIPTS}{name}");
+                folder.put(&at, json).await.map_err(|e| e.to_string())?;
+                if receipt.verified {
+                    folder.delete(&name).await.map_err(|e| e.to_string())?;
+                } else if receipt.found == 0 {
+                    folder
+                        .put(&format!("{UNMATCHED}{name}"), bytes.to_vec())
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    folder.delete(&name).await.map_err(|e| e.to_string())?;
+                    return Err(format!(
+                        "{}; the request is moved to {}",
+                        receipt.unverified_because.unwrap_or_default(),
+                        folder.object_uri(&format!("{UNMATCHED}{name}"))
+                    ));
+                }
+                let rows = receipt.tables.values().map(|t| t.erasure.rows_removed).sum::<u64>();
+                Ok::<_, String>((folder.object_uri(&at), rows, receipt.verified))
+            }
+            .await;
+            match done {
+                Ok((receipt, rows, verified)) => {
+                    info!(request = %object, receipt = %receipt, rows, verified, "erasure done");
+                    summary.receipt = Some(receipt);
+                    summary.rows_removed = rows;
+                    summary.verified = verified;
+                }
+                Err(e) => {
+                    error!(request = %object, error = %e, "erasure failed; the request stays for the next pass");
+                    summary.error = Some(e);
+                }
+            }
+            summaries.push(summary);
+        }
     }
     summaries
 }

@@ -235,6 +235,102 @@ async fn an_erasure_request_is_carried_out_with_its_receipt() {
         .unwrap();
     assert!(scan.files > 0 && scan.holding.is_empty(), "{scan:?}");
 
+    // Three requests waiting at once are erased in one pass over the table: two of players
+    // with rows, verified each, and one of an id no row holds, moved aside unverified.
+    let mut others: Vec<String> = events.iter().map(device).filter(|d| *d != forgotten).collect();
+    others.sort();
+    others.dedup();
+    let (a, b) = (others[0].clone(), others[1].clone());
+    let of = |d: &str| events.iter().filter(|e| device(e) == d).count() as u64;
+    for (name, player) in [
+        ("a.json", &a),
+        ("b.json", &b),
+        ("nobody.json", &"no-such-device".to_owned()),
+    ] {
+        folder
+            .put(
+                name,
+                serde_json::to_vec(&serde_json::json!({"game": game, "players": [player]})).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+    let failed = handle(LambdaEvent::new(scheduled_event(), context()), &maintainer)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&failed, HandlerError::ErasureFailed { request, .. } if request.ends_with("nobody.json")),
+        "{failed}"
+    );
+    assert_eq!(stats(&game_table).await.rows, 200 - theirs - of(&a) - of(&b));
+    let receipt = |name: &str| {
+        let folder = folder.clone();
+        let name = name.to_owned();
+        async move { serde_json::from_slice::<serde_json::Value>(&folder.get(&name).await.unwrap()).unwrap() }
+    };
+    let (ra, rb, rn) = (
+        receipt("receipts/a.json").await,
+        receipt("receipts/b.json").await,
+        receipt("receipts/nobody.json").await,
+    );
+    for r in [&ra, &rb, &rn] {
+        assert_eq!(r["mergedRequests"], 2, "{r}");
+    }
+    assert_eq!(
+        (ra["verified"].as_bool(), rb["verified"].as_bool()),
+        (Some(true), Some(true))
+    );
+    assert_eq!(
+        (rn["verified"].as_bool(), rn["found"].as_u64()),
+        (Some(false), Some(0)),
+        "{rn}"
+    );
+    assert_eq!(
+        ra["tables"][&game_table]["erasure"]["version"], rb["tables"][&game_table]["erasure"]["version"],
+        "one version erased both"
+    );
+    assert_ne!(ra["playersSha256"], rb["playersSha256"]);
+    let left = folder.list().await.unwrap();
+    assert!(
+        left.contains(&"unmatched/nobody.json".to_owned()) && !left.iter().any(|n| !n.contains('/')),
+        "{left:?}"
+    );
+
+    // An erasure still running at the end of its share of the pass (here, waiting out the
+    // readers' grace) is stopped there: its request stays, and the next pass finishes it.
+    let c = others[2].clone();
+    folder
+        .put(
+            "c.json",
+            serde_json::to_vec(&serde_json::json!({"game": game, "players": [c]})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let patient =
+        Maintainer::new(config.clone(), storage.clone()).with_reader_grace(std::time::Duration::from_secs(600));
+    let mut short = context();
+    // The reserve (180 s) and four seconds: two for the erasures, two for the tables.
+    short.deadline = chrono::Utc::now().timestamp_millis() as u64 + 184_000;
+    let started = std::time::Instant::now();
+    let failed = handle(LambdaEvent::new(scheduled_event(), short), &patient)
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "the grace was not waited out"
+    );
+    assert!(
+        matches!(&failed, HandlerError::ErasureFailed { request, .. } if request.ends_with("c.json")),
+        "{failed}"
+    );
+    assert!(failed.to_string().contains("stopped"), "{failed}");
+    assert!(folder.list().await.unwrap().contains(&"c.json".to_owned()));
+    let report = handle(LambdaEvent::new(scheduled_event(), context()), &maintainer)
+        .await
+        .unwrap();
+    assert!(report.erasures.iter().all(|e| e.verified), "{report:?}");
+    assert!(!folder.list().await.unwrap().contains(&"c.json".to_owned()));
+
     // Not a request: it stays, and the invocation fails naming it.
     folder.put("broken.json", b"{\"players\": 3}".to_vec()).await.unwrap();
     let failed = handle(LambdaEvent::new(scheduled_event(), context()), &maintainer)
