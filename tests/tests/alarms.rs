@@ -509,3 +509,88 @@ fn metric_math_follows_cloudwatchs_missing_data_rules() {
     assert_eq!(eval("IF(FILL(a, 0) > 0 OR FILL(b, 0) > 5, 1, 0)", 0), Some(1.0));
     assert_eq!(eval("IF(a > 0 AND (b == 0), 1, 0)", 0), None);
 }
+
+/// Every metric of the stack's own namespace that an alarm reads is one the functions' code
+/// emits, with the same name and dimensions: an alarm on a metric nobody emits reads missing data
+/// for ever, and never fires. (The AWS namespaces' metrics are AWS's.)
+#[test]
+fn every_metric_an_alarm_reads_is_one_the_code_emits() {
+    let (template, parameters) = template();
+    // Passes that committed links which had waited (the wait is emitted only then).
+    let busy = || {
+        Ok(lake::StagedCommit {
+            links: 1,
+            oldest_wait_ms: Some(2_000),
+            ..lake::StagedCommit::default()
+        })
+    };
+    let mut documents = vec![game_pass(busy()), access_pass(busy())];
+    let arrived = chrono::Utc::now();
+    let record = lakelog_tests::StreamRecord {
+        shard_id: "shardId-000000000000".into(),
+        sequence_number: "1".into(),
+        partition_key: "k".into(),
+        data: b"{}".to_vec(),
+        arrival: arrived,
+    }
+    .to_lambda();
+    let sink = game_sink_lambda::metrics::Reporter::new(NS);
+    documents.extend(
+        sink.batch(
+            &[record],
+            &game_sink::BatchReport::default(),
+            arrived.timestamp_millis(),
+        )
+        .iter()
+        .map(|m| m.document(0)),
+    );
+    documents.push(
+        access_log_lambda::metrics::invocation(NS, &[], &access_log_lambda::metrics::Commits::default(), 0, 0)
+            .document(0),
+    );
+    let maintenance = maintenance_lambda::Report {
+        minutes_since_maintained: Some(5),
+        ..maintenance_lambda::Report::default()
+    };
+    documents.push(maintenance.metrics(NS).document(0));
+    let emitted = store(&documents);
+
+    let mut read = 0;
+    for (name, alarm) in template["Resources"].as_mapping().into_iter().flatten() {
+        if alarm["Type"].as_str() != Some("AWS::CloudWatch::Alarm") {
+            continue;
+        }
+        let properties = &alarm["Properties"];
+        let mut metrics: Vec<Value> = properties["Metrics"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .filter(|m| !m["MetricStat"].is_null())
+            .map(|m| m["MetricStat"]["Metric"].clone())
+            .collect();
+        if !properties["MetricName"].is_null() {
+            metrics.push(properties.clone());
+        }
+        for metric in metrics {
+            let namespace = text(&metric["Namespace"], &parameters).unwrap_or_default();
+            if namespace != NS {
+                assert!(namespace.starts_with("AWS/"), "{name:?}: namespace {namespace:?}");
+                continue;
+            }
+            let metric_name = text(&metric["MetricName"], &parameters).unwrap_or_default();
+            let mut dimensions: Vec<(String, String)> = metric["Dimensions"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .filter_map(|d| Some((text(&d["Name"], &parameters)?, text(&d["Value"], &parameters)?)))
+                .collect();
+            dimensions.sort();
+            assert!(
+                emitted.contains_key(&(NS.to_owned(), metric_name.clone(), dimensions.clone())),
+                "{name:?} reads {metric_name} {dimensions:?}, which no function emits"
+            );
+            read += 1;
+        }
+    }
+    assert!(read >= 15, "only {read} metrics of the namespace read by alarms");
+}
