@@ -8,6 +8,7 @@ mod docs;
 mod faults;
 mod game_api;
 mod game_pipeline;
+mod game_simulation;
 mod maintenance;
 mod simulation;
 mod standins;

@@ -409,6 +409,44 @@ async fn find(uri: &str, table: &DeltaTable, erasure: &Erasure) -> Result<(usize
     Ok((scanned, found.into_iter().flatten().collect()))
 }
 
+/// The ids of `erasure` that rows of `table`'s current version hold, reading only the active
+/// files that `keep` takes (by their partition values: column name to value as text) and only
+/// the columns the erasure looks at.
+pub(crate) async fn ids_present(
+    uri: &str,
+    table: &DeltaTable,
+    erasure: &Erasure,
+    keep: impl Fn(&HashMap<String, String>) -> bool,
+) -> Result<BTreeSet<String>, LakeError> {
+    let snapshot = table.snapshot().map_err(|e| LakeError::delta(uri, e))?;
+    let views: Vec<LogicalFileView> = snapshot
+        .log_data()
+        .iter()
+        .filter(|view| {
+            let values: HashMap<String, String> = view
+                .partition_values_map()
+                .into_iter()
+                .map(|(column, value)| (column, value.unwrap_or_default()))
+                .collect();
+            keep(&values)
+        })
+        .collect();
+    let store = table.object_store();
+    let found: Vec<BTreeSet<String>> = futures::stream::iter(views)
+        .map(|view| {
+            let store = store.clone();
+            async move {
+                let size = u64::try_from(view.size()).unwrap_or(0);
+                let (_, ids) = count_in_file(uri, store, view.object_store_path(), size, erasure).await?;
+                Ok::<_, LakeError>(ids)
+            }
+        })
+        .buffered(SCANS_AT_ONCE)
+        .try_collect()
+        .await?;
+    Ok(found.into_iter().flatten().collect())
+}
+
 /// Rewrites `file` without the rows of `erasure` into new files of the table; their adds.
 async fn rewrite(
     uri: &str,

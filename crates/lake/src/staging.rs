@@ -969,18 +969,9 @@ mod tests {
     }
 
     fn walk(dir: &std::path::Path) -> Vec<String> {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return Vec::new();
-        };
-        entries
-            .flatten()
-            .flat_map(|e| {
-                if e.path().is_dir() {
-                    walk(&e.path())
-                } else {
-                    vec![e.file_name().to_string_lossy().into_owned()]
-                }
-            })
+        walk_files(dir)
+            .iter()
+            .filter_map(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
             .collect()
     }
 

@@ -282,6 +282,17 @@ impl Table {
         erase::scan_folder(&self.uri, &self.delta, erasure).await
     }
 
+    /// The ids of `erasure` that rows of the current version hold, reading only the active files
+    /// whose partition values (column to value, as text: `2026-12-06` for a date) `keep` takes,
+    /// and only the columns the erasure looks at: which of some records a table already has.
+    pub async fn ids_present(
+        &self,
+        erasure: &Erasure,
+        keep: impl Fn(&std::collections::HashMap<String, String>) -> bool,
+    ) -> Result<std::collections::BTreeSet<String>, LakeError> {
+        erase::ids_present(&self.uri, &self.delta, erasure, keep).await
+    }
+
     /// Drops the partitions whose date is more than `keep_days` before today (UTC), in one
     /// commit, and deletes their files (see [`crate::retention`]).
     pub async fn expire(

@@ -203,12 +203,29 @@ impl Sink {
                 _ => {}
             }
         }
-        let all = vec![true; parked.records.len()];
+        // Records the table has all the same are left out: a batch whose parking landed but
+        // whose answer was lost (or whose function stopped after parking it) was delivered again
+        // and staged.
+        let present = present(&table, &parked, &decoded).await?;
+        let keep: Vec<bool> = parked
+            .records
+            .iter()
+            .zip(&decoded)
+            .map(|(record, event)| match event {
+                Ok(event) => !present.contains(&event.event_id.to_string()),
+                Err(_) => !present.contains(&record.kinesis.sequence_number),
+            })
+            .collect();
+        if !keep.contains(&true) {
+            drop(table);
+            folder.delete(name).await?;
+            return Ok(Replayed::AlreadyIn);
+        }
         let ingested_at = lake::now_micros();
         let batch = if events {
-            event_rows(&parked.records, &decoded, &all, ingested_at).0
+            event_rows(&parked.records, &decoded, &keep, ingested_at).0
         } else {
-            reject_rows(&parked.records, &decoded, &all, ingested_at)
+            reject_rows(&parked.records, &decoded, &keep, ingested_at)
         }
         .map_err(WriteError::from)?;
         let files = write_files(&table, &source, batch).await?;
@@ -216,5 +233,38 @@ impl Sink {
         drop(table);
         folder.delete(name).await?;
         Ok(Replayed::Committed(outcome.rows))
+    }
+}
+
+/// Which of `parked`'s records `table` already has: events by `eventId` (read from the days the
+/// events fall on only), rejects by `sequenceNumber`.
+async fn present(
+    table: &lake::Table,
+    parked: &Parked,
+    decoded: &[Result<StampedEvent, RecordError>],
+) -> Result<std::collections::BTreeSet<String>, LakeError> {
+    if parked.table == ParkedFor::Events {
+        let ids = decoded
+            .iter()
+            .filter_map(|e| e.as_ref().ok())
+            .map(|e| e.event_id.to_string());
+        let days: std::collections::HashSet<String> = decoded
+            .iter()
+            .filter_map(|e| e.as_ref().ok())
+            .map(|e| e.event_time.date_naive().to_string())
+            .collect();
+        let erasure = lake::Erasure::new(ids).equals("eventId");
+        table
+            .ids_present(&erasure, |values| {
+                values
+                    .get(game_events::batch::EVENT_DATE)
+                    .is_none_or(|day| days.contains(day))
+            })
+            .await
+    } else {
+        let sequences = parked.records.iter().map(|r| r.kinesis.sequence_number.clone());
+        table
+            .ids_present(&lake::Erasure::new(sequences).equals("sequenceNumber"), |_| true)
+            .await
     }
 }
