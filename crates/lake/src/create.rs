@@ -283,6 +283,20 @@ fn grows_into(found: &DeltaDataType, expected: &DeltaDataType) -> bool {
     (grew || !added.is_empty()) && added.iter().all(|f| f.is_nullable())
 }
 
+/// Reads `table` afresh from its newest checkpoint, replacing its state only once that succeeds.
+/// What reads the whole log again (VACUUM's plan, the tombstones an erasure's purge looks at) needs
+/// it: a handle that lived through a log cleanup, its own or another process's, may still be based
+/// on a checkpoint the cleanup deleted.
+pub(crate) async fn reload(uri: &str, table: &mut DeltaTable) -> Result<(), LakeError> {
+    let mut fresh = DeltaTable::new(table.log_store());
+    fresh
+        .update_incremental(None)
+        .await
+        .map_err(|e| LakeError::delta(uri, e))?;
+    *table = fresh;
+    Ok(())
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use std::sync::Arc;

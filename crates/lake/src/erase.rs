@@ -630,10 +630,7 @@ pub struct Purge {
 /// erasure, a compaction of older versions) and orphans older than [`ORPHAN_AGE`]. Active files
 /// and files of staged links not committed yet stay, and are listed. Then scans the folder again.
 pub(crate) async fn purge(uri: &str, table: &mut DeltaTable, erasure: &Erasure) -> Result<Purge, LakeError> {
-    table
-        .update_incremental(None)
-        .await
-        .map_err(|e| LakeError::delta(uri, e))?;
+    crate::create::reload(uri, table).await?;
     let before = scan_folder(uri, table, erasure).await?;
     // The links first, then the table read again: a link committed (and deleted) while the folder
     // was scanned has its files in the version read now, and a link staged after the listing names

@@ -189,10 +189,7 @@ pub(crate) async fn vacuum(
             minimum_hours: MIN_VACUUM_RETENTION.num_hours(),
         });
     }
-    table
-        .update_incremental(None)
-        .await
-        .map_err(|e| MaintenanceError::delta(uri, "vacuum", e))?;
+    crate::create::reload(uri, table).await?;
     let mode = if options.full {
         VacuumMode::Full
     } else {
