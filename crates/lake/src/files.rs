@@ -1,5 +1,6 @@
-//! The table's data files as lakelog reads them: a Parquet file of the object store read by byte
-//! ranges ([`StoreFile`]), and when a file's rows were first written ([`written_at`]).
+//! The table's files as lakelog reads them: a Parquet file of the object store read by byte
+//! ranges ([`StoreFile`]), when a file's rows were first written ([`written_at`]), and a small
+//! object of lakelog's own beside the log (a staged link, the position ledger: [`read_object`]).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -68,5 +69,24 @@ impl AsyncFileReader for StoreFile {
             Ok(Arc::new(metadata))
         }
         .boxed()
+    }
+}
+
+/// The bytes of the object at `name`; `None` when it is gone.
+pub(crate) async fn read_object(
+    uri: &str,
+    store: &deltalake::logstore::ObjectStoreRef,
+    name: &str,
+) -> Result<Option<bytes::Bytes>, crate::error::LakeError> {
+    let failed = |e: object_store::Error| crate::error::LakeError::Object {
+        uri: uri.to_owned(),
+        action: "reading",
+        object: name.to_owned(),
+        reason: e.to_string(),
+    };
+    match store.get(&Path::from(name)).await {
+        Ok(object) => object.bytes().await.map(Some).map_err(failed),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(failed(e)),
     }
 }

@@ -328,10 +328,8 @@ impl Ledger {
             object: LEDGER.to_owned(),
             reason,
         };
-        let bytes = match table.object_store().get(&deltalake::Path::from(LEDGER)).await {
-            Ok(object) => object.bytes().await.map_err(|e| read_error(e.to_string()))?,
-            Err(object_store::Error::NotFound { .. }) => return Ok(()),
-            Err(e) => return Err(read_error(e.to_string())),
+        let Some(bytes) = crate::files::read_object(uri, &table.object_store(), LEDGER).await? else {
+            return Ok(());
         };
         let file: LedgerFile =
             serde_json::from_slice(&bytes).map_err(|e| read_error(format!("not a position ledger: {e}")))?;

@@ -42,6 +42,7 @@ use tracing::{debug, info, warn};
 use crate::append::{SourceFiles, append_operation, now_micros};
 use crate::commit::{Commit, CommitFailure, Guard, Landed, Retry, commit, delete_files};
 use crate::error::LakeError;
+use crate::files::read_object;
 use crate::positions::{self, Advance};
 use crate::txns::Txns;
 
@@ -909,19 +910,6 @@ async fn set_aside(uri: &str, store: &ObjectStoreRef, name: &str, reason: &str, 
             );
         }
         Err(e) => warn!(table = uri, link = name, reason, error = %e, "staged link cannot be committed nor set aside"),
-    }
-}
-
-/// The bytes of the object at `name`; `None` when it is gone.
-async fn read_object(uri: &str, store: &ObjectStoreRef, name: &str) -> Result<Option<bytes::Bytes>, LakeError> {
-    match store.get(&deltalake::Path::from(name)).await {
-        Ok(object) => object
-            .bytes()
-            .await
-            .map(Some)
-            .map_err(|e| object_error(uri, "reading", name, e)),
-        Err(object_store::Error::NotFound { .. }) => Ok(None),
-        Err(e) => Err(object_error(uri, "reading", name, e)),
     }
 }
 
