@@ -187,3 +187,83 @@ async fn tables_of_earlier_releases_are_written_and_maintained_by_this_one() {
         assert_eq!(after[3], 20, "{release}: {after:?}");
     }
 }
+
+/// An erasure request names a pseudonymising game's player by the id the client sent: the
+/// function reads the game's key from Parameter Store (the stand-in's) and erases the rows of the
+/// player's pseudonym, verified.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erasure_request_reaches_a_pseudonymising_games_rows_through_its_key() {
+    let standin = StandIn::connect().await.unwrap();
+    let ssm = aws_sdk_ssm::Client::new(&standin.sdk_config());
+    let api = game_api::ApiStageRef {
+        api_id: lakelog_tests::unique_name("api"),
+        stage: "prod".into(),
+    };
+    let game = "hashed-heroes";
+    let key = "a-pseudonym-key-of-32-characters";
+    ssm.put_parameter()
+        .name(game_api::pseudonym_key_name(&api, game))
+        .value(key)
+        .r#type(aws_sdk_ssm::types::ParameterType::SecureString)
+        .send()
+        .await
+        .unwrap();
+    let pseudonym = game_api::Pseudonym::new("device_id", key.as_bytes().to_vec()).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().display().to_string();
+    let events = format!("{root}/game_events");
+    let requests = format!("{root}/erasure-requests");
+    let storage = StorageConfig::default();
+    let sink = game_sink::Sink::open(&game_sink::Config::new(&events, None).unwrap(), &storage)
+        .await
+        .unwrap();
+    let time = chrono::Utc::now() - chrono::TimeDelta::days(1);
+    let envelope = game_events::Envelope::new(serde_json::Map::new());
+    let records: Vec<_> = (0..7)
+        .map(|i| {
+            let device = pseudonym.of(if i < 4 { "player-1" } else { "player-2" });
+            let event: game_events::GameEvent = serde_json::from_value(serde_json::json!({
+                "eventName": "level_up",
+                "eventParams": {"device_id": device},
+            }))
+            .unwrap();
+            lakelog_tests::StreamRecord {
+                shard_id: "shardId-000000000000".into(),
+                sequence_number: format!("{}", 10 + i),
+                partition_key: device.clone(),
+                data: envelope.record(&event.stamp(time).with_game(game)).unwrap(),
+                arrival: time,
+            }
+            .to_lambda()
+        })
+        .collect();
+    assert_eq!(sink.process(&records, &lake::Retry::default()).await.rows, 7);
+
+    let folder = lake::Folder::open(&requests, &storage).unwrap();
+    folder
+        .put(
+            "ticket-1.json",
+            serde_json::to_vec(&serde_json::json!({"game": game, "players": ["player-1"]})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let vars = [
+        ("LAKE_TABLES", events.clone()),
+        ("ERASURE_REQUESTS_URI", requests.clone()),
+        ("GAME_EVENTS_TABLE_URI", events.clone()),
+        ("GAME_EVENTS_API_ID", api.api_id.clone()),
+    ];
+    let config = Config::from_vars(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone())).unwrap();
+    let maintainer = Maintainer::new(config, storage.clone())
+        .with_reader_grace(std::time::Duration::ZERO)
+        .with_ssm(ssm);
+    let report = handle(LambdaEvent::new(scheduled_event(), context()), &maintainer)
+        .await
+        .unwrap();
+    let done = &report.erasures[0];
+    assert!(done.verified && done.error.is_none(), "{done:?}");
+    assert_eq!(done.rows_removed, 4);
+    let left = Table::open(&events, &storage).await.unwrap().file_stats().unwrap().rows;
+    assert_eq!(left, 3, "the other player's rows stay");
+}

@@ -385,6 +385,37 @@ pub fn pseudonym_key_name(api: &ApiStageRef, game: &str) -> String {
     format!("/lakelog/{}/{}/{game}/pseudonym-key", api.api_id, api.stage)
 }
 
+/// `game`'s pseudonym key on `api`'s stage, read from Parameter Store; `None` when it has none
+/// (it never pseudonymised, or its key was deleted).
+pub async fn pseudonym_key(
+    ssm: &aws_sdk_ssm::Client,
+    api: &ApiStageRef,
+    game: &str,
+) -> Result<Option<Vec<u8>>, GameError> {
+    let name = pseudonym_key_name(api, game);
+    let answer = ssm.get_parameter().name(&name).with_decryption(true).send().await;
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(e) if e.as_service_error().is_some_and(|e| e.is_parameter_not_found()) => return Ok(None),
+        Err(e) => {
+            return Err(GameError::PseudonymKey {
+                game: game.to_owned(),
+                parameter: name,
+                reason: aws_sdk_ssm::error::DisplayErrorContext(e).to_string(),
+            });
+        }
+    };
+    let key = answer
+        .parameter()
+        .and_then(|p| p.value())
+        .ok_or_else(|| GameError::PseudonymKey {
+            game: game.to_owned(),
+            parameter: name.clone(),
+            reason: "the parameter has no value".to_owned(),
+        })?;
+    Ok(Some(key.as_bytes().to_vec()))
+}
+
 impl ApiStageRef {
     /// The value of its `lakelog:api` tag: `API_ID/STAGE`.
     pub fn tag(&self) -> String {
@@ -438,28 +469,19 @@ impl ApiGatewayGames {
 
     /// `game`'s pseudonym of `params` on `api`'s stage, its key read from Parameter Store.
     async fn pseudonym(&self, api: &ApiStageRef, game: &str, params: &str) -> Result<Pseudonym, GameError> {
-        let name = pseudonym_key_name(api, game);
         let failed = |reason: String| GameError::PseudonymKey {
             game: game.to_owned(),
-            parameter: name.clone(),
+            parameter: pseudonym_key_name(api, game),
             reason,
         };
         let ssm = self
             .ssm
             .as_ref()
             .ok_or_else(|| failed("the function has no Parameter Store client".to_owned()))?;
-        let answer = ssm
-            .get_parameter()
-            .name(&name)
-            .with_decryption(true)
-            .send()
-            .await
-            .map_err(|e| failed(aws_sdk_ssm::error::DisplayErrorContext(e).to_string()))?;
-        let key = answer
-            .parameter()
-            .and_then(|p| p.value())
-            .ok_or_else(|| failed("the parameter has no value".to_owned()))?;
-        Pseudonym::new(params, key.as_bytes().to_vec()).map_err(|e| failed(e.to_string()))
+        let key = pseudonym_key(ssm, api, game)
+            .await?
+            .ok_or_else(|| failed("no such parameter".to_owned()))?;
+        Pseudonym::new(params, key).map_err(|e| failed(e.to_string()))
     }
 
     /// The game of the key `key_id` on `api`'s stage: the one its usage plan there names. A key

@@ -501,3 +501,107 @@ async fn a_pseudonymised_game_writes_no_raw_device_id() {
     games(&standin, &["set", &game, "--no-pseudonymise", "--api-id", &api_id]);
     assert!(lookup.resolve(&request).await.unwrap().pseudonym.is_none());
 }
+
+/// A deployed game that pseudonymises: `lakelog forget --api-id` reads its key from Parameter
+/// Store and erases the rows of the player's pseudonym, verified. Revoked and added again, the game
+/// is refused unless told whether it goes on pseudonymising (its key outlived its plan and tag).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pseudonymising_games_player_is_erased_by_id_and_it_is_not_added_again_raw() {
+    let standin = StandIn::connect().await.unwrap();
+    let sdk = standin.sdk_config();
+    let apigateway = aws_sdk_apigateway::Client::new(&sdk);
+    let ssm = aws_sdk_ssm::Client::new(&sdk);
+    let api_id = rest_api(&apigateway, "games-cli-forget").await;
+    let game = unique_name("hashed");
+    games(&standin, &["add", &game, "--api-id", &api_id]);
+    games(
+        &standin,
+        &["set", &game, "--pseudonymise", "device_id", "--api-id", &api_id],
+    );
+    let stage = game_api::ApiStageRef {
+        api_id: api_id.clone(),
+        stage: "prod".into(),
+    };
+    let key = game_api::pseudonym_key(&ssm, &stage, &game).await.unwrap().unwrap();
+    let pseudonym = game_api::Pseudonym::new("device_id", key).unwrap();
+
+    // The game's rows, as the API wrote them: pseudonyms of two devices.
+    let lake = tempfile::tempdir().unwrap();
+    let table = lake.path().join("game_events").to_str().unwrap().to_owned();
+    let sink = game_sink::Sink::open(
+        &game_sink::Config::new(&table, None).unwrap(),
+        &lake::StorageConfig::default(),
+    )
+    .await
+    .unwrap();
+    let time = chrono::Utc::now();
+    let envelope = game_events::Envelope::new(serde_json::Map::new());
+    let records: Vec<_> = (0..10)
+        .map(|i| {
+            let device = pseudonym.of(if i % 2 == 0 { "forgotten" } else { "kept" });
+            let event: game_events::GameEvent = serde_json::from_value(serde_json::json!({
+                "eventName": "level_up",
+                "eventParams": {"device_id": device},
+            }))
+            .unwrap();
+            lakelog_tests::StreamRecord {
+                shard_id: "shardId-000000000000".into(),
+                sequence_number: format!("{}", 100 + i),
+                partition_key: device.clone(),
+                data: envelope.record(&event.stamp(time).with_game(game.clone())).unwrap(),
+                arrival: time,
+            }
+            .to_lambda()
+        })
+        .collect();
+    assert_eq!(sink.process(&records, &lake::Retry::default()).await.rows, 10);
+
+    let forget = Command::new(env!("CARGO_BIN_EXE_lakelog"))
+        .args(["forget", "--table", &table, "--game", &game, "--api-id", &api_id])
+        .args(["--reader-grace", "0", "forgotten"])
+        .envs(lakelog_tests::runtime_api::Function::standin_vars(standin.endpoint()))
+        .env("AWS_REGION", lakelog_tests::REGION)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&forget.stderr);
+    assert!(forget.status.success(), "{stderr}");
+    let receipt: Value = serde_json::from_slice(&forget.stdout).unwrap();
+    assert_eq!(
+        (receipt["verified"].as_bool(), receipt["found"].as_u64()),
+        (Some(true), Some(5)),
+        "{receipt}"
+    );
+    let left = lake::Table::open(&table, &lake::StorageConfig::default())
+        .await
+        .unwrap()
+        .file_stats()
+        .unwrap()
+        .rows;
+    assert_eq!(left, 5, "the other device's rows stay");
+
+    // Revoked, then added again: refused until told, then pseudonymising with the same key.
+    games(&standin, &["revoke", &game, "--api-id", &api_id]);
+    let again = run_games(standin.endpoint(), &["add", &game, "--api-id", &api_id]);
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        !again.status.success() && said.contains("pseudonymised its ids before"),
+        "{said}"
+    );
+    let added = games(
+        &standin,
+        &["add", &game, "--pseudonymise", "device_id", "--api-id", &api_id],
+    );
+    let lookup = game_api::Games::ApiGateway(
+        game_api::ApiGatewayGames::with_ttl(apigateway.clone(), std::time::Duration::ZERO).with_ssm(ssm.clone()),
+    );
+    let mut request = aws_lambda_events::apigw::ApiGatewayProxyRequest::default();
+    request.request_context.identity.api_key_id = added[0]["keyId"].as_str().map(str::to_owned);
+    request.request_context.apiid = Some(api_id.clone());
+    request.request_context.stage = Some("prod".into());
+    let resolved = lookup.resolve(&request).await.unwrap();
+    assert_eq!(
+        resolved.pseudonym.as_ref().map(|p| p.of("forgotten")),
+        Some(pseudonym.of("forgotten")),
+        "the same key, pseudonymising again"
+    );
+}

@@ -87,6 +87,12 @@ fn is_column_name(name: &str) -> bool {
 /// The variable naming the folder of erasure requests.
 pub const ERASURE_REQUESTS_VAR: &str = "ERASURE_REQUESTS_URI";
 
+/// The game events API whose games' pseudonym keys erasures read.
+pub const API_ID_VAR: &str = "GAME_EVENTS_API_ID";
+
+/// That API's stage.
+pub const API_STAGE_VAR: &str = "GAME_EVENTS_API_STAGE";
+
 /// The settings of the maintenance function, as it reads them from its environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -125,6 +131,11 @@ pub struct ErasureConfig {
     /// `GAME_EVENTS_TABLE_URI` (required with requests), `GAME_EVENTS_REJECTS_TABLE_URI` (the
     /// table with `_rejects` by default) and `GAME_EVENTS_PARKING_URI`.
     pub targets: game_sink::erasure::ErasureTargets,
+    /// `GAME_EVENTS_API_ID` and `GAME_EVENTS_API_STAGE` (default `prod`): the API whose games'
+    /// pseudonym keys are read from Parameter Store, so that a request naming a pseudonymising
+    /// game's players by their ids erases the rows of their pseudonyms; unset, keys are not read
+    /// (such a request matches nothing and is moved to `unmatched/`).
+    pub api: Option<game_api::ApiStageRef>,
 }
 
 impl Config {
@@ -164,7 +175,12 @@ impl Config {
                     .optional(game_sink::config::PARKING_VAR)
                     .map(|p| env_config::table_location(game_sink::config::PARKING_VAR, &p))
                     .transpose()?;
+                let api = vars.optional(API_ID_VAR).map(|api_id| game_api::ApiStageRef {
+                    api_id,
+                    stage: vars.optional(API_STAGE_VAR).unwrap_or_else(|| "prod".to_owned()),
+                });
                 Some(ErasureConfig {
+                    api,
                     requests,
                     targets: game_sink::erasure::ErasureTargets {
                         events_table: tables.events_table,

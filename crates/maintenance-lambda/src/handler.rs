@@ -58,6 +58,8 @@ pub struct Maintainer {
     namespace: String,
     /// Left to readers of older versions before an erasure deletes their files.
     reader_grace: Duration,
+    /// Reads the pseudonym keys of games that pseudonymise (with [`ErasureConfig::api`](crate::config::ErasureConfig::api)).
+    ssm: Option<aws_sdk_ssm::Client>,
 }
 
 impl Maintainer {
@@ -69,7 +71,14 @@ impl Maintainer {
             storage,
             namespace: emf::DEFAULT_NAMESPACE.to_owned(),
             reader_grace: READER_GRACE,
+            ssm: None,
         }
+    }
+
+    /// The same, reading the pseudonym keys of the configured API's games with `ssm`.
+    pub fn with_ssm(mut self, ssm: aws_sdk_ssm::Client) -> Self {
+        self.ssm = Some(ssm);
+        self
     }
 
     /// The same, leaving readers of older versions `grace` before an erasure deletes their files
@@ -206,6 +215,7 @@ async fn take_erasures(
     storage: &StorageConfig,
     grace: Duration,
     stop_at: Option<Instant>,
+    keys: Option<(&game_api::ApiStageRef, &aws_sdk_ssm::Client)>,
 ) -> Vec<ErasureSummary> {
     let mut summaries = Vec::new();
     let folder = match lake::Folder::open(&config.requests, storage) {
@@ -228,7 +238,17 @@ async fn take_erasures(
         let object = folder.object_uri(&name);
         let read = async {
             let bytes = folder.get(&name).await.map_err(|e| e.to_string())?;
-            let request = game_sink::erasure::ErasureRequest::from_json(&object, &bytes).map_err(|e| e.to_string())?;
+            let mut request =
+                game_sink::erasure::ErasureRequest::from_json(&object, &bytes).map_err(|e| e.to_string())?;
+            // A game that pseudonymises: the rows hold its players' pseudonyms.
+            if let Some((api, ssm)) = keys
+                && let Some(key) = game_api::pseudonym_key(ssm, api, &request.game)
+                    .await
+                    .map_err(|e| e.to_string())?
+            {
+                let pseudonym = game_api::Pseudonym::new(&request.id_param, key).map_err(|e| e.to_string())?;
+                request = request.with_pseudonyms(pseudonym.params(), |id| pseudonym.of(id));
+            }
             Ok::<_, String>((bytes, request))
         };
         match read.await {
@@ -344,7 +364,8 @@ pub async fn handle(event: LambdaEvent<EventBridgeEvent>, maintainer: &Maintaine
                 let left = at.saturating_duration_since(Instant::now());
                 Instant::now() + left.mul_f64(ERASURE_SHARE)
             });
-            take_erasures(erasure, &maintainer.storage, maintainer.reader_grace, share).await
+            let keys = erasure.api.as_ref().zip(maintainer.ssm.as_ref());
+            take_erasures(erasure, &maintainer.storage, maintainer.reader_grace, share, keys).await
         }
         None => Vec::new(),
     };

@@ -8,7 +8,11 @@ use maintenance_lambda::{Config, Maintainer, handle};
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let (config, namespace) = env_config::init::settings(|vars| Ok((Config::from_env()?, emf::namespace(vars)?))).await;
-    let maintainer = Maintainer::new(config, StorageConfig::from_env()).with_metrics_namespace(&namespace);
+    let reads_keys = config.erasure.as_ref().is_some_and(|e| e.api.is_some());
+    let mut maintainer = Maintainer::new(config, StorageConfig::from_env()).with_metrics_namespace(&namespace);
+    if reads_keys {
+        maintainer = maintainer.with_ssm(aws_sdk_ssm::Client::new(&aws_config::load_from_env().await));
+    }
     let maintainer = &maintainer;
     lambda_runtime::run(service_fn(move |event| handle(event, maintainer))).await
 }

@@ -42,6 +42,18 @@ pub struct ForgetArgs {
     /// pseudonymises --id-param has its players' pseudonyms erased, and ids as given too.
     #[arg(long, value_name = "FILE")]
     pub games: Option<std::path::PathBuf>,
+    /// The game events API of a deployed stack (its output GameEventsApiId): a game that
+    /// pseudonymises has its key read from Parameter Store, and its players' pseudonyms in
+    /// --id-param are erased, and the ids as given too.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["stack", "games"])]
+    pub api_id: Option<String>,
+    /// The API's stage, with --api-id.
+    #[arg(long, default_value = "prod", value_name = "STAGE")]
+    pub api_stage: String,
+    /// The deployed stack whose API's games these are (its outputs GameEventsApiId and
+    /// GameEventsApiStage), as --api-id.
+    #[arg(long, value_name = "NAME", conflicts_with = "games")]
+    pub stack: Option<String>,
     /// Player ids.
     #[arg(value_name = "PLAYER")]
     pub players: Vec<String>,
@@ -71,6 +83,20 @@ async fn run_async(args: &ForgetArgs) -> anyhow::Result<ExitCode> {
             .game(&args.game)
             .with_context(|| format!("{}: no game {}", path.display(), args.game))?;
         if let Some(pseudonym) = &game.pseudonym {
+            request = request.with_pseudonyms(pseudonym.params(), |id| pseudonym.of(id));
+        }
+    }
+    if args.api_id.is_some() || args.stack.is_some() {
+        let api = super::games::ApiArgs {
+            api_id: args.api_id.clone(),
+            stage: args.api_stage.clone(),
+            stack: args.stack.clone(),
+        };
+        let sdk = aws_config::load_from_env().await;
+        let stage = api.stage_ref(&sdk).await?;
+        let ssm = aws_sdk_ssm::Client::new(&sdk);
+        if let Some(key) = game_api::pseudonym_key(&ssm, &stage, &args.game).await? {
+            let pseudonym = game_api::Pseudonym::new(&args.id_param, key)?;
             request = request.with_pseudonyms(pseudonym.params(), |id| pseudonym.of(id));
         }
     }

@@ -58,7 +58,7 @@ pub struct ApiArgs {
 
 impl ApiArgs {
     /// The API stage, read from the stack's outputs when `--stack` names one.
-    async fn stage_ref(&self, sdk: &aws_config::SdkConfig) -> anyhow::Result<ApiStageRef> {
+    pub(crate) async fn stage_ref(&self, sdk: &aws_config::SdkConfig) -> anyhow::Result<ApiStageRef> {
         let Some(stack) = &self.stack else {
             return Ok(ApiStageRef {
                 api_id: self.api_id.clone().unwrap_or_default(),
@@ -150,6 +150,14 @@ pub struct AddArgs {
     /// (docs/games.md). Default: the lane fewest of the stage's games have (of 4 when none has one).
     #[arg(long, value_name = "K/N")]
     pub lane: Option<Lane>,
+    /// Replace these event parameters (device_id,player_id) by a keyed hash before the records
+    /// are written (as `set --pseudonymise`); needed, or --no-pseudonymise, to add again a game
+    /// that pseudonymised before (its key is kept in Parameter Store).
+    #[arg(long, value_name = "PARAM[,PARAM...]")]
+    pub pseudonymise: Option<String>,
+    /// Add again a game that pseudonymised before, writing its ids as sent.
+    #[arg(long, conflicts_with = "pseudonymise")]
+    pub no_pseudonymise: bool,
 }
 
 /// Arguments of `lakelog games revoke`.
@@ -244,9 +252,27 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                     burst: add.burst,
                 };
                 let stage = add.api.stage_ref(&sdk).await?;
+                let ssm = aws_sdk_ssm::Client::new(&sdk);
+                // A game added again after it was revoked: its pseudonym key outlived its plan.
+                if game_api::pseudonym_key(&ssm, &stage, &add.game).await?.is_some()
+                    && add.pseudonymise.is_none()
+                    && !add.no_pseudonymise
+                {
+                    anyhow::bail!(
+                        "{} pseudonymised its ids before (its key is the parameter {}): add it with --pseudonymise \
+                         PARAM[,PARAM...] to go on, or --no-pseudonymise to write them as sent",
+                        add.game,
+                        game_api::pseudonym_key_name(&stage, &add.game)
+                    );
+                }
                 let key = add_game(&client, &stage, &game, throttle, add.quota.quota())
                     .await
                     .with_context(|| format!("cannot add the game {}", add.game))?;
+                if let Some(params) = &add.pseudonymise {
+                    pseudonymise_game(&client, &ssm, &stage, &add.game, Some(params))
+                        .await
+                        .with_context(|| format!("{} added, but its pseudonymisation failed: run lakelog games set", add.game))?;
+                }
                 print(&key)?;
                 eprintln!(
                     "lakelog games: {} added in lane {} of the stream; give its clients the key above (x-api-key), it \
