@@ -36,6 +36,34 @@ impl StreamRecord {
     }
 }
 
+/// One `level_up` event of `game` per device of `devices`, sent at `time`, as the API writes
+/// them and a Kinesis event source hands them to the sink: one shard, sequence numbers from
+/// `first`, each device its partition key.
+pub fn level_ups(game: &str, devices: &[String], first: u64, time: DateTime<Utc>) -> Vec<KinesisEventRecord> {
+    let envelope = game_events::Envelope::new(serde_json::Map::new());
+    devices
+        .iter()
+        .zip(first..)
+        .map(|(device, sequence)| {
+            let event: game_events::GameEvent = serde_json::from_value(serde_json::json!({
+                "eventName": "level_up",
+                "eventParams": {"device_id": device},
+            }))
+            .expect("a level_up event");
+            StreamRecord {
+                shard_id: "shardId-000000000000".into(),
+                sequence_number: sequence.to_string(),
+                partition_key: device.clone(),
+                data: envelope
+                    .record(&event.stamp(time).with_game(game))
+                    .expect("an event serialises"),
+                arrival: time,
+            }
+            .to_lambda()
+        })
+        .collect()
+}
+
 /// Every record of every shard of `stream`, oldest first per shard.
 pub async fn read_stream(client: &aws_sdk_kinesis::Client, stream: &str) -> Result<Vec<StreamRecord>> {
     let shards = client.list_shards().stream_name(stream).send().await?;

@@ -351,32 +351,13 @@ async fn check(
     let found = counts(format!(
         "SELECT CAST(eventId AS VARCHAR), count(*) FROM delta_scan('{events_uri}') GROUP BY 1"
     ));
-    if let Some((id, n)) = found.iter().find(|(_, n)| **n != 1) {
-        broke(
-            seed,
-            day,
-            "acknowledged_exactly_once",
-            format!("event {id} is in game_events {n} times"),
-        );
-    }
-    let expected: Vec<&String> = truth
+    let expected = truth
         .events
         .iter()
         .filter(|(_, (device, sent))| !truth.erased(device, *sent))
-        .map(|(id, _)| id)
-        .collect();
-    let missing: Vec<&&String> = expected
-        .iter()
-        .filter(|id| !found.contains_key(id.as_str()))
-        .take(5)
-        .collect();
-    if !missing.is_empty() {
-        broke(
-            seed,
-            day,
-            "acknowledged_exactly_once",
-            format!("acknowledged, not in game_events: {missing:?}"),
-        );
+        .map(|(id, _)| id);
+    if let Err(e) = crate::simulation::exactly_once(&found, expected, "game_events") {
+        broke(seed, day, "acknowledged_exactly_once", e);
     }
     let erased: Vec<&String> = found
         .keys()
@@ -393,26 +374,13 @@ async fn check(
     let rejects = counts(format!(
         "SELECT sequenceNumber, count(*) FROM delta_scan('{rejects_uri}') GROUP BY 1"
     ));
-    if let Some((seq, n)) = rejects.iter().find(|(_, n)| **n != 1) {
-        broke(
-            seed,
-            day,
-            "acknowledged_exactly_once",
-            format!("reject {seq} is in the rejects table {n} times"),
-        );
-    }
     let expected_rejects = truth
         .rejects
         .iter()
         .filter(|(_, key)| !truth.erased_devices.contains_key(*key))
         .map(|(seq, _)| seq);
-    if let Some(seq) = expected_rejects.clone().find(|s| !rejects.contains_key(*s)) {
-        broke(
-            seed,
-            day,
-            "acknowledged_exactly_once",
-            format!("reject {seq} acknowledged, not in the table"),
-        );
+    if let Err(e) = crate::simulation::exactly_once(&rejects, expected_rejects, "the rejects table") {
+        broke(seed, day, "acknowledged_exactly_once", e);
     }
 }
 

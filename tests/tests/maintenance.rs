@@ -218,26 +218,11 @@ async fn an_erasure_request_reaches_a_pseudonymising_games_rows_through_its_key(
     let sink = game_sink::Sink::open(&game_sink::Config::new(&events, None).unwrap(), &storage)
         .await
         .unwrap();
-    let time = chrono::Utc::now() - chrono::TimeDelta::days(1);
-    let envelope = game_events::Envelope::new(serde_json::Map::new());
-    let records: Vec<_> = (0..7)
-        .map(|i| {
-            let device = pseudonym.of(if i < 4 { "player-1" } else { "player-2" });
-            let event: game_events::GameEvent = serde_json::from_value(serde_json::json!({
-                "eventName": "level_up",
-                "eventParams": {"device_id": device},
-            }))
-            .unwrap();
-            lakelog_tests::StreamRecord {
-                shard_id: "shardId-000000000000".into(),
-                sequence_number: format!("{}", 10 + i),
-                partition_key: device.clone(),
-                data: envelope.record(&event.stamp(time).with_game(game)).unwrap(),
-                arrival: time,
-            }
-            .to_lambda()
-        })
+    let devices: Vec<String> = (0..7)
+        .map(|i| pseudonym.of(if i < 4 { "player-1" } else { "player-2" }))
         .collect();
+    let time = chrono::Utc::now() - chrono::TimeDelta::days(1);
+    let records = lakelog_tests::level_ups(game, &devices, 10, time);
     assert_eq!(sink.process(&records, &lake::Retry::default()).await.rows, 7);
 
     let folder = lake::Folder::open(&requests, &storage).unwrap();

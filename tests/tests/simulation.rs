@@ -496,33 +496,36 @@ async fn check_rows(seed: u64, day: u32, table: &mut Table, truth: &Truth) {
             found.insert(id.to_owned(), n);
         }
     }
-    if let Some((id, n)) = found.iter().find(|(_, n)| **n != 1) {
-        broke(
-            seed,
-            day,
-            "acknowledged_exactly_once",
-            format!("{id} is in the table {n} times"),
-        );
-    }
-    let expected = truth.expected();
-    let missing: Vec<&&String> = expected
-        .iter()
-        .filter(|id| !found.contains_key(id.as_str()))
-        .take(5)
-        .collect();
-    if !missing.is_empty() {
-        broke(
-            seed,
-            day,
-            "acknowledged_exactly_once",
-            format!("acknowledged, not in the table: {missing:?}"),
-        );
+    if let Err(e) = exactly_once(&found, truth.expected(), "the table") {
+        broke(seed, day, "acknowledged_exactly_once", e);
     }
     let erased: Vec<&String> = found.keys().filter(|id| truth.erased.contains(*id)).collect();
     if !erased.is_empty() {
         broke(seed, day, "erased_ids_in_no_file", format!("{erased:?} read back"));
     }
     // Records not acknowledged (a lost answer, retried) may be in: never twice, checked above.
+}
+
+/// `acknowledged_exactly_once` over the rows an independent reader counted per id (`found`): no
+/// id twice, and every one of `expected` there; what broke it, naming `what` was read.
+pub(crate) fn exactly_once<'a>(
+    found: &BTreeMap<String, i64>,
+    expected: impl IntoIterator<Item = &'a String>,
+    what: &str,
+) -> Result<(), String> {
+    if let Some((id, n)) = found.iter().find(|(_, n)| **n != 1) {
+        return Err(format!("{id} is in {what} {n} times"));
+    }
+    let missing: Vec<&String> = expected
+        .into_iter()
+        .filter(|id| !found.contains_key(id.as_str()))
+        .take(5)
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("acknowledged, not in {what}: {missing:?}"))
+    }
 }
 
 fn hex(text: &str) -> String {

@@ -534,26 +534,10 @@ async fn a_pseudonymising_games_player_is_erased_by_id_and_it_is_not_added_again
     )
     .await
     .unwrap();
-    let time = chrono::Utc::now();
-    let envelope = game_events::Envelope::new(serde_json::Map::new());
-    let records: Vec<_> = (0..10)
-        .map(|i| {
-            let device = pseudonym.of(if i % 2 == 0 { "forgotten" } else { "kept" });
-            let event: game_events::GameEvent = serde_json::from_value(serde_json::json!({
-                "eventName": "level_up",
-                "eventParams": {"device_id": device},
-            }))
-            .unwrap();
-            lakelog_tests::StreamRecord {
-                shard_id: "shardId-000000000000".into(),
-                sequence_number: format!("{}", 100 + i),
-                partition_key: device.clone(),
-                data: envelope.record(&event.stamp(time).with_game(game.clone())).unwrap(),
-                arrival: time,
-            }
-            .to_lambda()
-        })
+    let devices: Vec<String> = (0..10)
+        .map(|i| pseudonym.of(if i % 2 == 0 { "forgotten" } else { "kept" }))
         .collect();
+    let records = lakelog_tests::level_ups(&game, &devices, 100, chrono::Utc::now());
     assert_eq!(sink.process(&records, &lake::Retry::default()).await.rows, 10);
 
     let forget = Command::new(env!("CARGO_BIN_EXE_lakelog"))
