@@ -393,20 +393,38 @@ async fn find(uri: &str, table: &DeltaTable, erasure: &Erasure) -> Result<(usize
         ));
     }
     let scanned = views.len();
+    let found = scan_files(uri, table, views, erasure).await?;
+    Ok((
+        scanned,
+        found
+            .into_iter()
+            .filter(|(_, rows, _)| *rows > 0)
+            .map(|(view, rows, _)| Found { view, rows })
+            .collect(),
+    ))
+}
+
+/// Each of `views` (files of `table`) with its rows of `erasure` and the ids they hold, read
+/// [`SCANS_AT_ONCE`] at a time, only the columns the erasure looks at.
+async fn scan_files(
+    uri: &str,
+    table: &DeltaTable,
+    views: Vec<LogicalFileView>,
+    erasure: &Erasure,
+) -> Result<Vec<(LogicalFileView, u64, BTreeSet<String>)>, LakeError> {
     let store = table.object_store();
-    let found: Vec<Option<Found>> = futures::stream::iter(views)
+    futures::stream::iter(views)
         .map(|view| {
             let store = store.clone();
             async move {
                 let size = u64::try_from(view.size()).unwrap_or(0);
-                let (rows, _) = count_in_file(uri, store, view.object_store_path(), size, erasure).await?;
-                Ok::<_, LakeError>((rows > 0).then_some(Found { view, rows }))
+                let (rows, ids) = count_in_file(uri, store, view.object_store_path(), size, erasure).await?;
+                Ok::<_, LakeError>((view, rows, ids))
             }
         })
         .buffered(SCANS_AT_ONCE)
         .try_collect()
-        .await?;
-    Ok((scanned, found.into_iter().flatten().collect()))
+        .await
 }
 
 /// The ids of `erasure` that rows of `table`'s current version hold, reading only the active
@@ -431,20 +449,8 @@ pub(crate) async fn ids_present(
             keep(&values)
         })
         .collect();
-    let store = table.object_store();
-    let found: Vec<BTreeSet<String>> = futures::stream::iter(views)
-        .map(|view| {
-            let store = store.clone();
-            async move {
-                let size = u64::try_from(view.size()).unwrap_or(0);
-                let (_, ids) = count_in_file(uri, store, view.object_store_path(), size, erasure).await?;
-                Ok::<_, LakeError>(ids)
-            }
-        })
-        .buffered(SCANS_AT_ONCE)
-        .try_collect()
-        .await?;
-    Ok(found.into_iter().flatten().collect())
+    let found = scan_files(uri, table, views, erasure).await?;
+    Ok(found.into_iter().flat_map(|(_, _, ids)| ids).collect())
 }
 
 /// Rewrites `file` without the rows of `erasure` into new files of the table; their adds.
