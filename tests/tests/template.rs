@@ -837,3 +837,17 @@ sys.exit(1 if failed else 0)
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `lakelog games set --pseudonymise` waits `SETTING_SETTLES`, reckoned with the API function's
+/// timeout: a longer timeout in the template would let an instance write raw ids after the
+/// command returned.
+#[test]
+fn a_changed_game_setting_settles_within_the_api_functions_timeout() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
+    let template = parse(&std::fs::read_to_string(path).unwrap());
+    let timeout = template["Resources"]["GameEventsApiFunction"]["Properties"]["Timeout"]
+        .as_u64()
+        .expect("GameEventsApiFunction has a Timeout");
+    assert_eq!(game_api::API_FUNCTION_TIMEOUT.as_secs(), timeout);
+    assert!(game_api::SETTING_SETTLES >= game_api::KEY_CACHE_TTL + 2 * game_api::API_FUNCTION_TIMEOUT);
+}

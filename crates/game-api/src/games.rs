@@ -56,6 +56,14 @@ pub const API_KEY_HEADER: &str = "x-api-key";
 /// How long the function trusts what it read of a key before reading it again: a change of a
 /// game's settings (`lakelog games set`) reaches every instance of the function within it.
 pub const KEY_CACHE_TTL: Duration = Duration::from_secs(300);
+/// The function's timeout (`GameEventsApiFunction`'s `Timeout` in template.yaml).
+pub const API_FUNCTION_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long after a change of a game's settings every event the function accepts follows it:
+/// [`KEY_CACHE_TTL`] for what an instance remembers, and one [`API_FUNCTION_TIMEOUT`] each for a
+/// lookup that began before the change and for the last request served from what it read.
+/// `lakelog games set --pseudonymise` waits this long, so that no raw id is accepted after it
+/// returns.
+pub const SETTING_SETTLES: Duration = Duration::from_secs(KEY_CACHE_TTL.as_secs() + 2 * API_FUNCTION_TIMEOUT.as_secs());
 
 /// A game as the API knows it: its name and the bounds of its events.
 #[derive(Debug, Clone, PartialEq)]

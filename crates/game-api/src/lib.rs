@@ -30,8 +30,8 @@ pub mod testing;
 pub use config::{ApiConfig, Config, ConfigError, PartitionKey};
 pub use deliver::{Delivery, DeliveryConfig, Outcome, deliver};
 pub use games::{
-    API_KEY_HEADER, ApiGatewayGames, ApiStageRef, Game, GameError, Games, KEY_CACHE_TTL, admin, pseudonym_key,
-    pseudonym_key_name,
+    API_FUNCTION_TIMEOUT, API_KEY_HEADER, ApiGatewayGames, ApiStageRef, Game, GameError, Games, KEY_CACHE_TTL,
+    SETTING_SETTLES, admin, pseudonym_key, pseudonym_key_name,
 };
 pub use lane::Lane;
 pub use local::{DEFAULT_CAPACITY, ForeignSequence, LOCAL_SHARD_ID, LocalStream};

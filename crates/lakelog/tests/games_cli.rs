@@ -417,7 +417,15 @@ async fn a_pseudonymised_game_writes_no_raw_device_id() {
     let key = games(&standin, &["add", &game, "--api-id", &api_id]).remove(0);
     games(
         &standin,
-        &["set", &game, "--pseudonymise", "device_id", "--api-id", &api_id],
+        &[
+            "set",
+            &game,
+            "--pseudonymise",
+            "device_id",
+            "--no-wait",
+            "--api-id",
+            &api_id,
+        ],
     );
     let stage = game_api::ApiStageRef {
         api_id: api_id.clone(),
@@ -438,7 +446,15 @@ async fn a_pseudonymised_game_writes_no_raw_device_id() {
     // Setting it again keeps the key: the game's pseudonyms do not change.
     games(
         &standin,
-        &["set", &game, "--pseudonymise", "device_id", "--api-id", &api_id],
+        &[
+            "set",
+            &game,
+            "--pseudonymise",
+            "device_id",
+            "--no-wait",
+            "--api-id",
+            &api_id,
+        ],
     );
     let again = ssm
         .get_parameter()
@@ -516,7 +532,15 @@ async fn a_pseudonymising_games_player_is_erased_by_id_and_it_is_not_added_again
     games(&standin, &["add", &game, "--api-id", &api_id]);
     games(
         &standin,
-        &["set", &game, "--pseudonymise", "device_id", "--api-id", &api_id],
+        &[
+            "set",
+            &game,
+            "--pseudonymise",
+            "device_id",
+            "--no-wait",
+            "--api-id",
+            &api_id,
+        ],
     );
     let stage = game_api::ApiStageRef {
         api_id: api_id.clone(),

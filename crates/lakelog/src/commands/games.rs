@@ -226,6 +226,11 @@ pub struct SetArgs {
     /// unlinkable).
     #[arg(long, conflicts_with = "pseudonymise")]
     pub no_pseudonymise: bool,
+    /// With --pseudonymise: return at once instead of waiting (five and a half minutes) until
+    /// every instance of the API function pseudonymises; events it accepts until then may keep
+    /// their raw ids.
+    #[arg(long, requires = "pseudonymise")]
+    pub no_wait: bool,
     /// The API.
     #[command(flatten)]
     pub api: ApiArgs,
@@ -360,6 +365,22 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                     set.game,
                     game_api::KEY_CACHE_TTL.as_secs() / 60
                 );
+                if let Some(params) = set.pseudonymise.as_ref().filter(|_| !set.no_wait) {
+                    // The function's instances read the change within SETTING_SETTLES: until
+                    // then an instance may still write the ids as sent.
+                    eprintln!(
+                        "lakelog games: waiting {} s until every instance of the API function pseudonymises {params} \
+                         of {} (events accepted until then may keep their raw ids: `lakelog forget` erases those by \
+                         id too)",
+                        game_api::SETTING_SETTLES.as_secs(),
+                        set.game
+                    );
+                    tokio::time::sleep(game_api::SETTING_SETTLES).await;
+                    eprintln!(
+                        "lakelog games: every event of {} accepted from now on has {params} pseudonymised",
+                        set.game
+                    );
+                }
             }
             GamesCommand::Revoke(revoke) => {
                 for key in revoke_game(&client, &revoke.api.stage_ref(&sdk).await?, &revoke.game).await? {
