@@ -130,8 +130,9 @@ async fn of_concurrent_puts_if_absent_on_one_key_exactly_one_wins() -> Result<()
 }
 
 /// `scripts/cost --cloudwatch STACK` reads a deployment's rates from the metrics its functions
-/// write: events, requests and raw-log bytes over the last days, here a day's worth put into the
-/// stand-in's CloudWatch.
+/// write, in the namespace the stack's parameters give and with the `Function` dimension the
+/// functions emit: events, requests and raw-log bytes over the last day, put into the stand-in's
+/// CloudWatch beside another stack's metrics in another namespace.
 #[test]
 fn cost_reads_a_deployments_rates_from_its_metrics() {
     let standin = tokio::runtime::Runtime::new()
@@ -139,15 +140,25 @@ fn cost_reads_a_deployments_rates_from_its_metrics() {
         .block_on(lakelog_tests::StandIn::connect())
         .unwrap();
     let namespace = lakelog_tests::unique_name("cost");
+    let stack = lakelog_tests::unique_name("cost-stack");
+    let (api, ingest) = (game_api_lambda::metrics::FUNCTION, access_log_lambda::metrics::FUNCTION);
     let put = format!(
         r#"
-import boto3, datetime
+import boto3, datetime, json
+template = {{"Parameters": {{"MetricsNamespace": {{"Type": "String", "Default": "lakelog"}},
+                             "KinesisStreamMode": {{"Type": "String", "Default": "ON_DEMAND"}},
+                             "Pipelines": {{"Type": "String", "Default": "all"}}}},
+            "Resources": {{"Queue": {{"Type": "AWS::SQS::Queue"}}}}}}
+boto3.client("cloudformation").create_stack(StackName="{stack}", TemplateBody=json.dumps(template),
+    Parameters=[{{"ParameterKey": "MetricsNamespace", "ParameterValue": "{namespace}"}},
+                {{"ParameterKey": "KinesisStreamMode", "ParameterValue": "PROVISIONED"}}])
 cw = boto3.client("cloudwatch")
 now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1)
-for name, function, value in [("EventsAccepted", "game-api", 86400 * 250.0), ("Requests", "game-api", 86400 * 5.0),
-                              ("BytesRead", "access-log-ingest", 2e9)]:
-    cw.put_metric_data(Namespace="{namespace}", MetricData=[{{"MetricName": name, "Timestamp": now, "Value": value,
-        "Dimensions": [{{"Name": "Function", "Value": function}}]}}])
+for namespace, scale in [("{namespace}", 1.0), ("{namespace}-other", 7.0)]:
+    for name, function, value in [("EventsAccepted", "{api}", 86400 * 250.0), ("Requests", "{api}", 86400 * 5.0),
+                                  ("BytesRead", "{ingest}", 2e9)]:
+        cw.put_metric_data(Namespace=namespace, MetricData=[{{"MetricName": name, "Timestamp": now,
+            "Value": value * scale, "Dimensions": [{{"Name": "Function", "Value": function}}]}}])
 "#
     );
     let env = [
@@ -162,17 +173,29 @@ for name, function, value in [("EventsAccepted", "game-api", 86400 * 250.0), ("R
         .status()
         .unwrap();
     assert!(status.success());
-    let out = std::process::Command::new(lakelog_tests::python())
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/cost"))
-        .args(["--cloudwatch", "my-stack", "--days", "1", "--namespace", &namespace])
-        .envs(env)
-        .output()
-        .unwrap();
+    let cost = |stack: &str| {
+        std::process::Command::new(lakelog_tests::python())
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/cost"))
+            .args(["--cloudwatch", stack, "--days", "1"])
+            .envs(env)
+            .output()
+            .unwrap()
+    };
+    let out = cost(&stack);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(
-        text.contains("my-stack, last 1 days: 250.0 events/s, 50.0 events a request, 2.00 GB of raw logs a day"),
+        text.contains(&format!(
+            "{stack} (metrics in {namespace}, pipelines: all), last 1 days: 250.0 events/s, 50.0 events a request, \
+             2.00 GB of raw logs a day"
+        )),
         "{text}"
     );
+    // The stack's stream is provisioned: its shards are named, and priced.
+    assert!(text.contains("provisioned stream: 1 shards"), "{text}");
     assert!(text.contains("total a month"), "{text}");
+    // A stack that does not exist is an error naming it.
+    let out = cost("no-such-stack");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("stack no-such-stack"), "{said}");
 }

@@ -243,3 +243,67 @@ fn a_missing_or_bad_setting_ends_init_in_words() {
     ]);
     assert!(message.contains("METRICS_NAMESPACE"), "{message}");
 }
+
+/// What a request of 100 events costs beyond its compute: the bytes the function writes to its
+/// log (its metrics and its own lines, at the level and format the template deploys: `INFO`,
+/// JSON) and the bytes of its answer (data transfer out). `scripts/cost` bills both; the figures
+/// it uses are printed here (`cargo test -p game-api-lambda --test integration -- --nocapture
+/// logs_and_answer`), and the bounds keep a change from logging per event unnoticed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_logs_and_answer_of_a_request_stay_small() {
+    const REQUESTS: usize = 20;
+    const EVENTS: usize = 100;
+    let standin = StandIn::connect().await.unwrap();
+    let kinesis = aws_sdk_kinesis::Client::new(&standin.sdk_config());
+    let apigateway = aws_sdk_apigateway::Client::new(&standin.sdk_config());
+    let (api_id, [miners, _, _]) = three_games(&apigateway).await;
+    let stream = unique_name("runtime-api-bytes");
+    kinesis
+        .create_stream()
+        .stream_name(&stream)
+        .shard_count(1)
+        .send()
+        .await
+        .unwrap();
+    let mut vars: Vec<(&str, String)> = Function::standin_vars(standin.endpoint());
+    vars.push(("GAME_EVENTS_STREAM", stream.clone()));
+    vars.push(("METRICS_NAMESPACE", "lakelog".to_owned()));
+    // What Lambda sets for `LoggingConfig: {LogFormat: JSON}` at the default level.
+    vars.push(("AWS_LAMBDA_LOG_FORMAT", "JSON".to_owned()));
+    vars.push(("AWS_LAMBDA_LOG_LEVEL", "INFO".to_owned()));
+    vars.push(("RUST_LOG", "info".to_owned()));
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let function = Function::start_with_timeout(Path::new(BINARY), &vars, TIMEOUT).unwrap();
+
+    let mut request: Value = serde_json::from_slice(&with_key("apigw-batch.json", &api_id, &miners)).unwrap();
+    let body: Value = serde_json::from_str(request["body"].as_str().unwrap()).unwrap();
+    let samples = body["events"].as_array().unwrap().clone();
+    let mut answered = 0;
+    for r in 0..REQUESTS {
+        let events: Vec<Value> = (0..EVENTS)
+            .map(|i| {
+                let mut event = samples[i % samples.len()].clone();
+                event["eventId"] = Value::from(format!("00000000-0000-4000-8000-{:012}", r * EVENTS + i));
+                event
+            })
+            .collect();
+        request["body"] = Value::from(serde_json::json!({ "events": events }).to_string());
+        let answer = tokio::task::block_in_place(|| function.invoke(request.to_string().as_bytes(), WAIT)).unwrap();
+        let Answer::Response(response) = answer else {
+            panic!("the function failed: {answer:?}");
+        };
+        assert_eq!(response["statusCode"], 200, "{response}");
+        answered += response["body"].as_str().unwrap().len();
+    }
+    let exited = function.stop();
+    let logged = (exited.stdout.len() + exited.stderr.len()) / REQUESTS;
+    let answer = answered / REQUESTS;
+    println!("a request of {EVENTS} events: {logged} bytes logged, an answer of {answer} bytes");
+    assert!(
+        logged <= 2048,
+        "{logged} bytes logged per request:\n{}{}",
+        exited.stdout,
+        exited.stderr
+    );
+    assert!(answer <= EVENTS * 160, "{answer} bytes answered per request");
+}

@@ -213,4 +213,35 @@ mod tests {
             )
         );
     }
+
+    /// The bytes a batch writes to the function's log (CloudWatch Logs bills them): its health
+    /// document, and one KPI document per eventName and platform in it. `scripts/cost` bills
+    /// these figures (`cargo test -p game-sink-lambda -- --nocapture log_bytes`); the bounds keep
+    /// a document from growing unnoticed.
+    #[test]
+    fn the_log_bytes_of_a_batch() {
+        let reporter = Reporter::new("lakelog");
+        let mut record = KinesisEventRecord::default();
+        record.kinesis.approximate_arrival_timestamp.0 = chrono::DateTime::from_timestamp(100, 0).unwrap();
+        let report = BatchReport {
+            records: 1000,
+            rows: 1000,
+            events: BTreeMap::from([(
+                ("level_completed".into(), Some("android".into())),
+                EventCount {
+                    events: 1000,
+                    bookings: 0.0,
+                },
+            )]),
+            ..BatchReport::default()
+        };
+        let bytes: Vec<usize> = reporter
+            .batch(&[record], &report, 112_500)
+            .iter()
+            .map(|m| m.document(1_796_560_000_000).to_string().len() + 1)
+            .collect();
+        let (health, kpi) = (bytes[0], bytes[1]);
+        println!("a batch logs {health} bytes of health and {kpi} bytes per eventName and platform");
+        assert!(health <= 700 && kpi <= 400, "{bytes:?}");
+    }
 }
