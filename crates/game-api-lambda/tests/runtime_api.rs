@@ -110,12 +110,21 @@ fn with_key(name: &str, api_id: &str, key_id: &str) -> Vec<u8> {
     request.to_string().into_bytes()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn answers_the_sample_requests_with_their_events_in_kinesis() {
-    let standin = StandIn::connect().await.unwrap();
+/// The API function started against the stand-in: the three games of [`three_games`], a stream
+/// of one shard, and the function's process with the stand-in's, the stream's and `vars`.
+struct Deployed {
+    kinesis: aws_sdk_kinesis::Client,
+    apigateway: aws_sdk_apigateway::Client,
+    api_id: String,
+    keys: [String; 3],
+    stream: String,
+    function: Function,
+}
+
+async fn deploy(standin: &StandIn, vars: &[(&str, &str)]) -> Deployed {
     let kinesis = aws_sdk_kinesis::Client::new(&standin.sdk_config());
     let apigateway = aws_sdk_apigateway::Client::new(&standin.sdk_config());
-    let (api_id, [miners, towns, revoked]) = three_games(&apigateway).await;
+    let (api_id, keys) = three_games(&apigateway).await;
     let stream = unique_name("runtime-api");
     kinesis
         .create_stream()
@@ -124,12 +133,32 @@ async fn answers_the_sample_requests_with_their_events_in_kinesis() {
         .send()
         .await
         .unwrap();
+    let mut all: Vec<(&str, String)> = Function::standin_vars(standin.endpoint());
+    all.push(("GAME_EVENTS_STREAM", stream.clone()));
+    all.extend(vars.iter().map(|(name, value)| (*name, (*value).to_owned())));
+    let all: Vec<(&str, &str)> = all.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let function = Function::start_with_timeout(Path::new(BINARY), &all, TIMEOUT).unwrap();
+    Deployed {
+        kinesis,
+        apigateway,
+        api_id,
+        keys,
+        stream,
+        function,
+    }
+}
 
-    let mut vars: Vec<(&str, String)> = Function::standin_vars(standin.endpoint());
-    vars.push(("GAME_EVENTS_STREAM", stream.clone()));
-    vars.push(("METRICS_NAMESPACE", "lakelog/test".to_owned()));
-    let vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    let function = Function::start_with_timeout(Path::new(BINARY), &vars, TIMEOUT).unwrap();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_the_sample_requests_with_their_events_in_kinesis() {
+    let standin = StandIn::connect().await.unwrap();
+    let Deployed {
+        kinesis,
+        apigateway,
+        api_id,
+        keys: [miners, towns, revoked],
+        stream,
+        function,
+    } = deploy(&standin, &[("METRICS_NAMESPACE", "lakelog/test")]).await;
 
     let mut written = 0;
     for (name, events, key) in [
@@ -254,26 +283,19 @@ async fn the_logs_and_answer_of_a_request_stay_small() {
     const REQUESTS: usize = 20;
     const EVENTS: usize = 100;
     let standin = StandIn::connect().await.unwrap();
-    let kinesis = aws_sdk_kinesis::Client::new(&standin.sdk_config());
-    let apigateway = aws_sdk_apigateway::Client::new(&standin.sdk_config());
-    let (api_id, [miners, _, _]) = three_games(&apigateway).await;
-    let stream = unique_name("runtime-api-bytes");
-    kinesis
-        .create_stream()
-        .stream_name(&stream)
-        .shard_count(1)
-        .send()
-        .await
-        .unwrap();
-    let mut vars: Vec<(&str, String)> = Function::standin_vars(standin.endpoint());
-    vars.push(("GAME_EVENTS_STREAM", stream.clone()));
-    vars.push(("METRICS_NAMESPACE", "lakelog".to_owned()));
     // What Lambda sets for `LoggingConfig: {LogFormat: JSON}` at the default level.
-    vars.push(("AWS_LAMBDA_LOG_FORMAT", "JSON".to_owned()));
-    vars.push(("AWS_LAMBDA_LOG_LEVEL", "INFO".to_owned()));
-    vars.push(("RUST_LOG", "info".to_owned()));
-    let vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    let function = Function::start_with_timeout(Path::new(BINARY), &vars, TIMEOUT).unwrap();
+    let vars = [
+        ("METRICS_NAMESPACE", "lakelog"),
+        ("AWS_LAMBDA_LOG_FORMAT", "JSON"),
+        ("AWS_LAMBDA_LOG_LEVEL", "INFO"),
+        ("RUST_LOG", "info"),
+    ];
+    let Deployed {
+        api_id,
+        keys: [miners, _, _],
+        function,
+        ..
+    } = deploy(&standin, &vars).await;
 
     let mut request: Value = serde_json::from_slice(&with_key("apigw-batch.json", &api_id, &miners)).unwrap();
     let body: Value = serde_json::from_str(request["body"].as_str().unwrap()).unwrap();
