@@ -45,8 +45,8 @@ impl Reporter {
 
     /// The documents of one batch: its health (records, rows staged, duplicates, rejects, a
     /// failed batch, and the lag, `now_ms` minus the newest record's approximate arrival), then
-    /// one document per `eventName` and platform of the events committed, with `Events` and
-    /// `Bookings` aggregated by name, by platform and in total.
+    /// `Events` and `Bookings` of the events staged: a document per `eventName`, one per platform
+    /// and one in total; then one per game.
     pub fn batch(&self, records: &[KinesisEventRecord], report: &BatchReport, now_ms: i64) -> Vec<Metrics> {
         let mut health = Metrics::new(&self.namespace).dimension("Function", FUNCTION);
         health
@@ -69,23 +69,44 @@ impl Reporter {
             health.put("LagSeconds", (now_ms - newest).max(0) as f64 / 1e3, Unit::Seconds);
         }
 
-        let mut kpis: BTreeMap<(String, String), EventCount> = BTreeMap::new();
+        // One document per event name, one per platform and one in total: CloudWatch bills the
+        // log by the byte, and a document per name and platform together would be their product.
+        let mut by_name: BTreeMap<String, EventCount> = BTreeMap::new();
+        let mut by_platform: BTreeMap<String, EventCount> = BTreeMap::new();
+        let mut total = EventCount::default();
         for ((name, platform), count) in &report.events {
-            let key = (
-                self.event_names.value(Some(name)),
-                self.platforms.value(platform.as_deref()),
-            );
-            kpis.entry(key).or_default().add(*count);
+            by_name
+                .entry(self.event_names.value(Some(name)))
+                .or_default()
+                .add(*count);
+            by_platform
+                .entry(self.platforms.value(platform.as_deref()))
+                .or_default()
+                .add(*count);
+            total.add(*count);
         }
         let mut documents = vec![health];
-        for ((name, platform), count) in kpis {
-            let mut kpi = Metrics::new(&self.namespace)
-                .dimension("EventName", name)
-                .dimension("Platform", platform)
-                .dimension_sets(vec![vec!["EventName"], vec!["Platform"], vec![]]);
+        let kpi = |dimension: Option<(&'static str, String)>, count: EventCount| {
+            let mut kpi = Metrics::new(&self.namespace);
+            if let Some((name, value)) = dimension {
+                kpi = kpi.dimension(name, value);
+            }
             kpi.put("Events", count.events as f64, Unit::Count)
                 .put("Bookings", count.bookings, Unit::None);
-            documents.push(kpi);
+            kpi
+        };
+        documents.extend(
+            by_name
+                .into_iter()
+                .map(|(name, count)| kpi(Some(("EventName", name)), count)),
+        );
+        documents.extend(
+            by_platform
+                .into_iter()
+                .map(|(platform, count)| kpi(Some(("Platform", platform)), count)),
+        );
+        if !report.events.is_empty() {
+            documents.push(kpi(None, total));
         }
         let mut games: BTreeMap<String, EventCount> = BTreeMap::new();
         for (game, count) in &report.by_game {
@@ -173,38 +194,39 @@ mod tests {
         assert_eq!(documents[0]["Records"], 4.0);
         assert_eq!(documents[0]["BatchesFailed"], 0.0);
         assert_eq!(documents[0]["LagSeconds"], 12.5);
-        // The first platform seen (android: the report is in key order) is kept; platforms past
-        // the bound count as "other", and so do events without one.
-        let kpis: Vec<(String, String, f64, f64)> = documents[1..4]
-            .iter()
-            .map(|d| {
-                (
-                    d["EventName"].as_str().unwrap().to_owned(),
-                    d["Platform"].as_str().unwrap().to_owned(),
-                    d["Events"].as_f64().unwrap(),
-                    d["Bookings"].as_f64().unwrap(),
-                )
-            })
-            .collect();
+        // By event name, then by platform: the first platform seen (android: the report is in
+        // key order) is kept; platforms past the bound count as "other", and so do events
+        // without one. Then all events, then by game.
+        let kpi = |d: &serde_json::Value, dimension: &str| {
+            (
+                d.get(dimension).and_then(|v| v.as_str()).unwrap_or("").to_owned(),
+                d["Events"].as_f64().unwrap(),
+                d["Bookings"].as_f64().unwrap(),
+            )
+        };
+        let names: Vec<_> = documents[1..3].iter().map(|d| kpi(d, "EventName")).collect();
         assert_eq!(
-            kpis,
-            [
-                ("levelUp".into(), "other".into(), 1.0, 0.0),
-                ("purchaseEvent".into(), "android".into(), 1.0, 1.0),
-                ("purchaseEvent".into(), "other".into(), 2.0, 9.98),
-            ]
+            names,
+            [("levelUp".into(), 1.0, 0.0), ("purchaseEvent".into(), 3.0, 10.98)]
         );
-        assert_eq!(
-            documents[1]["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
-            serde_json::json!([["EventName"], ["Platform"], []])
-        );
-        // And by game.
-        assert_eq!(documents.len(), 5);
+        let platforms: Vec<_> = documents[3..5].iter().map(|d| kpi(d, "Platform")).collect();
+        assert_eq!(platforms, [("android".into(), 1.0, 1.0), ("other".into(), 3.0, 9.98)]);
+        assert_eq!(kpi(&documents[5], "none"), (String::new(), 4.0, 10.98));
+        for (document, set) in documents[1..6].iter().zip([
+            serde_json::json!([["EventName"]]),
+            serde_json::json!([["EventName"]]),
+            serde_json::json!([["Platform"]]),
+            serde_json::json!([["Platform"]]),
+            serde_json::json!([[]]),
+        ]) {
+            assert_eq!(document["_aws"]["CloudWatchMetrics"][0]["Dimensions"], set);
+        }
+        assert_eq!(documents.len(), 7);
         assert_eq!(
             (
-                &documents[4]["Game"],
-                &documents[4]["Events"],
-                &documents[4]["Bookings"]
+                &documents[6]["Game"],
+                &documents[6]["Events"],
+                &documents[6]["Bookings"]
             ),
             (
                 &serde_json::json!("space-miners"),
@@ -215,7 +237,7 @@ mod tests {
     }
 
     /// The bytes a batch writes to the function's log (CloudWatch Logs bills them): its health
-    /// document, and one KPI document per eventName and platform in it. `scripts/cost` bills
+    /// document, and a KPI document per event name and per platform in it, and one in total. `scripts/cost` bills
     /// these figures (`cargo test -p game-sink-lambda -- --nocapture log_bytes`); the bounds keep
     /// a document from growing unnoticed.
     #[test]
@@ -241,7 +263,7 @@ mod tests {
             .map(|m| m.document(1_796_560_000_000).to_string().len() + 1)
             .collect();
         let (health, kpi) = (bytes[0], bytes[1]);
-        println!("a batch logs {health} bytes of health and {kpi} bytes per eventName and platform");
+        println!("a batch logs {health} bytes of health and {kpi} bytes per KPI document");
         assert!(health <= 700 && kpi <= 400, "{bytes:?}");
     }
 }
