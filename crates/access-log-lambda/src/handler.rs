@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use access_log_ingest::notification::{Notification, parse_body};
 use access_log_ingest::{IngestError, Ingestor, ObjectRef};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use lake::Retry;
+use lake::staging::Next;
+use lake::{Retry, StagedCommit};
 use lambda_runtime::LambdaEvent;
 use tracing::{info, warn};
 
@@ -115,8 +116,11 @@ impl From<HandlerError> for lambda_runtime::Diagnostic {
 
 /// Runs committer passes ([`Ingestor::commit_staged`]) every `interval` for a
 /// [`lake::staging::TICK`], or until `ANSWER_MARGIN` before the invocation's deadline if that
-/// comes first; each pass's metrics go to standard output in `namespace`. Work a pass could not
-/// commit stays staged for the next; two committers at once commit each object once (its `txn`).
+/// comes first, or until a pass that reached every table found nothing staged or waiting: an idle
+/// deployment then pays a pass a minute, not a tick, and what is staged meanwhile waits for the
+/// next tick (S3 delivers access logs minutes to hours after the requests). Each pass's metrics go
+/// to standard output in `namespace`. Work a pass could not commit stays staged for the next; two
+/// committers at once commit each object once (its `txn`).
 pub async fn commit(
     deadline_ms: u64,
     ingestor: &Ingestor,
@@ -132,7 +136,7 @@ pub async fn commit(
         let started = std::time::Instant::now();
         let Ok(pass) = tokio::time::timeout_at(hard.into(), ingestor.commit_staged(&Retry::until(stop))).await else {
             warn!("a commit pass was still running at the invocation's hard deadline");
-            return;
+            return Next::Again;
         };
         let mut summary = summary.borrow_mut();
         match &pass {
@@ -153,6 +157,15 @@ pub async fn commit(
             }
         }
         metrics::commit_pass(namespace, &pass, started.elapsed()).emit();
+        // A pass that ended before the tick's end reached every table (tables are left only at
+        // the deadline).
+        let idle = std::time::Instant::now() < stop
+            && pass.as_ref().is_ok_and(|tables| {
+                tables
+                    .iter()
+                    .all(|(_, done)| done.as_ref().is_ok_and(StagedCommit::idle))
+            });
+        if idle { Next::Idle } else { Next::Again }
     })
     .await;
     // The packings of small files the last commits started end before the function answers.

@@ -98,3 +98,27 @@ async fn sns_wrapped_notifications_are_unwrapped() {
         }])
     );
 }
+
+/// The committer's tick ends after a pass that reached every table and found nothing staged or
+/// waiting, instead of running its passes for the whole tick: an idle deployment pays a pass a
+/// minute.
+#[tokio::test]
+async fn an_idle_committer_tick_ends_after_one_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let summary = access_log_lambda::handler::commit(
+        now_ms + 300_000,
+        &local_ingestor(dir.path()),
+        emf::DEFAULT_NAMESPACE,
+        std::time::Duration::from_millis(20),
+    )
+    .await;
+    assert_eq!(
+        (summary.passes, summary.commits, summary.failed),
+        (1, 0, 0),
+        "{summary:?}"
+    );
+}

@@ -8,6 +8,7 @@ use aws_lambda_events::event::kinesis::KinesisEvent;
 use aws_lambda_events::event::streams::KinesisEventResponse;
 use game_sink::Sink;
 use lake::Retry;
+use lake::staging::Next;
 use lambda_runtime::{Error, LambdaEvent};
 
 use crate::metrics::Reporter;
@@ -61,7 +62,8 @@ pub async fn handle(
 /// or until `ANSWER_MARGIN` before the invocation's deadline if that comes first. Each pass's
 /// metrics go to standard output; a pass that fails leaves its work staged for the next. Two
 /// committers at once (a tick that came late) commit nothing twice: the commits are guarded by the
-/// positions they start from.
+/// positions they start from. The tick runs its passes whether anything is staged or not, so that a
+/// batch waits at most a pass.
 pub async fn commit(
     deadline_ms: u64,
     sink: &Sink,
@@ -79,7 +81,7 @@ pub async fn commit(
             Ok(pass) => pass,
             Err(_) => {
                 tracing::warn!("a commit pass was still running at the invocation's hard deadline");
-                return;
+                return Next::Again;
             }
         };
         let mut summary = summary.borrow_mut();
@@ -91,6 +93,10 @@ pub async fn commit(
             tracing::warn!(%error, "a table's commit failed; its work stays staged for the next pass");
         }
         metrics.commit(&pass, started.elapsed()).emit();
+        // The sink stages a batch every few seconds per shard while players play: a committer
+        // that ended its tick when a pass found nothing would leave the next batch waiting for
+        // the next tick, a minute at worst.
+        Next::Again
     })
     .await;
     // The packing of small files the last commits started ends before the function answers.

@@ -144,6 +144,13 @@ pub struct StagedCommit {
     pub set_aside: usize,
 }
 
+impl StagedCommit {
+    /// Whether the pass found nothing: no link committed, none left waiting, stranded or set aside.
+    pub fn idle(&self) -> bool {
+        self.version.is_none() && self.links == 0 && self.left == 0 && self.stranded == 0 && self.set_aside == 0
+    }
+}
+
 /// The folder of `stream`'s links: the stream's bytes in hex, so that any stream name is one
 /// plain path segment.
 fn stream_dir(stream: &str) -> String {
@@ -395,13 +402,24 @@ impl CommitSummary {
 /// then has one committer at a time, the next starting as this one ends.
 pub const TICK: std::time::Duration = std::time::Duration::from_secs(55);
 
+/// What a committer's pass tells the loop it runs in ([`every`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Run the next pass at its time.
+    Again,
+    /// Nothing was staged or waiting: end the loop now, and let the next tick find what is staged
+    /// meanwhile (a committer then costs what it commits, not a whole tick).
+    Idle,
+}
+
 /// Runs `pass` every `interval` (from the start of one to the start of the next) until `stop`,
-/// or, when a pass ends past `stop`, once more not at all; returns the passes run. A committer's
-/// loop: each pass is one [`Table::commit_staged`](crate::Table::commit_staged) of its tables.
+/// or, when a pass ends past `stop`, once more not at all, or until a pass says [`Next::Idle`];
+/// returns the passes run. A committer's loop: each pass is one
+/// [`Table::commit_staged`](crate::Table::commit_staged) of its tables.
 pub async fn every<F, Fut>(interval: std::time::Duration, stop: std::time::Instant, mut pass: F) -> u32
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = ()>,
+    Fut: std::future::Future<Output = Next>,
 {
     let mut passes = 0;
     loop {
@@ -410,7 +428,9 @@ where
             return passes;
         }
         passes += 1;
-        pass().await;
+        if pass().await == Next::Idle {
+            return passes;
+        }
         let next = started + interval;
         if next >= stop {
             return passes;
@@ -919,6 +939,20 @@ mod tests {
     use crate::append::tests::batch;
     use crate::create::tests::spec;
     use crate::{StorageConfig, Table};
+
+    /// The loop ends at once after a pass that says it was idle, long before its stop.
+    #[tokio::test]
+    async fn a_committer_loop_ends_after_an_idle_pass() {
+        let interval = std::time::Duration::from_millis(10);
+        let stop = std::time::Instant::now() + std::time::Duration::from_secs(600);
+        let mut found = [3, 1, 0, 4].into_iter();
+        let passes = every(interval, stop, || {
+            let staged = found.next().unwrap_or(0);
+            async move { if staged == 0 { Next::Idle } else { Next::Again } }
+        })
+        .await;
+        assert_eq!(passes, 3);
+    }
 
     async fn table(dir: &tempfile::TempDir) -> Table {
         let uri = dir.path().join("t").to_str().unwrap().to_owned();
