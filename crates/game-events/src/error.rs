@@ -159,6 +159,9 @@ pub enum RecordError {
     /// Fields with the wrong type or value.
     #[error("{}", join_body_fields(.0))]
     BadFields(Vec<FieldProblem>),
+    /// A packed record that cannot be unpacked ([`crate::packed`]): it is kept whole.
+    #[error(transparent)]
+    Packed(#[from] crate::packed::PackedError),
 }
 
 fn join_body_fields(problems: &[FieldProblem]) -> String {

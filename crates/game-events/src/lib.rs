@@ -43,6 +43,7 @@ mod keys;
 mod limits;
 mod names;
 mod object;
+pub mod packed;
 mod params;
 mod span;
 pub mod time;

@@ -259,3 +259,61 @@ async fn two_committers_at_once_commit_each_batch_once() {
     assert_eq!(rows(&events).await, expected);
     assert_eq!(rows(&rejects).await, 200 - expected);
 }
+
+/// `records` with every run of `per` consecutive records of one-event data packed into one record
+/// ([`game_events::packed`]), which keeps the run's last sequence number.
+fn packed(records: &[KinesisEventRecord], per: usize) -> Vec<KinesisEventRecord> {
+    records
+        .chunks(per)
+        .map(|run| {
+            let mut record = run[run.len() - 1].clone();
+            *record.kinesis.data = game_events::packed::pack(run.iter().map(|r| r.kinesis.data.as_slice()));
+            record
+        })
+        .collect()
+}
+
+/// Packed records (a request's events in one compressed record) land each event once, beside
+/// one-event records in the same batch; delivered again, whole or from a packed record on, they
+/// add nothing; one that cannot be unpacked is one reject that says why.
+#[tokio::test]
+async fn packed_records_land_each_event_once() {
+    let (_dir, sink, events, rejects) = sink().await;
+    let plain = records(0, 0, 60);
+    let mut batch = packed(&plain[..40], 10);
+    batch.extend_from_slice(&plain[40..]);
+    let mut broken = records(0, 60, 1).remove(0);
+    *broken.kinesis.data = game_events::packed::PACKED_V1.to_vec();
+    broken.kinesis.data.extend_from_slice(b"not gzip");
+    batch.push(broken);
+    let first = process(&sink, &batch).await;
+    let want_rejects = rejects_in(&plain) + 1;
+    assert_eq!(
+        (first.rows, first.rejected as u64),
+        (60 - rejects_in(&plain), want_rejects),
+        "{first:?}"
+    );
+    let again = process(&sink, &batch).await;
+    assert_eq!((again.rows, again.rejected), (0, 0), "{again:?}");
+    let resumed = process(&sink, &batch[2..]).await;
+    assert_eq!((resumed.rows, resumed.rejected), (0, 0), "{resumed:?}");
+    assert_eq!(
+        (rows(&events).await, rows(&rejects).await),
+        (60 - rejects_in(&plain), want_rejects)
+    );
+    let reasons: Vec<String> = crate::sample_batches::rows(&rejects)
+        .await
+        .iter()
+        .flat_map(|(_, batch)| {
+            let reasons = batch.column_by_name("reason").unwrap();
+            let reasons = reasons.as_any().downcast_ref::<arrow::array::StringArray>().unwrap();
+            reasons.iter().flatten().map(str::to_owned).collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("lakelog-packed/1") && r.contains("not gzip")),
+        "{reasons:?}"
+    );
+}

@@ -24,7 +24,7 @@ async fn process(event: &KinesisEvent, sink: &Sink) -> BatchReport {
 }
 
 /// Every row of a local table, with the partition directory each file is in.
-async fn rows(uri: &str) -> Vec<(String, RecordBatch)> {
+pub(crate) async fn rows(uri: &str) -> Vec<(String, RecordBatch)> {
     let table = lake::Table::open(uri, &StorageConfig::default()).await.unwrap();
     let mut out = Vec::new();
     for file in table.delta().get_file_uris().unwrap() {
