@@ -64,6 +64,22 @@ pub fn level_ups(game: &str, devices: &[String], first: u64, time: DateTime<Utc>
         .collect()
 }
 
+/// `records` with each packed record ([`game_events::packed`]) in place of the one-event records
+/// it holds, each with the packed record's shard, sequence number, partition key and arrival: what
+/// the sink reads. A record that cannot be unpacked stays as it is.
+pub fn unpacked(records: Vec<StreamRecord>) -> Vec<StreamRecord> {
+    let mut out = Vec::with_capacity(records.len());
+    for record in records {
+        match game_events::packed::unpack(&record.data) {
+            Ok(events) if game_events::packed::is_packed(&record.data) => {
+                out.extend(events.into_iter().map(|data| StreamRecord { data, ..record.clone() }));
+            }
+            _ => out.push(record),
+        }
+    }
+    out
+}
+
 /// Every record of every shard of `stream`, oldest first per shard.
 pub async fn read_stream(client: &aws_sdk_kinesis::Client, stream: &str) -> Result<Vec<StreamRecord>> {
     let shards = client.list_shards().stream_name(stream).send().await?;

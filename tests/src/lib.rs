@@ -43,5 +43,5 @@ mod standin;
 
 pub use athena::{TEMPLATE_GAME_EVENTS, WHOLE_RANGE, athena_query, in_duckdb};
 pub use duckdb::{SessionDay, duckdb, duckdb_sessions_are_the_report, python};
-pub use kinesis::{StreamRecord, level_ups, read_stream};
+pub use kinesis::{StreamRecord, level_ups, read_stream, unpacked};
 pub use standin::{ACCESS_KEY_ID, ENDPOINT_VAR, REGION, SECRET_ACCESS_KEY, StandIn, unique_name};

@@ -12,9 +12,11 @@ use aws_lambda_events::encodings::Body;
 use chrono::{DateTime, Utc};
 use fixtures::game::{Synth, SynthConfig};
 use game_api::testing::{FailingSink, FlakySink, sample_games};
-use game_api::{ApiConfig, DeliveryConfig, KinesisSink, PartitionKey, StreamRef, kinesis_client, respond};
+use game_api::{
+    ApiConfig, DeliveryConfig, KinesisSink, PartitionKey, RecordFormat, StreamRef, kinesis_client, respond,
+};
 use game_events::{GameEvent, decode_record};
-use lakelog_tests::{StandIn, StreamRecord, read_stream, unique_name};
+use lakelog_tests::{StandIn, StreamRecord, read_stream, unique_name, unpacked};
 use serde_json::{Value, json};
 
 async fn create_stream(client: &aws_sdk_kinesis::Client, shards: i32) -> Result<String> {
@@ -90,6 +92,8 @@ fn results(response: &ApiGatewayProxyResponse) -> Result<HashMap<String, Answere
     Ok(out)
 }
 
+/// One event a record: these tests inject faults into records and read each event's own record,
+/// key and sequence number back (game_pipeline.rs writes the stream packed).
 fn config(budget: Duration) -> ApiConfig {
     ApiConfig {
         delivery: DeliveryConfig {
@@ -98,6 +102,7 @@ fn config(budget: Duration) -> ApiConfig {
             max_backoff: Duration::from_millis(50),
             throttled_budget: budget,
         },
+        record_format: RecordFormat::Seed,
         ..ApiConfig::default()
     }
 }
@@ -183,7 +188,7 @@ async fn events_read_back_from_the_stream_carry_the_seed_envelope() -> Result<()
     }
     ensure!(all_results.len() == 1 + 3 + 500, "{} results", all_results.len());
 
-    let stored = read_stream(&client, &stream).await?;
+    let stored = unpacked(read_stream(&client, &stream).await?);
     ensure!(stored.len() == all_results.len(), "{} records stored", stored.len());
     let shards: HashSet<&str> = stored.iter().map(|s| s.shard_id.as_str()).collect();
     ensure!(shards.len() == 2, "random keys spread over both shards: {shards:?}");
@@ -249,7 +254,7 @@ async fn device_ids_keep_each_device_in_one_shard() -> Result<()> {
     )
     .await;
     ensure!(response.status_code == 200, "{:?}", response.body);
-    let stored = read_stream(&client, &stream).await?;
+    let stored = unpacked(read_stream(&client, &stream).await?);
     ensure!(stored.len() == 400);
     let mut shard_of: HashMap<String, String> = HashMap::new();
     for record in &stored {
@@ -284,7 +289,7 @@ async fn throttled_entries_are_retried_and_each_event_is_in_the_stream_once() ->
     .await;
     ensure!(response.status_code == 200, "{:?}", response.body);
     ensure!(sink.refused() > 50, "faults were injected: {}", sink.refused());
-    let (written, failed) = check_acknowledged(&response, &read_stream(&client, &stream).await?)?;
+    let (written, failed) = check_acknowledged(&response, &unpacked(read_stream(&client, &stream).await?))?;
     ensure!((written, failed) == (500, 0), "{written} written, {failed} failed");
     Ok(())
 }
@@ -310,6 +315,7 @@ async fn what_is_still_throttled_when_the_budget_ends_is_answered_429_and_not_ac
             max_backoff: Duration::from_secs(5),
             throttled_budget: Duration::from_secs(5),
         },
+        record_format: RecordFormat::Seed,
         ..ApiConfig::default()
     };
     let response = respond(
@@ -334,7 +340,7 @@ async fn what_is_still_throttled_when_the_budget_ends_is_answered_429_and_not_ac
     let want = if throttled_only { 429 } else { 503 };
     ensure!(response.status_code == want, "{:?}", response.body);
     ensure!(response.headers.contains_key("retry-after"));
-    let (written, failed) = check_acknowledged(&response, &read_stream(&client, &stream).await?)?;
+    let (written, failed) = check_acknowledged(&response, &unpacked(read_stream(&client, &stream).await?))?;
     ensure!(
         written + failed == 300 && written > 0 && failed > 0,
         "{written} written, {failed} failed"
@@ -358,7 +364,7 @@ async fn a_stream_that_fails_every_call_gets_nothing_acknowledged() -> Result<()
     .await;
     ensure!(response.status_code == 429, "{:?}", response.body);
     ensure!(failing.calls() > 1, "retried within the budget");
-    let (written, failed) = check_acknowledged(&response, &read_stream(&client, &stream).await?)?;
+    let (written, failed) = check_acknowledged(&response, &unpacked(read_stream(&client, &stream).await?))?;
     ensure!((written, failed) == (0, 50));
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use lakelog_tests::runtime_api::{Answer, Function};
-use lakelog_tests::{StandIn, read_stream, unique_name};
+use lakelog_tests::{StandIn, read_stream, unique_name, unpacked};
 use serde_json::Value;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_game-api-lambda");
@@ -215,7 +215,7 @@ async fn answers_the_sample_requests_with_their_events_in_kinesis() {
     assert_eq!((status, body["message"].as_str()), no_game);
 
     // Each record is stamped with the game of the key it came with, never the body's.
-    let records = read_stream(&kinesis, &stream).await.unwrap();
+    let records = unpacked(read_stream(&kinesis, &stream).await.unwrap());
     assert_eq!(records.len(), written);
     let games: Vec<String> = records
         .iter()

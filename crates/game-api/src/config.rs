@@ -33,11 +33,37 @@ impl PartitionKey {
     }
 }
 
+/// How a request's events travel in the stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RecordFormat {
+    /// The events of a request that share a partition key in one compressed record
+    /// (`lakelog-packed/1`, [`game_events::packed`]): Kinesis bills and limits records, and a
+    /// request's events then cost one or a few instead of one each.
+    #[default]
+    Packed,
+    /// One event a record, in the seed's shape: for readers of the stream that expect it (the
+    /// seed's Spark reader).
+    Seed,
+}
+
+impl RecordFormat {
+    /// `packed` or `seed`.
+    pub fn parse(name: &'static str, value: &str) -> Result<Self, ConfigError> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "" | "packed" => Ok(Self::Packed),
+            "seed" => Ok(Self::Seed),
+            _ => Err(ConfigError::invalid(name, value, "expected packed or seed")),
+        }
+    }
+}
+
 /// What the handler needs besides the sink.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiConfig {
     /// How records are spread over shards.
     pub partition_key: PartitionKey,
+    /// How a request's events travel in the stream.
+    pub record_format: RecordFormat,
     /// Retries and their time budget.
     pub delivery: DeliveryConfig,
     /// The largest body, decoded and decompressed.
@@ -48,6 +74,7 @@ impl Default for ApiConfig {
     fn default() -> Self {
         Self {
             partition_key: PartitionKey::Random,
+            record_format: RecordFormat::Packed,
             delivery: DeliveryConfig::default(),
             max_body_bytes: MAX_BODY_BYTES,
         }
@@ -68,8 +95,9 @@ pub struct Config {
     /// `GAME_EVENTS_STREAM`: the Kinesis stream's name or ARN.
     pub stream: StreamRef,
     /// The handler's settings: `GAME_EVENTS_PARTITION_KEY` (`random` or `device_id`, default
-    /// `random`) and `GAME_EVENTS_WRITE_BUDGET_MS` (time for writing and retrying, 100 to 12000 ms,
-    /// default 10000).
+    /// `random`), `GAME_EVENTS_RECORD_FORMAT` (`packed` or `seed`, default `packed`) and
+    /// `GAME_EVENTS_WRITE_BUDGET_MS` (time for writing and retrying, 100 to 12000 ms, default
+    /// 10000).
     pub api: ApiConfig,
 }
 
@@ -87,6 +115,10 @@ impl Config {
             Some(value) => PartitionKey::parse("GAME_EVENTS_PARTITION_KEY", &value)?,
             None => PartitionKey::Random,
         };
+        let record_format = match vars.optional("GAME_EVENTS_RECORD_FORMAT") {
+            Some(value) => RecordFormat::parse("GAME_EVENTS_RECORD_FORMAT", &value)?,
+            None => RecordFormat::Packed,
+        };
         let mut delivery = DeliveryConfig::default();
         let default_budget = u64::try_from(delivery.budget.as_millis()).unwrap_or(u64::MAX);
         let budget = vars.number("GAME_EVENTS_WRITE_BUDGET_MS", default_budget, BUDGET_RANGE_MS)?;
@@ -95,6 +127,7 @@ impl Config {
             stream: StreamRef::parse(&stream),
             api: ApiConfig {
                 partition_key,
+                record_format,
                 delivery,
                 max_body_bytes: MAX_BODY_BYTES,
             },
@@ -125,9 +158,11 @@ mod tests {
         let c = config(&[
             ("GAME_EVENTS_STREAM", "arn:aws:kinesis:us-east-1:1:stream/s"),
             ("GAME_EVENTS_PARTITION_KEY", "device_id"),
+            ("GAME_EVENTS_RECORD_FORMAT", "seed"),
             ("GAME_EVENTS_WRITE_BUDGET_MS", "2500"),
         ])
         .unwrap();
+        assert_eq!(c.api.record_format, RecordFormat::Seed);
         assert!(matches!(c.stream, StreamRef::Arn(_)));
         assert_eq!(c.api.partition_key, PartitionKey::DeviceId);
         assert_eq!(c.api.delivery.budget, Duration::from_millis(2500));
@@ -144,6 +179,11 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "GAME_EVENTS_PARTITION_KEY=\"user\": expected random or device_id"
+        );
+        let err = config(&[("GAME_EVENTS_STREAM", "s"), ("GAME_EVENTS_RECORD_FORMAT", "json")]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "GAME_EVENTS_RECORD_FORMAT=\"json\": expected packed or seed"
         );
         for bad in ["0", "12001", "30000", "ten"] {
             let err = config(&[("GAME_EVENTS_STREAM", "s"), ("GAME_EVENTS_WRITE_BUDGET_MS", bad)]).unwrap_err();

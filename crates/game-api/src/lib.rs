@@ -20,6 +20,7 @@ mod deliver;
 mod games;
 mod lane;
 mod local;
+mod pack;
 mod pseudonym;
 mod request;
 mod respond;
@@ -27,7 +28,7 @@ mod sink;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use config::{ApiConfig, Config, ConfigError, PartitionKey};
+pub use config::{ApiConfig, Config, ConfigError, PartitionKey, RecordFormat};
 pub use deliver::{Delivery, DeliveryConfig, Outcome, deliver};
 pub use games::{
     API_FUNCTION_TIMEOUT, API_KEY_HEADER, ApiGatewayGames, ApiStageRef, Game, GameError, Games, KEY_CACHE_TTL,
@@ -35,6 +36,7 @@ pub use games::{
 };
 pub use lane::Lane;
 pub use local::{DEFAULT_CAPACITY, ForeignSequence, LOCAL_SHARD_ID, LocalStream};
+pub use pack::Packs;
 pub use pseudonym::{Pseudonym, PseudonymError};
 pub use request::{RequestError, body_bytes, envelope, proxy_request};
 pub use respond::{Answered, ApiError, Prepared, answer, prepare, respond};

@@ -33,6 +33,7 @@ use uuid::Uuid;
 use crate::config::{ApiConfig, PartitionKey};
 use crate::deliver::{Delivery, Outcome, deliver};
 use crate::games::{Game, GameError, Games};
+use crate::pack::Packs;
 use crate::request::{RequestError, body_bytes, envelope};
 use crate::sink::{MAX_PARTITION_KEY_CHARS, PutEntry, RecordSink};
 
@@ -303,7 +304,11 @@ pub async fn answer<S: RecordSink>(
         Ok(prepared) => prepared,
         Err(error) => return refused(error, game_id),
     };
-    let delivery = deliver(sink, &prepared.entries, &config.delivery).await;
+    let packs = Packs::new(&prepared.entries, config.record_format, config.partition_key);
+    let delivery = packs.per_event(
+        deliver(sink, &packs.entries, &config.delivery).await,
+        prepared.entries.len(),
+    );
     let response = delivery_response(&prepared, &delivery, config);
     let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     if delivery.failed() == 0 {

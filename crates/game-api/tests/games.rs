@@ -6,6 +6,7 @@ use aws_lambda_events::encodings::Body;
 use aws_lambda_events::http::HeaderValue;
 use game_api::{ApiConfig, Game, Games, LocalStream, respond};
 use game_events::decode_record;
+use game_events::packed::unpack_records;
 use serde_json::{Value, json};
 
 const MINERS_KEY: &str = "space-miners-key-0123456789";
@@ -47,7 +48,7 @@ async fn each_key_writes_as_its_own_game_with_every_parameter() {
         let response = respond(&request(Some(key), &purchase), &games, &stream, &ApiConfig::default()).await;
         assert_eq!(response.status_code, 200, "{:?}", response.body);
     }
-    let records = stream.drain();
+    let records = unpack_records(&stream.drain()).into_owned();
     let events: Vec<_> = records
         .iter()
         .map(|r| decode_record(&r.kinesis.data).unwrap())

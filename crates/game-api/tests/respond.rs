@@ -16,8 +16,9 @@ use base64::engine::general_purpose::STANDARD;
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use game_api::testing::{FailingSink, FlakySink, LostReplySink, sample_games};
-use game_api::{ApiConfig, DeliveryConfig, LocalStream, PartitionKey, RecordSink, respond};
+use game_api::{ApiConfig, DeliveryConfig, LocalStream, PartitionKey, RecordFormat, RecordSink, respond};
 use game_events::decode_record;
+use game_events::packed::unpack_records;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -78,7 +79,7 @@ async fn a_single_event_is_stamped_and_written_in_the_seed_envelope() {
         "{message}"
     );
 
-    let records = stream.drain();
+    let records = unpack_records(&stream.drain()).into_owned();
     assert_eq!(records.len(), 1);
     let record = &records[0];
     assert_eq!(result["sequenceNumber"], record.kinesis.sequence_number.as_str());
@@ -128,7 +129,7 @@ async fn batch_is_written(name: &str) {
     assert_eq!(ids[1], "7d0c6a8e-2b1f-4c3d-9e5a-8f7b6c5d4e3f");
     assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 3);
 
-    let records = stream.drain();
+    let records = unpack_records(&stream.drain()).into_owned();
     let events: Vec<_> = records
         .iter()
         .map(|r| decode_record(&r.kinesis.data.0).unwrap())
@@ -169,7 +170,11 @@ async fn device_id_as_partition_key() {
     };
     let response = call(request("apigw-batch.json"), &stream, &config).await;
     assert_eq!(response.status_code, 200);
-    let keys: Vec<String> = stream.drain().into_iter().map(|r| r.kinesis.partition_key).collect();
+    let keys: Vec<String> = unpack_records(&stream.drain())
+        .into_owned()
+        .into_iter()
+        .map(|r| r.kinesis.partition_key)
+        .collect();
     assert_eq!(
         keys,
         [
@@ -181,7 +186,10 @@ async fn device_id_as_partition_key() {
     // An event without a device id is keyed by its eventId.
     let response = call(with_body(r#"{"eventName": "levelUp"}"#), &stream, &config).await;
     let id = body(&response)["results"][0]["eventId"].as_str().unwrap().to_owned();
-    assert_eq!(stream.drain()[0].kinesis.partition_key, id);
+    assert_eq!(
+        unpack_records(&stream.drain()).into_owned()[0].kinesis.partition_key,
+        id
+    );
 }
 
 fn gzip(data: &[u8]) -> Vec<u8> {
@@ -407,11 +415,16 @@ fn synth_batch(n: usize, seed: u64) -> String {
 #[tokio::test]
 async fn throttled_entries_are_retried_until_all_are_written() {
     let sink = FlakySink::new(LocalStream::new("game-events"), 0.4, 11);
-    let response = call(with_body(&synth_batch(500, 1)), &sink, &quick()).await;
+    // One event a record: hundreds of records, some refused in every round.
+    let config = ApiConfig {
+        record_format: RecordFormat::Seed,
+        ..quick()
+    };
+    let response = call(with_body(&synth_batch(500, 1)), &sink, &config).await;
     assert_eq!(response.status_code, 200, "{:?}", response.body);
     assert!(sink.refused() > 100, "{}", sink.refused());
     let acknowledged = ids_with_status(&response, "written");
-    let stored = ids_in(&sink.inner().drain());
+    let stored = ids_in(&unpack_records(&sink.inner().drain()));
     assert_eq!(acknowledged.len(), 500);
     assert_eq!(stored.len(), 500, "every event exactly once");
     assert_eq!(stored.into_iter().collect::<HashSet<_>>(), acknowledged);
@@ -427,6 +440,7 @@ async fn events_still_throttled_after_the_budget_get_429_and_are_not_acknowledge
             max_backoff: Duration::from_millis(20),
             throttled_budget: Duration::from_millis(30),
         },
+        record_format: RecordFormat::Seed,
         ..ApiConfig::default()
     };
     let response = call(with_body(&synth_batch(200, 2)), &sink, &config).await;
@@ -451,7 +465,7 @@ async fn events_still_throttled_after_the_budget_get_429_and_are_not_acknowledge
         }
     }
     // Nothing acknowledged is missing, nothing unwritten is acknowledged.
-    let stored: HashSet<String> = ids_in(&sink.inner().drain()).into_iter().collect();
+    let stored: HashSet<String> = ids_in(&unpack_records(&sink.inner().drain())).into_iter().collect();
     assert_eq!(stored, written);
     assert!(stored.is_disjoint(&failed));
 }
@@ -493,7 +507,7 @@ async fn a_lost_reply_is_not_an_acknowledgement() {
     // The record may be in the stream (more than once, from retries), but the client was told to
     // resend it; its eventId identifies the copies.
     let failed = ids_with_status(&response, "failed");
-    let stored: HashSet<String> = ids_in(&stream.drain()).into_iter().collect();
+    let stored: HashSet<String> = ids_in(&unpack_records(&stream.drain())).into_iter().collect();
     assert_eq!(stored, failed);
 }
 
@@ -532,7 +546,7 @@ async fn every_record_written_decodes_in_the_sink_at_every_nesting_depth() {
             match response.status_code {
                 200 => {
                     deepest_written = depth;
-                    for record in stream.drain() {
+                    for record in unpack_records(&stream.drain()).into_owned() {
                         decode_record(&record.kinesis.data.0)
                             .unwrap_or_else(|e| panic!("{what} nested {depth} deep: the sink cannot decode: {e}"));
                     }
@@ -565,7 +579,7 @@ async fn padded_events_are_stored_compactly_or_refused() {
     let padded = format!(r#"{{"eventName"{pad}: "levelUp", "eventParams": {{"level": 3}} }}"#);
     let response = call(with_body(&padded), &stream, &quick()).await;
     assert_eq!(response.status_code, 200, "{:?}", response.body);
-    let records = stream.drain();
+    let records = unpack_records(&stream.drain()).into_owned();
     assert_eq!(records.len(), 1);
     let data = &records[0].kinesis.data.0;
     assert!(data.len() < 4096, "a record of {} bytes", data.len());
@@ -576,7 +590,7 @@ async fn padded_events_are_stored_compactly_or_refused() {
     let pretty = "{\n  \"eventName\": \"levelUp\",\n  \"eventParams\": {\n    \"level\": 3\n  }\n}";
     let response = call(with_body(pretty), &stream, &quick()).await;
     assert_eq!(response.status_code, 200, "{:?}", response.body);
-    let record = String::from_utf8(stream.drain().remove(0).kinesis.data.0).unwrap();
+    let record = String::from_utf8(unpack_records(&stream.drain()).into_owned().remove(0).kinesis.data.0).unwrap();
     assert!(record.contains("\"eventParams\": {\n    \"level\": 3\n  }"), "{record}");
 
     let late = format!(r#"{{"eventName": "e", "eventParams": {{"client_event_time": "{pad}2024-06-01T12:00:00Z"}}}}"#);
@@ -588,4 +602,28 @@ async fn padded_events_are_stored_compactly_or_refused() {
         "{answer}"
     );
     assert!(stream.is_empty());
+}
+
+/// A batch goes into the stream packed: one record holding every event in order, each event
+/// answered with that record's shard and sequence number; the sink's unpacking gives back each
+/// event's own record.
+#[tokio::test]
+async fn a_batch_travels_packed_in_one_record() {
+    let stream = LocalStream::new("game-events");
+    let response = call(with_body(&synth_batch(100, 5)), &stream, &quick()).await;
+    assert_eq!(response.status_code, 200, "{:?}", response.body);
+    let records = stream.drain();
+    assert_eq!(records.len(), 1);
+    assert!(game_events::packed::is_packed(&records[0].kinesis.data));
+    let answer = body(&response);
+    let results = answer["results"].as_array().unwrap();
+    assert_eq!(results.len(), 100);
+    assert!(
+        results
+            .iter()
+            .all(|r| r["sequenceNumber"] == records[0].kinesis.sequence_number.as_str())
+    );
+    let answered: Vec<&str> = results.iter().map(|r| r["eventId"].as_str().unwrap()).collect();
+    let stored = ids_in(&unpack_records(&records));
+    assert_eq!(stored, answered, "every event once, in order");
 }

@@ -113,6 +113,14 @@ impl Envelope {
 /// (older producers wrote none) gets an id derived from its data (a v5 UUID in
 /// [`DERIVED_ID_NAMESPACE`]), so redeliveries of one record keep one id.
 pub fn decode_record(data: &[u8]) -> Result<StampedEvent, RecordError> {
+    if crate::packed::is_packed(data) {
+        // A packed record is unpacked first (`packed::unpack_records`); one still packed here is
+        // one that could not be.
+        return Err(RecordError::Packed(match crate::packed::unpack(data) {
+            Err(e) => e,
+            Ok(records) => crate::packed::PackedError::NotUnpacked { events: records.len() },
+        }));
+    }
     let value: Value = serde_json::from_slice(data).map_err(|e| RecordError::NotJson { reason: e.to_string() })?;
     let mut envelope = match value {
         Value::Object(map) => map,

@@ -1,12 +1,14 @@
 //! Mobile game events: the event model, validation, server-side stamping and the Kinesis record
-//! envelope of lakelog's game pipeline. No AWS and no async dependency.
+//! envelope of lakelog's game pipeline. No AWS client and no async dependency (the `kinesis`
+//! feature brings `aws_lambda_events`' types, for [`packed::unpack_records`]).
 //!
 //! Game clients POST one event object or `{"events": [...]}` to the API. [`parse_body`] reads
 //! and validates a body, listing every problem of every invalid event by index and field;
 //! [`GameEvent::stamp`] gives an event the server's `eventTime` (epoch seconds) and its `eventId`
 //! (the client's UUID, or a new one). Each event travels through Kinesis in the seed's shape: the
 //! API Gateway proxy request as JSON with `body` replaced by the stamped event ([`Envelope`]), and
-//! the sink reads it back with [`decode_record`].
+//! the sink reads it back with [`decode_record`]. A request's events may travel packed, several
+//! in one compressed record ([`packed`]).
 //!
 //! ```
 //! use chrono::{TimeZone, Utc};

@@ -39,6 +39,12 @@ pub enum PackedError {
     /// It unpacks to more than [`MAX_UNPACKED_BYTES`].
     #[error("packed record (lakelog-packed/1): unpacks to more than {MAX_UNPACKED_BYTES} bytes")]
     TooLarge,
+    /// A packed record read as one event: it is to be unpacked first.
+    #[error("packed record (lakelog-packed/1) of {events} events read as one event: unpack it first")]
+    NotUnpacked {
+        /// The events it holds.
+        events: usize,
+    },
     /// A record's length passes the end of what it unpacks to.
     #[error("packed record (lakelog-packed/1): record {index} is cut short ({length} bytes announced, {left} left)")]
     CutShort {
@@ -104,6 +110,33 @@ pub fn unpack(data: &[u8]) -> Result<Vec<Vec<u8>>, PackedError> {
         rest = after;
     }
     Ok(records)
+}
+
+/// The records of a Kinesis batch with each packed record in place of the one-event records it
+/// holds. They keep the packed record's sequence number, partition key and arrival, so a packed
+/// record is read, staged and delivered again whole; one that cannot be unpacked stays as it is
+/// ([`crate::decode_record`] then says why). A batch without packed records is returned as it is.
+#[cfg(feature = "kinesis")]
+pub fn unpack_records(
+    records: &[aws_lambda_events::event::kinesis::KinesisEventRecord],
+) -> std::borrow::Cow<'_, [aws_lambda_events::event::kinesis::KinesisEventRecord]> {
+    if !records.iter().any(|r| is_packed(&r.kinesis.data)) {
+        return std::borrow::Cow::Borrowed(records);
+    }
+    let mut out = Vec::with_capacity(records.len());
+    for record in records {
+        match unpack(&record.kinesis.data) {
+            Ok(events) if is_packed(&record.kinesis.data) => {
+                for data in events {
+                    let mut one = record.clone();
+                    *one.kinesis.data = data;
+                    out.push(one);
+                }
+            }
+            _ => out.push(record.clone()),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 #[cfg(test)]

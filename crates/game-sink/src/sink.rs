@@ -1,6 +1,5 @@
 //! The tables and the write path of one batch.
 
-use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashSet};
 
@@ -563,8 +562,10 @@ impl Sink {
     /// staged is named in [`BatchReport::retry_from`], for Kinesis to deliver again.
     pub async fn stage(&self, records: &[KinesisEventRecord]) -> BatchReport {
         let ingested_at = lake::now_micros();
-        let (records, decoded) = unpacked(records);
+        let records = packed::unpack_records(records);
         let records = records.as_ref();
+        let decoded: Vec<Result<StampedEvent, RecordError>> =
+            records.iter().map(|r| decode_record(&r.kinesis.data)).collect();
         let mut report = BatchReport {
             records: records.len(),
             ..BatchReport::default()
@@ -658,37 +659,6 @@ impl Sink {
         }
         Ok(())
     }
-}
-
-/// The records of a batch with each packed record ([`game_events::packed`]) in place of the
-/// one-event records it holds, each decoded. They keep the packed record's sequence number,
-/// partition key and arrival, so a packed record is staged, committed and delivered again whole;
-/// one that cannot be unpacked stays whole, a reject that says why. A batch without packed
-/// records is read as it is.
-fn unpacked(records: &[KinesisEventRecord]) -> (Cow<'_, [KinesisEventRecord]>, Vec<Result<StampedEvent, RecordError>>) {
-    if !records.iter().any(|r| packed::is_packed(&r.kinesis.data)) {
-        let decoded = records.iter().map(|r| decode_record(&r.kinesis.data)).collect();
-        return (Cow::Borrowed(records), decoded);
-    }
-    let mut out = Vec::with_capacity(records.len());
-    let mut decoded = Vec::with_capacity(records.len());
-    for record in records {
-        match packed::unpack(&record.kinesis.data) {
-            Ok(events) => {
-                for data in events {
-                    let mut one = record.clone();
-                    decoded.push(decode_record(&data));
-                    *one.kinesis.data = data;
-                    out.push(one);
-                }
-            }
-            Err(e) => {
-                decoded.push(Err(RecordError::Packed(e)));
-                out.push(record.clone());
-            }
-        }
-    }
-    (Cow::Owned(out), decoded)
 }
 
 /// What one committer pass did to each of the two tables: each table's outcome is its own, so

@@ -131,7 +131,12 @@ async fn send(stream: &game_api::LocalStream, events: &[game_events::GameEvent],
         &game_request(events, time),
         &games,
         stream,
-        &game_api::ApiConfig::default(),
+        // One event a record: the test breaks one event's record and splits the stream between
+        // staged and parked records event by event.
+        &game_api::ApiConfig {
+            record_format: game_api::RecordFormat::Seed,
+            ..game_api::ApiConfig::default()
+        },
     )
     .await;
     assert_eq!(response.status_code, 200, "{:?}", response.body);
