@@ -3,7 +3,8 @@
 //! take before the stream would drop them, and `replay`), maintenance's deduplicating
 //! compaction, checkpoints and VACUUM, and an erasure, through 400 days of games on lanes of a
 //! stream: a reshard (a parent shard closed, two children), a game moved to another lane, a
-//! quiet lane, rejects now and then, committer outages, lost answers, and the faulty store of
+//! quiet lane, rejects now and then, a game's day of events packed into one record half of the
+//! days (as the API writes a request), committer outages, lost answers, and the faulty store of
 //! `store_faults` on a quarter of the days. After each day it checks the protocol's invariants
 //! by name; at checkpoints DuckDB counts every event id.
 //!
@@ -138,23 +139,48 @@ async fn live(seed: u64, days: u32) -> Lived {
         }
         // The API: each game's events of the day, into its lane's shard. Gamma's second child
         // lane (shard 3) is quiet: a record every 40 days.
+        // Half of the days a game's events go packed, as the API writes a request's events
+        // (`lakelog-packed/1`): one record for the day's events, beside the broken ones.
         for (game, per_day) in [("alpha", 6), ("beta", 3), ("gamma", 2)] {
+            let shard = lane_of(game, day);
+            let mut request: Vec<Vec<u8>> = Vec::new();
+            let packs = rng.random_bool(0.5);
             for _ in 0..rng.random_range(0..=per_day) {
                 let device = format!("{game}-device-{}", rng.random_range(0..20));
-                let shard = lane_of(game, day);
                 sequence += rng.random_range(1..1000);
-                let data = if rng.random_bool(0.03) {
-                    b"{\"not\": \"an event\"".to_vec()
+                if rng.random_bool(0.03) {
+                    push(
+                        &mut shards[shard],
+                        &device,
+                        sequence,
+                        b"{\"not\": \"an event\"".to_vec(),
+                        time,
+                    );
+                    continue;
+                }
+                let event: GameEvent = serde_json::from_value(serde_json::json!({
+                    "eventName": "level_up",
+                    "eventParams": {"device_id": device, "platform": "ios"},
+                }))
+                .expect("an event");
+                let data = envelope.record(&event.stamp(time).with_game(game)).expect("a record");
+                if packs {
+                    request.push(data);
                 } else {
-                    let event: GameEvent = serde_json::from_value(serde_json::json!({
-                        "eventName": "level_up",
-                        "eventParams": {"device_id": device, "platform": "ios"},
-                    }))
-                    .expect("an event");
-                    let stamped = event.stamp(time).with_game(game);
-                    envelope.record(&stamped).expect("a record")
-                };
-                push(&mut shards[shard], &device, sequence, data, time);
+                    push(&mut shards[shard], &device, sequence, data, time);
+                }
+            }
+            if !request.is_empty() {
+                // A random key, as the API gives a request's record: no device's.
+                sequence += 1;
+                let data = game_events::packed::pack(request.iter().map(Vec::as_slice));
+                push(
+                    &mut shards[shard],
+                    &format!("{game}-request-{sequence}"),
+                    sequence,
+                    data,
+                    time,
+                );
             }
         }
         if day % 40 == 7 && day >= RESHARD {
@@ -302,14 +328,24 @@ fn push(shard: &mut Shard, key: &str, sequence: u128, data: Vec<u8>, time: chron
     );
 }
 
+/// Records what the sink holds of an acknowledged record: its event, or each event a packed
+/// record holds, or a reject.
 fn acknowledge(truth: &mut Truth, record: &KinesisEventRecord, first: chrono::DateTime<chrono::Utc>) {
+    for one in game_events::packed::unpack_records(std::slice::from_ref(record)).iter() {
+        acknowledge_one(truth, one, first);
+    }
+}
+
+fn acknowledge_one(truth: &mut Truth, record: &KinesisEventRecord, first: chrono::DateTime<chrono::Utc>) {
     match game_events::decode_record(&record.kinesis.data) {
         Ok(event) => {
             // Rounded: the stamp keeps milliseconds, the world's first day its nanoseconds.
             let day = (event.event_time - first + chrono::TimeDelta::hours(12)).num_days() as u32;
-            truth
-                .events
-                .insert(event.event_id.to_string(), (record.kinesis.partition_key.clone(), day));
+            let device = event.event_params.as_ref().and_then(|p| p.device_id.clone());
+            truth.events.insert(
+                event.event_id.to_string(),
+                (device.unwrap_or_else(|| record.kinesis.partition_key.clone()), day),
+            );
         }
         Err(_) => {
             truth.rejects.insert(
