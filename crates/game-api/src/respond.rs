@@ -27,7 +27,7 @@ use game_events::json::write_str;
 use game_events::{BodyError, BodyEvent, MAX_RECORD_BYTES, parse_body};
 use serde::Serialize;
 use serde_json::json;
-use tracing::{info, warn};
+use tracing::{debug, warn};
 use uuid::Uuid;
 
 use crate::config::{ApiConfig, PartitionKey};
@@ -312,7 +312,9 @@ pub async fn answer<S: RecordSink>(
     let response = delivery_response(&prepared, &delivery, config);
     let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     if delivery.failed() == 0 {
-        info!(
+        // Its figures are in the request's metrics; at the default level a written request adds
+        // no line of its own to the log, which CloudWatch Logs bills by the byte.
+        debug!(
             request_id,
             status = 200,
             events = prepared.entries.len(),
