@@ -15,6 +15,12 @@ use crate::sink::PutEntry;
 /// to at most [`MAX_RECORD_BYTES`] minus this and the partition key.
 const PACKING_MARGIN: usize = 4096;
 
+/// The bytes the one-event records of a packed record under `partition_key` may sum to, each
+/// with its 4-byte length.
+fn room(partition_key: &str) -> usize {
+    MAX_RECORD_BYTES.saturating_sub(PACKING_MARGIN + partition_key.len())
+}
+
 /// The records of a request as they are written: each one-event record, or packed records.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Packs {
@@ -53,7 +59,7 @@ impl Packs {
         };
         for group in groups {
             let first = &events[group[0]];
-            let room = MAX_RECORD_BYTES.saturating_sub(PACKING_MARGIN + first.partition_key.len());
+            let room = room(&first.partition_key);
             let mut pack: Vec<usize> = Vec::new();
             let mut bytes = 0;
             for index in group {
@@ -74,8 +80,7 @@ impl Packs {
     /// a record alone that would not fit packed stays as it is.
     fn push(&mut self, events: &[PutEntry], members: Vec<usize>) {
         let first = &events[members[0]];
-        let fits = MAX_RECORD_BYTES.saturating_sub(PACKING_MARGIN + first.partition_key.len());
-        let entry = if members.len() == 1 && first.data.len() + 4 > fits {
+        let entry = if members.len() == 1 && first.data.len() + 4 > room(&first.partition_key) {
             first.clone()
         } else {
             PutEntry {
