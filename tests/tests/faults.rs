@@ -1194,6 +1194,7 @@ async fn the_sink_answers_by_its_deadline_when_the_store_stalls() {
         LambdaEvent::new(event, context.clone()),
         &stalled,
         &game_sink_lambda::metrics::Reporter::new(emf::DEFAULT_NAMESPACE),
+        None,
     )
     .await
     .unwrap();

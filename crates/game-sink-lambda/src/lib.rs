@@ -5,3 +5,4 @@
 
 pub mod handler;
 pub mod metrics;
+pub mod wake;

@@ -1,21 +1,31 @@
 //! `game-sink-lambda`: Kinesis (game events) -> the `game_events` Delta table: writers stage the
-//! batches, and the same binary, on its schedule, commits what they staged.
+//! batches and wake the committer through the commit queue; the same binary, woken or on its
+//! schedule, commits what they staged.
 
 use std::sync::Arc;
 
 use aws_lambda_events::event::kinesis::KinesisEvent;
+use aws_lambda_events::event::sqs::SqsEvent;
 use game_sink::{Config, Sink};
 use game_sink_lambda::handler;
 use game_sink_lambda::metrics::Reporter;
+use game_sink_lambda::wake::{self, CommitQueue, Role};
 use lake::StorageConfig;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    let (config, namespace, database) =
-        env_config::init::settings(|vars| Ok((Config::from_env()?, emf::namespace(vars)?, catalog::database(vars)?)))
-            .await;
+    let (config, namespace, database, queue) = env_config::init::settings(|vars| {
+        Ok((
+            Config::from_env()?,
+            emf::namespace(vars)?,
+            catalog::database(vars)?,
+            vars.optional(wake::QUEUE_VAR),
+        ))
+    })
+    .await;
+    let queue = CommitQueue::from_env(queue).await;
     // The tables are opened beside the first poll, not before it: init stays short whatever the
     // length of their logs, and the first batch waits for the opening or does it again if it
     // failed (then its records are retried, with the cause in the log).
@@ -36,16 +46,23 @@ async fn main() -> Result<(), Error> {
     });
     let metrics = Reporter::new(&namespace);
     let interval = config.commit_interval;
-    let (sink, metrics) = (&*sink, &metrics);
+    let (sink, metrics, queue) = (&*sink, &metrics, queue.as_ref());
     lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
-        // A Kinesis batch carries `Records`; anything else is the committer's schedule.
-        if event.payload.get("Records").is_some() {
-            let batch: KinesisEvent = serde_json::from_value(event.payload)?;
-            let response = handler::handle(LambdaEvent::new(batch, event.context), sink, metrics).await?;
-            Ok::<_, Error>(serde_json::to_value(response)?)
-        } else {
-            let summary = handler::commit(event.context.deadline, sink, metrics, interval).await;
-            Ok(serde_json::to_value(summary)?)
+        match Role::of(&event.payload) {
+            Role::Stage => {
+                let batch: KinesisEvent = serde_json::from_value(event.payload)?;
+                let response = handler::handle(LambdaEvent::new(batch, event.context), sink, metrics, queue).await?;
+                Ok::<_, Error>(serde_json::to_value(response)?)
+            }
+            Role::CommitWoken => {
+                let wake_ups: SqsEvent = serde_json::from_value(event.payload)?;
+                let response = handler::commit_woken(LambdaEvent::new(wake_ups, event.context), sink, metrics).await;
+                Ok(serde_json::to_value(response)?)
+            }
+            Role::Tick => {
+                let summary = handler::commit(event.context.deadline, sink, metrics, interval).await;
+                Ok(serde_json::to_value(summary)?)
+            }
         }
     }))
     .await

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use aws_lambda_events::event::kinesis::KinesisEvent;
+use aws_lambda_events::event::sqs::SqsEvent;
 use aws_lambda_events::event::streams::KinesisEventResponse;
 use game_sink::{Config, Sink};
 use game_sink_lambda::handler;
@@ -12,7 +13,7 @@ use game_sink_lambda::metrics::Reporter;
 use lake::StorageConfig;
 use lambda_runtime::{Context, LambdaEvent};
 
-fn sample(name: &str) -> KinesisEvent {
+fn sample<T: serde::de::DeserializeOwned>(name: &str) -> T {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../events").join(name);
     serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
 }
@@ -22,6 +23,7 @@ async fn invoke(event: &KinesisEvent, sink: &Sink) -> KinesisEventResponse {
         LambdaEvent::new(event.clone(), Context::default()),
         sink,
         &Reporter::new(emf::DEFAULT_NAMESPACE),
+        None,
     )
     .await
     .unwrap()
@@ -41,7 +43,7 @@ async fn the_first_record_not_committed_is_the_one_failure_reported() {
     let events = dir.path().join("game_events").to_str().unwrap().to_owned();
     let config = Config::new(&events, None).unwrap();
     let sink = Sink::open(&config, &StorageConfig::default()).await.unwrap();
-    let event = sample("kinesis-bad-record.json");
+    let event: KinesisEvent = sample("kinesis-bad-record.json");
     // Committed: nothing to retry.
     assert!(failures(&invoke(&event, &sink).await).is_empty());
 
@@ -64,7 +66,7 @@ async fn batches_are_staged_and_the_tick_commits_them_before_its_deadline() {
     let events = dir.path().join("game_events").to_str().unwrap().to_owned();
     let config = Config::new(&events, None).unwrap();
     let sink = Sink::open(&config, &StorageConfig::default()).await.unwrap();
-    let event = sample("kinesis-game-events.json");
+    let event: KinesisEvent = sample("kinesis-game-events.json");
     assert!(failures(&invoke(&event, &sink).await).is_empty());
     let rows = |uri: String| async move {
         let table = lake::Table::open(&uri, &StorageConfig::default()).await.unwrap();
@@ -79,9 +81,57 @@ async fn batches_are_staged_and_the_tick_commits_them_before_its_deadline() {
     let summary = handler::commit(deadline, &sink, &metrics, std::time::Duration::from_millis(500)).await;
     let finished = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap();
     assert!(finished < deadline, "answered after the deadline");
-    assert!(summary.passes >= 2, "{summary:?}");
+    // The first pass commits; the second finds nothing staged and ends the tick.
+    assert_eq!(summary.passes, 2, "{summary:?}");
     assert_eq!((summary.failed, summary.commits), (0, 1), "{summary:?}");
     // Four records, one of them repeating another's eventId.
     assert_eq!(summary.rows, 3, "{summary:?}");
     assert_eq!(rows(events).await, 3);
+}
+
+fn deadline_in(ms: u64) -> u64 {
+    u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap() + ms
+}
+
+/// The commit queue's wake-ups (`events/sqs-commit-wake.json`) run one pass that commits what was
+/// staged; when a table cannot be committed, every wake-up is reported for SQS to deliver again.
+#[tokio::test]
+async fn wake_ups_commit_what_is_staged_and_come_back_when_a_commit_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("game_events").to_str().unwrap().to_owned();
+    let config = Config::new(&events, None).unwrap();
+    let sink = Sink::open(&config, &StorageConfig::default()).await.unwrap();
+    let metrics = Reporter::new(emf::DEFAULT_NAMESPACE);
+    let wake_ups: SqsEvent = sample("sqs-commit-wake.json");
+    let woken = |deadline| {
+        let mut context = Context::default();
+        context.deadline = deadline;
+        handler::commit_woken(LambdaEvent::new(wake_ups.clone(), context), &sink, &metrics)
+    };
+
+    assert!(failures(&invoke(&sample("kinesis-game-events.json"), &sink).await).is_empty());
+    let response = woken(deadline_in(30_000)).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let table = lake::Table::open(&events, &StorageConfig::default()).await.unwrap();
+    // Four records, one of them repeating another's eventId.
+    assert_eq!(table.file_stats().unwrap().rows, 3);
+
+    // The next batch is staged, but the events table's log cannot be written: both wake-ups
+    // come back, and the staged rows wait for the next pass.
+    assert!(failures(&invoke(&sample("kinesis-bad-record.json"), &sink).await).is_empty());
+    let log = Path::new(&events).join("_delta_log");
+    std::fs::rename(&log, log.with_extension("moved")).unwrap();
+    std::fs::write(&log, b"not a directory").unwrap();
+    let response = woken(deadline_in(30_000)).await;
+    let reported: Vec<_> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    let sent: Vec<_> = wake_ups
+        .records
+        .iter()
+        .map(|r| r.message_id.as_deref().unwrap())
+        .collect();
+    assert_eq!(reported, sent);
 }
