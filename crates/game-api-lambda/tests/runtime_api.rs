@@ -2,9 +2,12 @@
 //! requests of `events/`, its records go to a Kinesis stand-in, and a missing or bad setting ends
 //! its init with a message a person reads.
 
+use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use lakelog_tests::runtime_api::{Answer, Function};
 use lakelog_tests::{StandIn, read_stream, unique_name, unpacked};
 use serde_json::Value;
@@ -300,27 +303,50 @@ async fn the_logs_and_answer_of_a_request_stay_small() {
     let mut request: Value = serde_json::from_slice(&with_key("apigw-batch.json", &api_id, &miners)).unwrap();
     let body: Value = serde_json::from_str(request["body"].as_str().unwrap()).unwrap();
     let samples = body["events"].as_array().unwrap().clone();
-    let mut answered = 0;
+    let (mut answered, mut answered_gzip) = (0, 0);
     for r in 0..REQUESTS {
         let events: Vec<Value> = (0..EVENTS)
             .map(|i| {
                 let mut event = samples[i % samples.len()].clone();
-                event["eventId"] = Value::from(format!("00000000-0000-4000-8000-{:012}", r * EVENTS + i));
+                // Random ids, as clients make them (v4): what gzip cannot shrink.
+                event["eventId"] = Value::from(random_uuid((r * EVENTS + i) as u64));
                 event
             })
             .collect();
         request["body"] = Value::from(serde_json::json!({ "events": events }).to_string());
+        // Every other request takes a gzip answer, as mobile HTTP stacks ask by default.
+        let gzip = r % 2 == 1;
+        request["headers"]["Accept-Encoding"] = Value::from(if gzip { "gzip, deflate, br" } else { "identity" });
         let answer = tokio::task::block_in_place(|| function.invoke(request.to_string().as_bytes(), WAIT)).unwrap();
         let Answer::Response(response) = answer else {
             panic!("the function failed: {answer:?}");
         };
         assert_eq!(response["statusCode"], 200, "{response}");
-        answered += response["body"].as_str().unwrap().len();
+        let body = response["body"].as_str().unwrap();
+        if gzip {
+            // Base64 to API Gateway, which sends the client the bytes.
+            assert_eq!(response["isBase64Encoded"], true, "{response}");
+            assert_eq!(response["headers"]["content-encoding"], "gzip", "{response}");
+            let bytes = STANDARD.decode(body).unwrap();
+            let mut text = String::new();
+            flate2::read::GzDecoder::new(&bytes[..])
+                .read_to_string(&mut text)
+                .unwrap();
+            let plain: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(plain["written"], EVENTS, "{plain}");
+            answered_gzip += bytes.len();
+        } else {
+            assert!(response["headers"].get("content-encoding").is_none(), "{response}");
+            answered += body.len();
+        }
     }
     let exited = function.stop();
     let logged = (exited.stdout.len() + exited.stderr.len()) / REQUESTS;
-    let answer = answered / REQUESTS;
-    println!("a request of {EVENTS} events: {logged} bytes logged, an answer of {answer} bytes");
+    let (answer, answer_gzip) = (answered / (REQUESTS / 2), answered_gzip / (REQUESTS / 2));
+    println!(
+        "a request of {EVENTS} events: {logged} bytes logged, an answer of {answer} bytes, {answer_gzip} with gzip"
+    );
+    assert!(answer_gzip * 3 < answer, "{answer_gzip} bytes gzip against {answer}");
     assert!(
         logged <= 2048,
         "{logged} bytes logged per request:\n{}{}",
@@ -328,4 +354,24 @@ async fn the_logs_and_answer_of_a_request_stay_small() {
         exited.stderr
     );
     assert!(answer <= EVENTS * 160, "{answer} bytes answered per request");
+}
+
+/// A v4 UUID from `seed` (splitmix64): random-looking, and the same every run.
+fn random_uuid(seed: u64) -> String {
+    let mix = |mut z: u64| {
+        z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let (a, b) = (mix(seed), mix(seed ^ 0x5555_5555_5555_5555));
+    let hex = format!("{a:016x}{b:016x}");
+    format!(
+        "{}-{}-4{}-8{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[17..20],
+        &hex[20..32]
+    )
 }

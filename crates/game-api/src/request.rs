@@ -107,6 +107,25 @@ fn header<'a>(request: &'a ApiGatewayProxyRequest, name: &str) -> Option<&'a htt
         .or_else(|| request.multi_value_headers.get(name))
 }
 
+/// Whether the client takes a gzip answer: `Accept-Encoding` names `gzip` (or `*`) with a weight
+/// above zero. Mobile HTTP stacks send it by default and decompress transparently.
+pub fn accepts_gzip(request: &ApiGatewayProxyRequest) -> bool {
+    let Some(value) = header(request, "accept-encoding").and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    value.split(',').any(|coding| {
+        let mut parts = coding.split(';');
+        let name = parts.next().unwrap_or("").trim();
+        let refused = parts.any(|p| {
+            let p = p.trim();
+            p.strip_prefix("q=")
+                .and_then(|q| q.trim().parse::<f32>().ok())
+                .is_some_and(|q| q <= 0.0)
+        });
+        (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
+    })
+}
+
 fn header_text(value: &http::HeaderValue) -> String {
     String::from_utf8_lossy(value.as_bytes()).chars().take(100).collect()
 }
@@ -311,6 +330,24 @@ mod tests {
     fn with_header(mut request: ApiGatewayProxyRequest, name: &'static str, value: &str) -> ApiGatewayProxyRequest {
         request.headers.insert(name, HeaderValue::from_str(value).unwrap());
         request
+    }
+
+    #[test]
+    fn a_gzip_answer_is_taken_when_accept_encoding_weighs_it_above_zero() {
+        let accepts = |value: &str| accepts_gzip(&with_header(post("{}"), "accept-encoding", value));
+        assert!(!accepts_gzip(&post("{}")), "no header");
+        for taken in [
+            "gzip",
+            "GZIP",
+            "deflate, gzip;q=1.0, br",
+            "br;q=1, *;q=0.5",
+            "gzip; q=0.001",
+        ] {
+            assert!(accepts(taken), "{taken}");
+        }
+        for refused in ["identity", "br, deflate", "gzip;q=0", "gzip; q=0.0", "x-gzip", ""] {
+            assert!(!accepts(refused), "{refused}");
+        }
     }
 
     fn gzip(data: &[u8]) -> Vec<u8> {

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use chrono::Utc;
 use clap::Args;
 use game_api::{
-    ApiConfig, Games, KinesisSink, LocalStream, PartitionKey, RecordSink, StreamRef, kinesis_client, respond,
+    ApiConfig, Games, KinesisSink, LocalStream, PartitionKey, RecordSink, StreamRef, answer, kinesis_client,
 };
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -328,17 +328,12 @@ async fn route<S: RecordSink>(
             return response;
         }
     };
-    let response = respond(&proxy, games, sink, config).await;
+    let (response, answered) = answer(&proxy, games, sink, config).await;
     match response.status_code {
         200 => {
-            let written = match &response.body {
-                Some(Body::Text(text)) => serde_json::from_str::<serde_json::Value>(text)
-                    .ok()
-                    .and_then(|v| v["written"].as_u64())
-                    .unwrap_or(0),
-                _ => 0,
-            };
-            counters.events_written.fetch_add(written, Ordering::Relaxed);
+            counters
+                .events_written
+                .fetch_add(answered.written as u64, Ordering::Relaxed);
         }
         503 => {
             counters.unavailable.fetch_add(1, Ordering::Relaxed);
