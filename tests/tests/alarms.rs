@@ -355,7 +355,7 @@ fn game_pass(events: Result<lake::StagedCommit, lake::LakeError>) -> serde_json:
         events,
         rejects: Ok(lake::StagedCommit::default()),
     };
-    game_sink_lambda::metrics::Reporter::new(NS)
+    game_sink_lambda::metrics::Reporter::new(NS, game_sink_lambda::metrics::MAX_EVENT_NAMES)
         .commit(&pass, std::time::Duration::from_millis(30))
         .document(0)
 }
@@ -534,7 +534,7 @@ fn every_metric_an_alarm_reads_is_one_the_code_emits() {
         arrival: arrived,
     }
     .to_lambda();
-    let sink = game_sink_lambda::metrics::Reporter::new(NS);
+    let sink = game_sink_lambda::metrics::Reporter::new(NS, game_sink_lambda::metrics::MAX_EVENT_NAMES);
     documents.extend(
         sink.batch(
             &[record],

@@ -1193,7 +1193,7 @@ async fn the_sink_answers_by_its_deadline_when_the_store_stalls() {
     let response = game_sink_lambda::handler::handle(
         LambdaEvent::new(event, context.clone()),
         &stalled,
-        &game_sink_lambda::metrics::Reporter::new(emf::DEFAULT_NAMESPACE),
+        &game_sink_lambda::metrics::Reporter::new(emf::DEFAULT_NAMESPACE, 0),
         None,
     )
     .await

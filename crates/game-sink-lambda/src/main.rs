@@ -8,7 +8,7 @@ use aws_lambda_events::event::kinesis::KinesisEvent;
 use aws_lambda_events::event::sqs::SqsEvent;
 use game_sink::{Config, Sink};
 use game_sink_lambda::handler;
-use game_sink_lambda::metrics::Reporter;
+use game_sink_lambda::metrics::{self, Reporter};
 use game_sink_lambda::wake::{self, CommitQueue, Role};
 use lake::StorageConfig;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
@@ -16,12 +16,13 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    let (config, namespace, database, queue) = env_config::init::settings(|vars| {
+    let (config, namespace, database, queue, event_names) = env_config::init::settings(|vars| {
         Ok((
             Config::from_env()?,
             emf::namespace(vars)?,
             catalog::database(vars)?,
             vars.optional(wake::QUEUE_VAR),
+            vars.number(metrics::EVENT_NAMES_VAR, 0, 0..=metrics::MAX_EVENT_NAMES as u64)?,
         ))
     })
     .await;
@@ -44,7 +45,10 @@ async fn main() -> Result<(), Error> {
             tracing::warn!(%error, "the tables are not registered in the catalog");
         }
     });
-    let metrics = Reporter::new(&namespace);
+    let metrics = Reporter::new(
+        &namespace,
+        usize::try_from(event_names).unwrap_or(metrics::MAX_EVENT_NAMES),
+    );
     let interval = config.commit_interval;
     let (sink, metrics, queue) = (&*sink, &metrics, queue.as_ref());
     lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| async move {

@@ -13,8 +13,14 @@ pub const FUNCTION: &str = "game-sink";
 /// The value of the `Function` dimension of the committer's passes.
 pub const COMMITTER: &str = "game-sink-committer";
 
-/// Distinct `eventName` values one instance reports as dimensions; later ones count as `other`.
+/// The most distinct `eventName` values one instance may report as dimensions; later ones count
+/// as `other`.
 pub const MAX_EVENT_NAMES: usize = 50;
+
+/// The setting of how many distinct `eventName` values the KPIs are reported by (0 to
+/// [`MAX_EVENT_NAMES`]; 0, the default: none, the KPIs by game and platform only). Each name is
+/// two custom metrics, which CloudWatch bills by the month: a game of 40 names would pay for 80.
+pub const EVENT_NAMES_VAR: &str = "GAME_EVENTS_KPI_EVENT_NAMES";
 
 /// Distinct platforms one instance reports as dimensions; later ones count as `other`.
 pub const MAX_PLATFORMS: usize = 10;
@@ -27,17 +33,19 @@ pub const MAX_GAMES: usize = 100;
 #[derive(Debug)]
 pub struct Reporter {
     namespace: String,
-    event_names: Bounded,
+    /// `None`: no KPI document per event name.
+    event_names: Option<Bounded>,
     platforms: Bounded,
     games: Bounded,
 }
 
 impl Reporter {
-    /// Metrics in `namespace`.
-    pub fn new(namespace: &str) -> Self {
+    /// Metrics in `namespace`, the KPIs by at most `event_names` distinct event names (0: not by
+    /// event name; more than [`MAX_EVENT_NAMES`] is that many).
+    pub fn new(namespace: &str, event_names: usize) -> Self {
         Self {
             namespace: namespace.to_owned(),
-            event_names: Bounded::new(MAX_EVENT_NAMES),
+            event_names: (event_names > 0).then(|| Bounded::new(event_names.min(MAX_EVENT_NAMES))),
             platforms: Bounded::new(MAX_PLATFORMS),
             games: Bounded::new(MAX_GAMES),
         }
@@ -45,8 +53,8 @@ impl Reporter {
 
     /// The documents of one batch: its health (records, rows staged, duplicates, rejects, a
     /// failed batch, and the lag, `now_ms` minus the newest record's approximate arrival), then
-    /// `Events` and `Bookings` of the events staged: a document per `eventName`, one per platform
-    /// and one in total; then one per game.
+    /// `Events` and `Bookings` of the events staged: a document per `eventName` (when the
+    /// reporter reports them), one per platform and one in total; then one per game.
     pub fn batch(&self, records: &[KinesisEventRecord], report: &BatchReport, now_ms: i64) -> Vec<Metrics> {
         let mut health = Metrics::new(&self.namespace).dimension("Function", FUNCTION);
         health
@@ -75,10 +83,9 @@ impl Reporter {
         let mut by_platform: BTreeMap<String, EventCount> = BTreeMap::new();
         let mut total = EventCount::default();
         for ((name, platform), count) in &report.events {
-            by_name
-                .entry(self.event_names.value(Some(name)))
-                .or_default()
-                .add(*count);
+            if let Some(names) = &self.event_names {
+                by_name.entry(names.value(Some(name))).or_default().add(*count);
+            }
             by_platform
                 .entry(self.platforms.value(platform.as_deref()))
                 .or_default()
@@ -169,7 +176,7 @@ mod tests {
     fn a_batch_reports_its_health_and_kpis_with_bounded_dimensions() {
         let reporter = Reporter {
             platforms: Bounded::new(1),
-            ..Reporter::new("ns")
+            ..Reporter::new("ns", MAX_EVENT_NAMES)
         };
         let mut record = KinesisEventRecord::default();
         record.kinesis.approximate_arrival_timestamp.0 = chrono::DateTime::from_timestamp(100, 0).unwrap();
@@ -236,13 +243,62 @@ mod tests {
         );
     }
 
+    #[test]
+    fn without_event_names_the_kpis_are_by_platform_in_total_and_by_game() {
+        let report = BatchReport {
+            events: BTreeMap::from([
+                (
+                    ("purchaseEvent".into(), Some("ios".into())),
+                    EventCount {
+                        events: 2,
+                        bookings: 9.98,
+                    },
+                ),
+                (
+                    ("levelUp".into(), Some("ios".into())),
+                    EventCount {
+                        events: 1,
+                        bookings: 0.0,
+                    },
+                ),
+            ]),
+            by_game: BTreeMap::from([(
+                "space-miners".into(),
+                EventCount {
+                    events: 3,
+                    bookings: 9.98,
+                },
+            )]),
+            ..BatchReport::default()
+        };
+        let documents: Vec<_> = Reporter::new("ns", 0)
+            .batch(&[], &report, 0)
+            .iter()
+            .map(|m| m.document(0))
+            .collect();
+        let dimensions: Vec<_> = documents[1..]
+            .iter()
+            .map(|d| d["_aws"]["CloudWatchMetrics"][0]["Dimensions"].clone())
+            .collect();
+        assert_eq!(
+            dimensions,
+            [
+                serde_json::json!([["Platform"]]),
+                serde_json::json!([[]]),
+                serde_json::json!([["Game"]])
+            ]
+        );
+        assert!(documents.iter().all(|d| d.get("EventName").is_none()));
+        assert_eq!(documents[1]["Events"], 3.0);
+    }
+
     /// The bytes a batch writes to the function's log (CloudWatch Logs bills them): its health
     /// document, and a KPI document per event name and per platform in it, and one in total. `scripts/cost` bills
     /// these figures (`cargo test -p game-sink-lambda -- --nocapture log_bytes`); the bounds keep
     /// a document from growing unnoticed.
     #[test]
     fn the_log_bytes_of_a_batch() {
-        let reporter = Reporter::new("lakelog");
+        let reporter = Reporter::new("lakelog", MAX_EVENT_NAMES);
         let mut record = KinesisEventRecord::default();
         record.kinesis.approximate_arrival_timestamp.0 = chrono::DateTime::from_timestamp(100, 0).unwrap();
         let report = BatchReport {

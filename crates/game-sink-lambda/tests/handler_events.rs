@@ -22,7 +22,7 @@ async fn invoke(event: &KinesisEvent, sink: &Sink) -> KinesisEventResponse {
     handler::handle(
         LambdaEvent::new(event.clone(), Context::default()),
         sink,
-        &Reporter::new(emf::DEFAULT_NAMESPACE),
+        &Reporter::new(emf::DEFAULT_NAMESPACE, 0),
         None,
     )
     .await
@@ -77,7 +77,7 @@ async fn batches_are_staged_and_the_tick_commits_them_before_its_deadline() {
     let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap();
     // Five seconds are kept back to answer: about a second and a half of passes, one each 0.5 s.
     let deadline = now_ms + 6_500;
-    let metrics = Reporter::new(emf::DEFAULT_NAMESPACE);
+    let metrics = Reporter::new(emf::DEFAULT_NAMESPACE, 0);
     let summary = handler::commit(deadline, &sink, &metrics, std::time::Duration::from_millis(500)).await;
     let finished = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap();
     assert!(finished < deadline, "answered after the deadline");
@@ -101,7 +101,7 @@ async fn wake_ups_commit_what_is_staged_and_come_back_when_a_commit_fails() {
     let events = dir.path().join("game_events").to_str().unwrap().to_owned();
     let config = Config::new(&events, None).unwrap();
     let sink = Sink::open(&config, &StorageConfig::default()).await.unwrap();
-    let metrics = Reporter::new(emf::DEFAULT_NAMESPACE);
+    let metrics = Reporter::new(emf::DEFAULT_NAMESPACE, 0);
     let wake_ups: SqsEvent = sample("sqs-commit-wake.json");
     let woken = |deadline| {
         let mut context = Context::default();

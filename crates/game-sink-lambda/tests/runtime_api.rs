@@ -51,6 +51,7 @@ async fn writes_the_sample_batches_and_reports_no_failures() {
     vars.push(("GAME_EVENTS_TABLE_URI", events.clone()));
     vars.push(("GLUE_DATABASE", database.clone()));
     vars.push(("GAME_EVENTS_COMMIT_INTERVAL_SECONDS", "1".to_owned()));
+    vars.push(("GAME_EVENTS_KPI_EVENT_NAMES", "50".to_owned()));
     let sqs = aws_sdk_sqs::Client::new(&standin.sdk_config());
     let queue = sqs.create_queue().queue_name(&bucket).send().await.unwrap();
     let queue = queue.queue_url().unwrap().to_owned();
