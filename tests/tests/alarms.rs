@@ -516,11 +516,15 @@ fn metric_math_follows_cloudwatchs_missing_data_rules() {
 #[test]
 fn every_metric_an_alarm_reads_is_one_the_code_emits() {
     let (template, parameters) = template();
-    // Passes that committed links which had waited (the wait is emitted only then).
+    // Passes that committed links which had waited (the wait is emitted only then), and with
+    // everything a count of trouble counts (counts of what did not happen are left out).
     let busy = || {
         Ok(lake::StagedCommit {
             links: 1,
             oldest_wait_ms: Some(2_000),
+            left: 1,
+            stranded: 1,
+            post_commit_failed: true,
             ..lake::StagedCommit::default()
         })
     };
@@ -538,7 +542,14 @@ fn every_metric_an_alarm_reads_is_one_the_code_emits() {
     documents.extend(
         sink.batch(
             &[record],
-            &game_sink::BatchReport::default(),
+            &game_sink::BatchReport {
+                duplicates: 1,
+                already_committed: 1,
+                rejected: 1,
+                parked: 1,
+                retry_from: Some("1".into()),
+                ..game_sink::BatchReport::default()
+            },
             arrived.timestamp_millis(),
         )
         .iter()

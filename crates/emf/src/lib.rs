@@ -121,6 +121,17 @@ impl Metrics {
         self
     }
 
+    /// Sets count `name` to `value` when it is above zero, and leaves it out otherwise. CloudWatch
+    /// bills a metric for each hour it has data, so a count of what seldom happens (a failure, a
+    /// duplicate, a refusal) costs only in the hours it happens. For counts read by their `Sum` or
+    /// `Maximum`, where no value reads as none; never for one an alarm reads by its `Minimum`.
+    pub fn put_when_any(&mut self, name: &'static str, value: f64, unit: Unit) -> &mut Self {
+        if value > 0.0 {
+            self.put(name, value, unit);
+        }
+        self
+    }
+
     /// Whether the document has no values (and so is not worth printing).
     pub fn is_empty(&self) -> bool {
         self.values.is_empty()

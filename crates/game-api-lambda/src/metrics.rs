@@ -13,15 +13,16 @@ pub const FUNCTION: &str = "game-api";
 pub fn request(namespace: &str, answered: &Answered) -> Vec<Metrics> {
     let mut metrics = Metrics::new(namespace).dimension("Function", FUNCTION);
     let class = |low: u16| f64::from(u8::from((low..low + 100).contains(&answered.status)));
+    // What a healthy API does not do is counted only when it happens (`put_when_any`).
     metrics
         .put("Requests", 1.0, Unit::Count)
         .put("EventsAccepted", answered.written as f64, Unit::Count)
-        .put("EventsUnwritten", answered.failed as f64, Unit::Count)
+        .put_when_any("EventsUnwritten", answered.failed as f64, Unit::Count)
         .put("Answered2xx", class(200), Unit::Count)
-        .put("Answered4xx", class(400), Unit::Count)
-        .put("Answered5xx", class(500), Unit::Count)
-        .put("Answered429", f64::from(u8::from(answered.status == 429)), Unit::Count)
-        .put("Answered503", f64::from(u8::from(answered.status == 503)), Unit::Count)
+        .put_when_any("Answered4xx", class(400), Unit::Count)
+        .put_when_any("Answered5xx", class(500), Unit::Count)
+        .put_when_any("Answered429", f64::from(u8::from(answered.status == 429)), Unit::Count)
+        .put_when_any("Answered503", f64::from(u8::from(answered.status == 503)), Unit::Count)
         .put("Latency", answered.elapsed.as_secs_f64() * 1e3, Unit::Milliseconds);
     let mut documents = vec![metrics];
     if let Some(reason) = answered.refused {
@@ -39,7 +40,7 @@ pub fn request(namespace: &str, answered: &Answered) -> Vec<Metrics> {
         per_game
             .put("Requests", 1.0, Unit::Count)
             .put("EventsAccepted", answered.written as f64, Unit::Count)
-            .put("EventsUnwritten", answered.failed as f64, Unit::Count);
+            .put_when_any("EventsUnwritten", answered.failed as f64, Unit::Count);
         documents.push(per_game);
     }
     documents
@@ -67,7 +68,16 @@ mod tests {
         assert_eq!(document["Function"], FUNCTION);
         assert_eq!(document["EventsAccepted"], 3.0);
         assert_eq!(document["Answered2xx"], 1.0);
-        assert_eq!(document["Answered5xx"], 0.0);
+        // What did not happen is left out: CloudWatch bills a metric for the hours it has data.
+        for absent in [
+            "Answered4xx",
+            "Answered5xx",
+            "Answered429",
+            "Answered503",
+            "EventsUnwritten",
+        ] {
+            assert!(document.get(absent).is_none(), "{absent}: {document}");
+        }
         assert_eq!(document["Latency"], 12.0);
 
         let unwritten = Answered {
