@@ -104,12 +104,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let standin = StandIn::connect().await?;
     let proxy = FaultProxy::start(standin.endpoint(), 42, FaultRates::uniform(rate)).await?;
-    let mut extra = standin.storage_options();
-    extra.insert("AWS_ENDPOINT_URL".into(), proxy.endpoint().to_owned());
-    let storage = StorageConfig {
-        endpoint: Some(proxy.endpoint().to_owned()),
-        extra,
-    };
+    let storage = standin.storage_via(proxy.endpoint());
     let bucket = standin.create_bucket("commit-bench").await?;
     println!("shape   writers  commits  commits/s  p50 ms  p99 ms  tries/commit  failed  (faults {rate})");
     for shape in ["ingest", "sink"] {

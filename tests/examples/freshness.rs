@@ -34,7 +34,7 @@ use aws_lambda_events::event::kinesis::KinesisEventRecord;
 use fixtures::game::{Synth, SynthConfig};
 use game_api::{ApiConfig, Game, Games, LocalStream, answer};
 use game_sink::{Config, Sink};
-use lake::{Retry, StorageConfig};
+use lake::Retry;
 use lakelog_tests::faults::{FaultProxy, FaultRates};
 use lakelog_tests::{StandIn, duckdb};
 use serde_json::{Value, json};
@@ -202,23 +202,8 @@ async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(rate > 0.0 && seconds > 0.0, "RATE and SECONDS are above 0");
 
     let standin = StandIn::connect().await?;
-    let proxy = FaultProxy::start(
-        standin.endpoint(),
-        1,
-        FaultRates {
-            delay: 1.0,
-            min_delay: latency,
-            max_delay: latency,
-            ..FaultRates::none()
-        },
-    )
-    .await?;
-    let mut extra = standin.storage_options();
-    extra.insert("AWS_ENDPOINT_URL".into(), proxy.endpoint().to_owned());
-    let storage = StorageConfig {
-        endpoint: Some(proxy.endpoint().to_owned()),
-        extra,
-    };
+    let proxy = FaultProxy::start(standin.endpoint(), 1, FaultRates::held(latency)).await?;
+    let storage = standin.storage_via(proxy.endpoint());
     let bucket = standin.create_bucket("freshness").await?;
     let table = StandIn::s3_uri(&bucket, "game_events");
     let sink = Arc::new(Sink::open(&Config::new(&table, None)?, &storage).await?);

@@ -34,7 +34,7 @@ use aws_lambda_events::event::kinesis::{KinesisEventRecord, KinesisRecord};
 use fixtures::game::{Synth, SynthConfig};
 use game_events::Envelope;
 use game_sink::{Config, Sink};
-use lake::{Retry, StorageConfig};
+use lake::Retry;
 use lakelog_tests::StandIn;
 use lakelog_tests::faults::{FaultProxy, FaultRates};
 
@@ -166,23 +166,8 @@ async fn main() -> anyhow::Result<()> {
         other => anyhow::bail!("MODE is staged, commit-each or pass, not {other}"),
     };
     let standin = StandIn::connect().await?;
-    let proxy = FaultProxy::start(
-        standin.endpoint(),
-        1,
-        FaultRates {
-            delay: 1.0,
-            min_delay: latency,
-            max_delay: latency,
-            ..FaultRates::none()
-        },
-    )
-    .await?;
-    let mut extra = standin.storage_options();
-    extra.insert("AWS_ENDPOINT_URL".into(), proxy.endpoint().to_owned());
-    let storage = StorageConfig {
-        endpoint: Some(proxy.endpoint().to_owned()),
-        extra,
-    };
+    let proxy = FaultProxy::start(standin.endpoint(), 1, FaultRates::held(latency)).await?;
+    let storage = standin.storage_via(proxy.endpoint());
     println!(
         "mode {mode}, batches of {size}, every request held {} ms, {seconds} s per line, committer every {} ms",
         latency.as_millis(),

@@ -128,6 +128,17 @@ pub struct FaultRates {
 }
 
 impl FaultRates {
+    /// No faults, every request held `latency`: the time S3 takes to answer, on a stand-in that
+    /// answers at once.
+    pub fn held(latency: Duration) -> Self {
+        Self {
+            delay: 1.0,
+            min_delay: latency,
+            max_delay: latency,
+            ..Self::none()
+        }
+    }
+
     /// No faults: a plain proxy.
     pub fn none() -> Self {
         Self::uniform(0.0)

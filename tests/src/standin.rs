@@ -119,6 +119,17 @@ impl StandIn {
         format!("s3://{bucket}/{}", path.trim_start_matches('/'))
     }
 
+    /// A table's storage settings for the stand-in S3 reached at `endpoint`: the stand-in's own,
+    /// or a proxy's before it ([`crate::faults::FaultProxy`]).
+    pub fn storage_via(&self, endpoint: &str) -> lake::StorageConfig {
+        let mut extra = self.storage_options();
+        extra.insert("AWS_ENDPOINT_URL".into(), endpoint.to_owned());
+        lake::StorageConfig {
+            endpoint: Some(endpoint.to_owned()),
+            extra,
+        }
+    }
+
     /// Storage options in deltalake's (`object_store`'s) keys that point a table at the stand-in
     /// S3: endpoint, plain HTTP allowed, dummy credentials and region.
     pub fn storage_options(&self) -> HashMap<String, String> {

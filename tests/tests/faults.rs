@@ -37,12 +37,7 @@ fn retry() -> Retry {
 }
 
 fn storage(endpoint: &str, standin: &StandIn) -> StorageConfig {
-    let mut extra = standin.storage_options();
-    extra.insert("AWS_ENDPOINT_URL".into(), endpoint.to_owned());
-    StorageConfig {
-        endpoint: Some(endpoint.to_owned()),
-        extra,
-    }
+    standin.storage_via(endpoint)
 }
 
 fn s3_via(standin: &StandIn, endpoint: &str) -> aws_sdk_s3::Client {
