@@ -395,3 +395,87 @@ async fn a_missing_stream_is_not_retried_and_nothing_is_acknowledged() -> Result
     }
     Ok(())
 }
+
+/// The seed's form (`GameEventsRecordFormat=seed`) is read by the seed's own reader: Spark's
+/// `from_json` with the seed's schema over each record's data, as its Structured Streaming job
+/// parses the stream (`scripts/seed-reader`, FAILFAST). Every record is one event, and Spark reads
+/// from it the event that was sent: its id, name, the server's `eventTime` and the seed's eight
+/// parameters.
+#[tokio::test]
+async fn the_seeds_spark_reader_reads_the_seed_records() -> Result<()> {
+    const PARAMS: [&str; 8] = [
+        "game_keyword",
+        "app_name",
+        "scoreAdjustment",
+        "platform",
+        "app_version",
+        "device_id",
+        "client_event_time",
+        "amount",
+    ];
+    let standin = StandIn::connect().await?;
+    let client = kinesis_client(&standin.sdk_config());
+    let stream = create_stream(&client, 1).await?;
+    let sink = KinesisSink::new(client.clone(), StreamRef::Name(stream.clone()));
+    let received = DateTime::parse_from_rfc3339("2024-06-01T12:00:00.900Z")?.to_utc();
+    let sent = synth_events(7, 200);
+    let response = respond(
+        &request(&sent, received)?,
+        &sample_games(),
+        &sink,
+        &config(Duration::from_secs(10)),
+    )
+    .await;
+    ensure!(response.status_code == 200, "{:?}", response.body);
+
+    // Read as the stream holds them: one event a record, not packed.
+    let stored = read_stream(&client, &stream).await?;
+    ensure!(
+        stored.len() == sent.len(),
+        "{} records for {} events",
+        stored.len(),
+        sent.len()
+    );
+    let dir = tempfile::tempdir()?;
+    let records = dir.path().join("records.jsonl");
+    let mut lines = Vec::new();
+    for record in &stored {
+        ensure!(!record.data.contains(&b'\n'), "a record's data spans lines");
+        lines.extend_from_slice(&record.data);
+        lines.push(b'\n');
+    }
+    std::fs::write(&records, lines)?;
+    let script = format!("{}/../scripts/seed-reader", env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(lakelog_tests::python())
+        .arg(&script)
+        .arg(&records)
+        .output()
+        .context("running scripts/seed-reader")?;
+    ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let read: Vec<Value> = String::from_utf8(out.stdout)?
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    ensure!(read.len() == sent.len(), "Spark read {} records", read.len());
+
+    let by_id: HashMap<String, &Value> = read
+        .iter()
+        .map(|r| (r["eventId"].as_str().unwrap_or("").to_owned(), r))
+        .collect();
+    for event in &sent {
+        let id = event.event_id.context("synth events carry ids")?.to_string();
+        let spark = by_id.get(&id).with_context(|| format!("Spark did not read {id}"))?;
+        let sent = serde_json::to_value(event)?;
+        ensure!(spark["eventName"] == sent["eventName"], "{id}: {spark} against {sent}");
+        ensure!(spark["eventTime"] == json!(received.timestamp()), "{id}: {spark}");
+        for param in PARAMS {
+            let (theirs, ours) = (&spark["eventParams"][param], &sent["eventParams"][param]);
+            let same = match (theirs.as_f64(), ours.as_f64()) {
+                (Some(a), Some(b)) => a == b,
+                _ => theirs == ours,
+            };
+            ensure!(same, "{id}: {param} read {theirs}, sent {ours}");
+        }
+    }
+    Ok(())
+}
