@@ -14,7 +14,11 @@
 //! ```sh
 //! cargo run --profile bench -p game-api --example latency -- 200000 /tmp/api-requests.jsonl
 //! python3 crates/game-api/benches/seed_handler.py /tmp/api-requests.jsonl 10000
+//! ACCEPT_ENCODING=gzip cargo run --profile bench -p game-api --example latency -- 200000
 //! ```
+//!
+//! With `ACCEPT_ENCODING` set, every request carries it as its `Accept-Encoding` header: `gzip`
+//! times the handler with its answers compressed, as mobile clients ask for them.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -84,7 +88,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let count: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(200_000);
     let dump = args.next();
-    let requests = common::requests(DISTINCT);
+    let mut requests = common::requests(DISTINCT);
+    if let Ok(accept) = std::env::var("ACCEPT_ENCODING") {
+        let value = aws_lambda_events::http::HeaderValue::from_str(&accept)?;
+        for request in &mut requests {
+            request.headers.insert("accept-encoding", value.clone());
+        }
+    }
     if let Some(path) = &dump {
         let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
         for request in &requests {
