@@ -58,11 +58,16 @@ pub async fn handle(
     };
     if let Some(queue) = queue
         && report.rows + report.rejected as u64 > 0
-        && let Err(error) = tokio::time::timeout_at(stop.into(), queue.wake())
-            .await
-            .unwrap_or_else(|_| Ok(()))
     {
-        tracing::warn!(%error, "the committer was not woken; the schedule's tick commits the batch");
+        match tokio::time::timeout_at(stop.into(), queue.wake()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "the committer was not woken; the schedule's tick commits the batch");
+            }
+            Err(_) => tracing::warn!(
+                "the wake-up was still being sent at the invocation's hard deadline; the schedule's tick commits the batch"
+            ),
+        }
     }
     for document in metrics.batch(&event.payload.records, &report, lake::now_micros() / 1000) {
         document.emit();

@@ -85,11 +85,6 @@ impl CommitQueue {
         Some(Self::new(aws_sdk_sqs::Client::new(&config), url))
     }
 
-    /// The queue's URL.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
     /// Sends one wake-up.
     pub async fn wake(&self) -> Result<(), WakeError> {
         self.client
