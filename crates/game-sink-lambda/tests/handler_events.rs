@@ -37,21 +37,26 @@ fn failures(response: &KinesisEventResponse) -> Vec<String> {
         .collect()
 }
 
+/// A sink of the table `name` in `dir` (its rejects beside it): the table's location, the
+/// sink's settings and the sink.
+async fn open(dir: &Path, name: &str) -> (String, Config, Sink) {
+    let events = dir.join(name).to_str().unwrap().to_owned();
+    let config = Config::new(&events, None).unwrap();
+    let sink = Sink::open(&config, &StorageConfig::default()).await.unwrap();
+    (events, config, sink)
+}
+
 #[tokio::test]
 async fn the_first_record_not_committed_is_the_one_failure_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let events = dir.path().join("game_events").to_str().unwrap().to_owned();
-    let config = Config::new(&events, None).unwrap();
-    let sink = Sink::open(&config, &StorageConfig::default()).await.unwrap();
+    let (_, _, sink) = open(dir.path(), "game_events").await;
     let event: KinesisEvent = sample("kinesis-bad-record.json");
     // Committed: nothing to retry.
     assert!(failures(&invoke(&event, &sink).await).is_empty());
 
     // The rejects table cannot be written (its directory became a file): the events before the
     // first reject are committed, and Lambda retries from that reject.
-    let other = dir.path().join("other_events").to_str().unwrap().to_owned();
-    let config = Config::new(&other, None).unwrap();
-    let sink = Sink::open(&config, &StorageConfig::default()).await.unwrap();
+    let (_, config, sink) = open(dir.path(), "other_events").await;
     std::fs::rename(&config.rejects_table, format!("{}.moved", config.rejects_table)).unwrap();
     std::fs::write(&config.rejects_table, b"not a directory").unwrap();
     let first_reject = event.records[1].kinesis.sequence_number.clone();
@@ -63,9 +68,7 @@ async fn the_first_record_not_committed_is_the_one_failure_reported() {
 #[tokio::test]
 async fn batches_are_staged_and_the_tick_commits_them_before_its_deadline() {
     let dir = tempfile::tempdir().unwrap();
-    let events = dir.path().join("game_events").to_str().unwrap().to_owned();
-    let config = Config::new(&events, None).unwrap();
-    let sink = Sink::open(&config, &StorageConfig::default()).await.unwrap();
+    let (events, _, sink) = open(dir.path(), "game_events").await;
     let event: KinesisEvent = sample("kinesis-game-events.json");
     assert!(failures(&invoke(&event, &sink).await).is_empty());
     let rows = |uri: String| async move {
@@ -98,9 +101,7 @@ fn deadline_in(ms: u64) -> u64 {
 #[tokio::test]
 async fn wake_ups_commit_what_is_staged_and_come_back_when_a_commit_fails() {
     let dir = tempfile::tempdir().unwrap();
-    let events = dir.path().join("game_events").to_str().unwrap().to_owned();
-    let config = Config::new(&events, None).unwrap();
-    let sink = Sink::open(&config, &StorageConfig::default()).await.unwrap();
+    let (events, _, sink) = open(dir.path(), "game_events").await;
     let metrics = Reporter::new(emf::DEFAULT_NAMESPACE, 0);
     let wake_ups: SqsEvent = sample("sqs-commit-wake.json");
     let woken = |deadline| {
