@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use aws_sdk_s3::primitives::ByteStream;
 use lakelog_tests::runtime_api::{Answer, Function};
-use lakelog_tests::{StandIn, unique_name};
+use lakelog_tests::{StandIn, percentile, unique_name};
 
 const WAIT: Duration = Duration::from_secs(120);
 
@@ -51,11 +51,6 @@ fn deflated_size(path: &Path) -> Result<usize> {
     let mut encoder = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
     encoder.write_all(&std::fs::read(path)?)?;
     Ok(encoder.finish()?.len())
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
 }
 
 #[tokio::main]
@@ -163,11 +158,11 @@ async fn main() -> Result<()> {
             "| {} | {:.1} MB | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.0} MB |",
             case.binary,
             zip as f64 / 1e6,
-            percentile(&init, 0.5),
-            percentile(&init, 0.95),
-            percentile(&first, 0.5),
-            percentile(&first, 0.95),
-            percentile(&rss, 0.5),
+            percentile(&init, 0.5).unwrap_or(f64::NAN),
+            percentile(&init, 0.95).unwrap_or(f64::NAN),
+            percentile(&first, 0.5).unwrap_or(f64::NAN),
+            percentile(&first, 0.95).unwrap_or(f64::NAN),
+            percentile(&rss, 0.5).unwrap_or(f64::NAN),
         );
     }
     Ok(())

@@ -19,8 +19,8 @@ use arrow::array::{Date32Array, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 use lake::{Retry, StorageConfig, TableSpec};
-use lakelog_tests::StandIn;
 use lakelog_tests::faults::{FaultProxy, FaultRates};
+use lakelog_tests::{StandIn, percentile};
 
 fn spec() -> TableSpec {
     let schema = Arc::new(Schema::new(vec![
@@ -84,14 +84,6 @@ async fn writer(
     Ok(stats)
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -132,8 +124,8 @@ async fn main() -> anyhow::Result<()> {
             println!(
                 "{shape:<7} {count:>7} {commits:>8} {:>10.1} {:>7.0} {:>7.0} {:>13.2} {failed:>7}  ({} requests faulted of {})",
                 commits as f64 / elapsed,
-                percentile(&latencies, 0.5).as_secs_f64() * 1000.0,
-                percentile(&latencies, 0.99).as_secs_f64() * 1000.0,
+                percentile(&latencies, 0.5).unwrap_or_default().as_secs_f64() * 1000.0,
+                percentile(&latencies, 0.99).unwrap_or_default().as_secs_f64() * 1000.0,
                 tries as f64 / commits.max(1) as f64,
                 after.failures() - before.failures(),
                 after.requests - before.requests,

@@ -36,7 +36,7 @@ use game_api::{ApiConfig, Game, Games, LocalStream, answer};
 use game_sink::{Config, Sink};
 use lake::Retry;
 use lakelog_tests::faults::{FaultProxy, FaultRates};
-use lakelog_tests::{StandIn, duckdb};
+use lakelog_tests::{StandIn, duckdb, percentile};
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, mpsc};
 
@@ -182,13 +182,6 @@ async fn committer(
     Ok(passes)
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -276,10 +269,10 @@ async fn main() -> anyhow::Result<()> {
         interval.as_secs_f64(),
         latency.as_millis(),
         seen.staged.len(),
-        percentile(&pass_times, 0.5),
+        percentile(&pass_times, 0.5).unwrap_or(f64::NAN),
         pass_times.last().copied().unwrap_or(f64::NAN),
-        percentile(&freshness, 0.5),
-        percentile(&freshness, 0.99),
+        percentile(&freshness, 0.5).unwrap_or(f64::NAN),
+        percentile(&freshness, 0.99).unwrap_or(f64::NAN),
         freshness.last().copied().unwrap_or(f64::NAN),
     );
     Ok(())

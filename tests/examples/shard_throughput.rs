@@ -35,8 +35,8 @@ use fixtures::game::{Synth, SynthConfig};
 use game_events::Envelope;
 use game_sink::{Config, Sink};
 use lake::Retry;
-use lakelog_tests::StandIn;
 use lakelog_tests::faults::{FaultProxy, FaultRates};
+use lakelog_tests::{StandIn, percentile};
 
 /// Encoded events for one shard's writer, reused batch after batch with new sequence numbers.
 fn payloads(shard: usize, n: usize) -> Vec<Vec<u8>> {
@@ -137,13 +137,6 @@ async fn committer(sink: Sink, interval: Duration, until: Instant) -> CommitterS
         tokio::time::sleep_until((started + interval).into()).await;
     }
     stats
-}
-
-fn percentile(sorted: &[i64], p: f64) -> i64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -283,8 +276,8 @@ async fn main() -> anyhow::Result<()> {
             staged as f64 / elapsed,
             committed as f64 / elapsed,
             commits as f64 / elapsed,
-            percentile(&waits, 0.5),
-            percentile(&waits, 0.99),
+            percentile(&waits, 0.5).unwrap_or(0),
+            percentile(&waits, 0.99).unwrap_or(0),
             waits.last().copied().unwrap_or(0),
             stats.files as f64 / elapsed * 3600.0,
             if rows == staged {

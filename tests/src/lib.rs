@@ -45,3 +45,25 @@ pub use athena::{TEMPLATE_GAME_EVENTS, WHOLE_RANGE, athena_query, in_duckdb};
 pub use duckdb::{SessionDay, duckdb, duckdb_sessions_are_the_report, python};
 pub use kinesis::{StreamRecord, level_ups, read_stream, unpacked};
 pub use standin::{ACCESS_KEY_ID, ENDPOINT_VAR, REGION, SECRET_ACCESS_KEY, StandIn, unique_name};
+
+/// The `p` quantile (0 to 1) of `sorted`, by nearest rank: the value at `(len - 1) * p`, rounded;
+/// `None` when there is none. The examples' percentiles.
+pub fn percentile<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
+    let last = sorted.len().checked_sub(1)?;
+    sorted.get(((last as f64 * p).round() as usize).min(last)).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percentile;
+
+    #[test]
+    fn a_percentile_is_the_nearest_rank() {
+        let sorted = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
+        assert_eq!(percentile(&sorted, 0.5), Some(6), "rank 4.5 rounds to 5");
+        assert_eq!(percentile(&sorted, 0.99), Some(10));
+        assert_eq!(percentile(&sorted, 0.0), Some(1));
+        assert_eq!(percentile(&[7.5], 0.95), Some(7.5));
+        assert_eq!(percentile::<f64>(&[], 0.5), None);
+    }
+}
