@@ -1,4 +1,5 @@
-//! `game-api-lambda`: API Gateway REST proxy requests -> validated, stamped events -> Kinesis.
+//! `game-api-lambda`: API Gateway proxy requests (the REST API's, or the HTTP API front's in
+//! payload format 1.0) -> validated, stamped events -> Kinesis.
 
 use game_api::ApiGatewayGames;
 use game_api::{Config, Games, KinesisSink, kinesis_client};
@@ -17,11 +18,15 @@ async fn main() -> Result<(), Error> {
     let (config, namespace) = env_config::init::settings(|vars| Ok((Config::from_env()?, emf::namespace(vars)?))).await;
     let sdk = lambda_sdk_config().await;
     let sink = KinesisSink::new(kinesis_client(&sdk), config.stream.clone());
-    // Each game's key is API Gateway's: the key names its game in its tags; a game that
-    // pseudonymises its ids has its key in Parameter Store.
-    let games = Games::ApiGateway(
-        ApiGatewayGames::new(aws_sdk_apigateway::Client::new(&sdk)).with_ssm(aws_sdk_ssm::Client::new(&sdk)),
-    );
+    // Each game's key is API Gateway's: the key's usage plan names its game in its tags; a game
+    // that pseudonymises its ids has its key in Parameter Store. Behind the HTTP API front, the
+    // function checks the keys of the REST stage itself.
+    let mut games =
+        ApiGatewayGames::new(aws_sdk_apigateway::Client::new(&sdk)).with_ssm(aws_sdk_ssm::Client::new(&sdk));
+    if let Some(stage) = config.keys_stage.clone() {
+        games = games.with_front_stage(stage);
+    }
+    let games = Games::ApiGateway(games);
     let (games, sink, api, namespace) = (&games, &sink, &config.api, namespace.as_str());
     lambda_runtime::run(service_fn(move |event| {
         handler::handle(event, games, sink, api, namespace)

@@ -36,8 +36,8 @@ fn response(answer: Answer) -> (u64, Value) {
 }
 
 /// A REST API with a stage, and the API Gateway keys of three games on it, as `lakelog games add`
-/// makes them, the third one revoked: returns the API's id and the key ids.
-async fn three_games(apigateway: &aws_sdk_apigateway::Client) -> (String, [String; 3]) {
+/// makes them, the third one revoked: returns the API's id, the key ids and the keys.
+async fn three_games(apigateway: &aws_sdk_apigateway::Client) -> (String, [String; 3], [String; 3]) {
     let api = apigateway
         .create_rest_api()
         .name(unique_name("games"))
@@ -86,7 +86,7 @@ async fn three_games(apigateway: &aws_sdk_apigateway::Client) -> (String, [Strin
         api_id: api_id.clone(),
         stage: "prod".into(),
     };
-    let mut ids = Vec::new();
+    let (mut ids, mut values) = (Vec::new(), Vec::new());
     let revoked = unique_name("revoked");
     for (name, max) in [
         (unique_name("miners"), 100.0),
@@ -99,9 +99,11 @@ async fn three_games(apigateway: &aws_sdk_apigateway::Client) -> (String, [Strin
             .unwrap();
         assert!(key.key.as_deref().is_some_and(|k| k.len() >= 20), "{key:?}");
         ids.push(key.key_id);
+        values.push(key.key.unwrap_or_default());
     }
     game_api::admin::revoke_game(apigateway, &api, &revoked).await.unwrap();
-    (api_id, [ids[0].clone(), ids[1].clone(), ids[2].clone()])
+    let three = |v: &[String]| [v[0].clone(), v[1].clone(), v[2].clone()];
+    (api_id, three(&ids), three(&values))
 }
 
 /// The sample request `name` as sent to the API `api_id` with the key `key_id`.
@@ -127,7 +129,7 @@ struct Deployed {
 async fn deploy(standin: &StandIn, vars: &[(&str, &str)]) -> Deployed {
     let kinesis = aws_sdk_kinesis::Client::new(&standin.sdk_config());
     let apigateway = aws_sdk_apigateway::Client::new(&standin.sdk_config());
-    let (api_id, keys) = three_games(&apigateway).await;
+    let (api_id, keys, _) = three_games(&apigateway).await;
     let stream = unique_name("runtime-api");
     kinesis
         .create_stream()
@@ -250,6 +252,54 @@ async fn answers_the_sample_requests_with_their_events_in_kinesis() {
         ),
         1.0
     );
+}
+
+/// Behind the HTTP API front (`GAME_EVENTS_KEYS_STAGE`, as the template sets it), a request
+/// carries its key and no key id (`events/apigw-http-front.json`): the binary takes a game's key
+/// and stamps that game, and refuses a revoked game's key and a made-up one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_the_http_front_it_checks_the_key_itself() {
+    let standin = StandIn::connect().await.unwrap();
+    let kinesis = aws_sdk_kinesis::Client::new(&standin.sdk_config());
+    let apigateway = aws_sdk_apigateway::Client::new(&standin.sdk_config());
+    let (api_id, _, [miners, _, revoked]) = three_games(&apigateway).await;
+    let stream = unique_name("http-front");
+    kinesis
+        .create_stream()
+        .stream_name(&stream)
+        .shard_count(1)
+        .send()
+        .await
+        .unwrap();
+    let mut vars: Vec<(&str, String)> = Function::standin_vars(standin.endpoint());
+    vars.push(("GAME_EVENTS_STREAM", stream.clone()));
+    vars.push(("GAME_EVENTS_KEYS_STAGE", format!("{api_id}/prod")));
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let function = Function::start_with_timeout(Path::new(BINARY), &vars, TIMEOUT).unwrap();
+    let sending = |key: &str| {
+        let mut request: Value = serde_json::from_slice(&sample("apigw-http-front.json")).unwrap();
+        request["headers"]["x-api-key"] = Value::from(key);
+        request["multiValueHeaders"]["x-api-key"] = serde_json::json!([key]);
+        request.to_string().into_bytes()
+    };
+    let answer = tokio::task::block_in_place(|| function.invoke(&sending(&miners), WAIT)).unwrap();
+    let (status, body) = response(answer);
+    assert_eq!((status, &body["written"]), (200, &Value::from(1)), "{body}");
+    for refused in [revoked.as_str(), "a-made-up-key-of-some-length"] {
+        let answer = tokio::task::block_in_place(|| function.invoke(&sending(refused), WAIT)).unwrap();
+        let (status, body) = response(answer);
+        assert_eq!(
+            (status, body["message"].as_str()),
+            (403, Some("the API key belongs to no game of this API")),
+            "{refused}"
+        );
+    }
+    let records = unpacked(read_stream(&kinesis, &stream).await.unwrap());
+    assert_eq!(records.len(), 1);
+    let game = game_events::decode_record(&records[0].data).unwrap().game_id.unwrap();
+    assert!(game.starts_with("miners"), "{game}");
+    let exited = function.stop();
+    assert!(!exited.stderr.contains("panicked"), "{}", exited.stderr);
 }
 
 /// Starts the binary with `vars` and returns the message of the init error it must report.

@@ -6,6 +6,7 @@ pub use env_config::ConfigError;
 use env_config::Vars;
 
 use crate::deliver::DeliveryConfig;
+use crate::games::ApiStageRef;
 use crate::request::MAX_BODY_BYTES;
 use crate::sink::StreamRef;
 
@@ -99,6 +100,10 @@ pub struct Config {
     /// `GAME_EVENTS_WRITE_BUDGET_MS` (time for writing and retrying, 100 to 12000 ms, default
     /// 10000).
     pub api: ApiConfig,
+    /// `GAME_EVENTS_KEYS_STAGE` (`API_ID/STAGE`), set when the HTTP API front is on: the REST API
+    /// stage whose keys the function checks itself for the requests that front hands it
+    /// ([`crate::ApiGatewayGames::with_front_stage`]).
+    pub keys_stage: Option<ApiStageRef>,
 }
 
 /// The least and the most time a request may spend writing: the function's timeout is 15 s
@@ -123,6 +128,15 @@ impl Config {
         let default_budget = u64::try_from(delivery.budget.as_millis()).unwrap_or(u64::MAX);
         let budget = vars.number("GAME_EVENTS_WRITE_BUDGET_MS", default_budget, BUDGET_RANGE_MS)?;
         delivery.budget = Duration::from_millis(budget);
+        let keys_stage = vars
+            .optional("GAME_EVENTS_KEYS_STAGE")
+            .map(|value| {
+                value
+                    .trim()
+                    .parse::<ApiStageRef>()
+                    .map_err(|expected| ConfigError::invalid("GAME_EVENTS_KEYS_STAGE", value.as_str(), expected))
+            })
+            .transpose()?;
         Ok(Self {
             stream: StreamRef::parse(&stream),
             api: ApiConfig {
@@ -131,6 +145,7 @@ impl Config {
                 delivery,
                 max_body_bytes: MAX_BODY_BYTES,
             },
+            keys_stage,
         })
     }
 
@@ -166,6 +181,15 @@ mod tests {
         assert!(matches!(c.stream, StreamRef::Arn(_)));
         assert_eq!(c.api.partition_key, PartitionKey::DeviceId);
         assert_eq!(c.api.delivery.budget, Duration::from_millis(2500));
+        assert_eq!(c.keys_stage, None);
+        let c = config(&[("GAME_EVENTS_STREAM", "s"), ("GAME_EVENTS_KEYS_STAGE", "a1b2c3/prod")]).unwrap();
+        assert_eq!(
+            c.keys_stage,
+            Some(ApiStageRef {
+                api_id: "a1b2c3".into(),
+                stage: "prod".into()
+            })
+        );
     }
 
     #[test]
@@ -185,6 +209,13 @@ mod tests {
             err.to_string(),
             "GAME_EVENTS_RECORD_FORMAT=\"json\": expected packed or seed"
         );
+        for bad in ["prod", "/prod", "a1b2c3/", "a/b/c"] {
+            let err = config(&[("GAME_EVENTS_STREAM", "s"), ("GAME_EVENTS_KEYS_STAGE", bad)]).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("GAME_EVENTS_KEYS_STAGE={bad:?}: expected API_ID/STAGE")
+            );
+        }
         for bad in ["0", "12001", "30000", "ten"] {
             let err = config(&[("GAME_EVENTS_STREAM", "s"), ("GAME_EVENTS_WRITE_BUDGET_MS", bad)]).unwrap_err();
             assert!(err.to_string().starts_with("GAME_EVENTS_WRITE_BUDGET_MS="), "{err}");

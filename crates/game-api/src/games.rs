@@ -52,10 +52,18 @@ pub const API_TAG: &str = "lakelog:api";
 pub const PSEUDONYMISE_TAG: &str = "lakelog:pseudonymise";
 /// The header a client sends its key in.
 pub const API_KEY_HEADER: &str = "x-api-key";
+/// The start of the name of every API key `lakelog games` (and the template's first game) makes:
+/// the keys the function reads, values included, when it checks keys itself behind the HTTP API
+/// front ([`ApiGatewayGames::with_front_stage`]).
+pub const KEY_NAME_PREFIX: &str = "lakelog-";
 
 /// How long the function trusts what it read of a key before reading it again: a change of a
 /// game's settings (`lakelog games set`) reaches every instance of the function within it.
 pub const KEY_CACHE_TTL: Duration = Duration::from_secs(300);
+/// Behind the HTTP API front, how soon after reading the keys a key it did not know makes the
+/// function read them again: a new key works within it, and a flood of made-up keys costs at most
+/// one listing of the keys per instance in it.
+pub const UNKNOWN_KEY_REREAD: Duration = Duration::from_secs(60);
 /// The function's timeout (`GameEventsApiFunction`'s `Timeout` in template.yaml).
 pub const API_FUNCTION_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long after a change of a game's settings every event the function accepts follows it:
@@ -347,13 +355,13 @@ impl Games {
     pub async fn resolve(&self, request: &ApiGatewayProxyRequest) -> Result<Arc<Game>, GameError> {
         match self {
             Games::Keys(keys) => {
-                let key = request
-                    .headers
-                    .get(API_KEY_HEADER)
-                    .or_else(|| request.multi_value_headers.get(API_KEY_HEADER))
-                    .and_then(|v| v.to_str().ok())
-                    .or(request.request_context.identity.api_key.as_deref())
-                    .filter(|k| !k.is_empty())
+                let key = sent_key(request)
+                    .or(request
+                        .request_context
+                        .identity
+                        .api_key
+                        .as_deref()
+                        .filter(|k| !k.is_empty()))
                     .ok_or(GameError::NoKey)?;
                 keys.get(key).cloned().ok_or(GameError::UnknownKey)
             }
@@ -363,16 +371,38 @@ impl Games {
                     .identity
                     .api_key_id
                     .as_deref()
-                    .filter(|k| !k.is_empty())
-                    .ok_or(GameError::NoKey)?;
-                let api = ApiStageRef {
-                    api_id: request.request_context.apiid.clone().unwrap_or_default(),
-                    stage: request.request_context.stage.clone().unwrap_or_default(),
-                };
-                games.game_of(&api, key_id).await
+                    .filter(|k| !k.is_empty());
+                match (key_id, &games.front_stage) {
+                    // API Gateway's REST API checked the key and names it by its id.
+                    (Some(key_id), _) => {
+                        let api = ApiStageRef {
+                            api_id: request.request_context.apiid.clone().unwrap_or_default(),
+                            stage: request.request_context.stage.clone().unwrap_or_default(),
+                        };
+                        games.game_of(&api, key_id).await
+                    }
+                    // The HTTP API front checks no key: the function finds the one sent among
+                    // the REST stage's.
+                    (None, Some(stage)) => {
+                        let key = sent_key(request).ok_or(GameError::NoKey)?;
+                        let key_id = games.key_id_of(key).await?;
+                        games.game_of(stage, &key_id).await
+                    }
+                    (None, None) => Err(GameError::NoKey),
+                }
             }
         }
     }
+}
+
+/// The key `request` carries in its [`API_KEY_HEADER`], if any.
+fn sent_key(request: &ApiGatewayProxyRequest) -> Option<&str> {
+    request
+        .headers
+        .get(API_KEY_HEADER)
+        .or_else(|| request.multi_value_headers.get(API_KEY_HEADER))
+        .and_then(|v| v.to_str().ok())
+        .filter(|k| !k.is_empty())
 }
 
 /// The REST API and stage of one stack's game events API. Games belong to it through their usage
@@ -424,6 +454,21 @@ pub async fn pseudonym_key(
     Ok(Some(key.as_bytes().to_vec()))
 }
 
+impl std::str::FromStr for ApiStageRef {
+    type Err = String;
+
+    /// `API_ID/STAGE`, as its [`ApiStageRef::tag`] writes it.
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.split_once('/') {
+            Some((api_id, stage)) if !api_id.is_empty() && !stage.is_empty() && !stage.contains('/') => Ok(Self {
+                api_id: api_id.to_owned(),
+                stage: stage.to_owned(),
+            }),
+            _ => Err("expected API_ID/STAGE".to_owned()),
+        }
+    }
+}
+
 impl ApiStageRef {
     /// The value of its `lakelog:api` tag: `API_ID/STAGE`.
     pub fn tag(&self) -> String {
@@ -447,6 +492,18 @@ pub struct ApiGatewayGames {
     ssm: Option<aws_sdk_ssm::Client>,
     ttl: Duration,
     known: Mutex<HashMap<KeyOnStage, (Instant, Arc<Game>)>>,
+    /// Behind the HTTP API front: the REST stage whose keys and usage plans name the games.
+    front_stage: Option<ApiStageRef>,
+    /// Behind the HTTP API front: the keys' ids by their values, as last read.
+    key_ids: Mutex<KeyIds>,
+}
+
+/// The ids of the keys named [`KEY_NAME_PREFIX`]`*` by their values, and when they were read.
+#[derive(Debug, Default)]
+struct KeyIds {
+    read: Option<Instant>,
+    /// A key's id and whether it is enabled, by its value.
+    by_value: HashMap<String, (String, bool)>,
 }
 
 /// A key id on an API stage: what [`ApiGatewayGames`] remembers a game by.
@@ -465,6 +522,65 @@ impl ApiGatewayGames {
             ssm: None,
             ttl,
             known: Mutex::new(HashMap::new()),
+            front_stage: None,
+            key_ids: Mutex::new(KeyIds::default()),
+        }
+    }
+
+    /// The same, also taking requests from the HTTP API front, which checks no key: a request
+    /// without an API key id has the key in its [`API_KEY_HEADER`] found among the enabled keys of
+    /// `stage`'s usage plans (the function reads the values of the keys named
+    /// [`KEY_NAME_PREFIX`]`*`, again after [`KEY_CACHE_TTL`], or after [`UNKNOWN_KEY_REREAD`] when
+    /// a key is not among them).
+    pub fn with_front_stage(mut self, stage: ApiStageRef) -> Self {
+        self.front_stage = Some(stage);
+        self
+    }
+
+    /// The id of the enabled key whose value is `value`; [`GameError::UnknownKey`] for a key that
+    /// is disabled or not one of [`KEY_NAME_PREFIX`]`*`.
+    async fn key_id_of(&self, value: &str) -> Result<String, GameError> {
+        {
+            let ids = self.key_ids.lock().unwrap_or_else(PoisonError::into_inner);
+            let age = ids.read.map(|read| read.elapsed());
+            match ids.by_value.get(value) {
+                Some((id, enabled)) if age.is_some_and(|age| age < self.ttl) => {
+                    return if *enabled {
+                        Ok(id.clone())
+                    } else {
+                        Err(GameError::UnknownKey)
+                    };
+                }
+                None if age.is_some_and(|age| age < self.ttl.min(UNKNOWN_KEY_REREAD)) => {
+                    return Err(GameError::UnknownKey);
+                }
+                _ => {}
+            }
+        }
+        let mut keys = self
+            .client
+            .get_api_keys()
+            .name_query(KEY_NAME_PREFIX)
+            .include_values(true)
+            .into_paginator()
+            .page_size(500)
+            .items()
+            .send();
+        let mut by_value = HashMap::new();
+        while let Some(key) = keys.next().await {
+            let key = key.map_err(api_error("GetApiKeys"))?;
+            if let (Some(id), Some(value)) = (key.id(), key.value()) {
+                by_value.insert(value.to_owned(), (id.to_owned(), key.enabled()));
+            }
+        }
+        let found = by_value.get(value).cloned();
+        *self.key_ids.lock().unwrap_or_else(PoisonError::into_inner) = KeyIds {
+            read: Some(Instant::now()),
+            by_value,
+        };
+        match found {
+            Some((id, true)) => Ok(id),
+            _ => Err(GameError::UnknownKey),
         }
     }
 

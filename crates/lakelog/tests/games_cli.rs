@@ -613,3 +613,81 @@ async fn a_pseudonymising_games_player_is_erased_by_id_and_it_is_not_added_again
         "the same key, pseudonymising again"
     );
 }
+
+/// Behind the HTTP API front, which checks no key, the function finds the key a request sends
+/// (`events/apigw-http-front.json`) among the REST stage's: the game's key is taken, a made-up
+/// key, another stack's key and a revoked key are not, and a key it did not know makes it read
+/// the keys again only after [`game_api::UNKNOWN_KEY_REREAD`], so a flood of made-up keys costs
+/// one listing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_front_takes_the_stages_keys_and_no_other() {
+    let standin = StandIn::connect().await.unwrap();
+    let apigateway = aws_sdk_apigateway::Client::new(&standin.sdk_config());
+    let api_id = rest_api(&apigateway, "games-cli-http").await;
+    let other_api = rest_api(&apigateway, "games-cli-http-other").await;
+    let game = unique_name("fronted");
+    let key = games(&standin, &["add", &game, "--api-id", &api_id, "--max-amount", "40"]).remove(0);
+    let elsewhere = games(&standin, &["add", &unique_name("elsewhere"), "--api-id", &other_api]).remove(0);
+    let stage = game_api::ApiStageRef {
+        api_id: api_id.clone(),
+        stage: "prod".into(),
+    };
+    let sample = format!("{}/../../events/apigw-http-front.json", env!("CARGO_MANIFEST_DIR"));
+    let sample: aws_lambda_events::apigw::ApiGatewayProxyRequest =
+        serde_json::from_str(&std::fs::read_to_string(sample).unwrap()).unwrap();
+    let sending = |key: Option<&str>| {
+        let mut request = sample.clone();
+        request.headers.remove("x-api-key");
+        request.multi_value_headers.remove("x-api-key");
+        if let Some(key) = key {
+            request.headers.insert("x-api-key", key.parse().unwrap());
+        }
+        request
+    };
+    let lookup = |ttl| {
+        game_api::Games::ApiGateway(
+            game_api::ApiGatewayGames::with_ttl(apigateway.clone(), ttl).with_front_stage(stage.clone()),
+        )
+    };
+
+    let fresh = lookup(std::time::Duration::ZERO);
+    let resolved = fresh.resolve(&sending(key["key"].as_str())).await.unwrap();
+    assert_eq!(
+        (resolved.id.as_str(), resolved.limits.max_amount),
+        (game.as_str(), 40.0)
+    );
+    for refused in [Some("a-made-up-key-of-some-length"), elsewhere["key"].as_str()] {
+        assert_eq!(
+            fresh.resolve(&sending(refused)).await,
+            Err(game_api::GameError::UnknownKey),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(fresh.resolve(&sending(None)).await, Err(game_api::GameError::NoKey));
+    // Without the front's stage, a request without a key id names no game.
+    let rest_only = game_api::Games::ApiGateway(game_api::ApiGatewayGames::with_ttl(
+        apigateway.clone(),
+        std::time::Duration::ZERO,
+    ));
+    assert_eq!(
+        rest_only.resolve(&sending(key["key"].as_str())).await,
+        Err(game_api::GameError::NoKey)
+    );
+
+    // A key made after the keys were read is not looked for again at once.
+    let remembering = lookup(game_api::KEY_CACHE_TTL);
+    assert!(remembering.resolve(&sending(key["key"].as_str())).await.is_ok());
+    let late = games(&standin, &["add", &unique_name("late"), "--api-id", &api_id]).remove(0);
+    assert_eq!(
+        remembering.resolve(&sending(late["key"].as_str())).await,
+        Err(game_api::GameError::UnknownKey)
+    );
+    assert!(fresh.resolve(&sending(late["key"].as_str())).await.is_ok());
+
+    // A revoked game's key is refused once the keys are read again.
+    games(&standin, &["revoke", &game, "--api-id", &api_id]);
+    assert_eq!(
+        fresh.resolve(&sending(key["key"].as_str())).await,
+        Err(game_api::GameError::UnknownKey)
+    );
+}

@@ -15,8 +15,8 @@ use aws_sdk_apigateway::types::{ApiStage, Op, PatchOperation, QuotaSettings, Thr
 use game_events::Limits;
 
 use super::{
-    API_TAG, ApiStageRef, GAME_TAG, Game, GameError, LANE_TAG, MAX_AMOUNT_TAG, MIN_AMOUNT_TAG, PSEUDONYMISE_TAG,
-    api_error, game_with_tags, pseudonym_key_name,
+    API_TAG, ApiStageRef, GAME_TAG, Game, GameError, KEY_NAME_PREFIX, LANE_TAG, MAX_AMOUNT_TAG, MIN_AMOUNT_TAG,
+    PSEUDONYMISE_TAG, api_error, game_with_tags, pseudonym_key_name,
 };
 use crate::lane::Lane;
 
@@ -320,7 +320,7 @@ async fn create_key(
 ) -> Result<aws_sdk_apigateway::operation::create_api_key::CreateApiKeyOutput, GameError> {
     client
         .create_api_key()
-        .name(format!("lakelog-{game}"))
+        .name(format!("{KEY_NAME_PREFIX}{game}"))
         .description(description)
         .enabled(true)
         .tags(GAME_TAG, game)
