@@ -872,3 +872,38 @@ fn a_changed_game_setting_settles_within_the_api_functions_timeout() {
     assert_eq!(game_api::API_FUNCTION_TIMEOUT.as_secs(), timeout);
     assert!(game_api::SETTING_SETTLES >= game_api::KEY_CACHE_TTL + 2 * game_api::API_FUNCTION_TIMEOUT);
 }
+
+/// A custom domain (`GameEventsDomainName`) maps the front in use and is refused without its
+/// certificate, and the endpoint clients ship with prefers it to either `execute-api` URL.
+#[test]
+fn the_custom_domain_follows_the_front_and_clients_are_given_it() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
+    let template = parse(&std::fs::read_to_string(path).unwrap());
+    let if_http = |value: &Value| -> Option<(String, String)> {
+        let Value::Tagged(tagged) = value else { return None };
+        if tagged.tag != "If" || tagged.value[0] != "HttpFront" {
+            return None;
+        }
+        Some((referenced_id(&tagged.value[1])?, referenced_id(&tagged.value[2])?))
+    };
+    let mapping = &template["Resources"]["GameEventsDomainMapping"];
+    assert_eq!(mapping["Condition"], "CustomDomain");
+    assert_eq!(
+        if_http(&mapping["Properties"]["ApiId"]),
+        Some(("GameEventsHttpApi".into(), "GameEventsApi".into()))
+    );
+    assert_eq!(
+        if_http(&mapping["Properties"]["Stage"]),
+        Some(("GameEventsHttpApiStage".into(), "GameEventsApiprodStage".into()))
+    );
+    let condition = serde_norway::to_string(&template["Conditions"]["CustomDomain"]).unwrap();
+    for needed in ["GameEventsDomainName", "GameEventsCertificateArn"] {
+        assert!(condition.contains(needed), "{condition}");
+    }
+    let rule = serde_norway::to_string(&template["Rules"]["DomainNeedsCertificate"]).unwrap();
+    assert!(rule.contains("GameEventsCertificateArn"), "{rule}");
+    let endpoint = serde_norway::to_string(&template["Outputs"]["GameEventsEndpoint"]["Value"]).unwrap();
+    let domain = endpoint.find("https://${GameEventsDomainName}/events");
+    let generated = endpoint.find("execute-api");
+    assert!(domain.is_some() && domain < generated, "{endpoint}");
+}
