@@ -22,6 +22,7 @@
 //! are written (see [`crate::pseudonym`]).
 
 pub mod admin;
+pub mod code;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -224,6 +225,23 @@ pub enum GameError {
         game: String,
         /// The key's id.
         key_id: String,
+    },
+    /// An entry of a games file (`lakelog games apply`) that cannot be applied; nothing was
+    /// changed for any game.
+    #[error("{entry}: {reason}")]
+    GamesFile {
+        /// The entry: `games[INDEX] (GAME)`.
+        entry: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A key or pseudonym key a games file refers to (`ssm:NAME`) could not be read or written.
+    #[error("{reference}: {reason}")]
+    Secret {
+        /// The reference.
+        reference: String,
+        /// What went wrong.
+        reason: String,
     },
     /// `lakelog games revoke|rotate|set` of a game without an enabled key on the API stage.
     #[error("game {game} has no enabled key on this API and stage")]
@@ -557,22 +575,7 @@ impl ApiGatewayGames {
                 _ => {}
             }
         }
-        let mut keys = self
-            .client
-            .get_api_keys()
-            .name_query(KEY_NAME_PREFIX)
-            .include_values(true)
-            .into_paginator()
-            .page_size(500)
-            .items()
-            .send();
-        let mut by_value = HashMap::new();
-        while let Some(key) = keys.next().await {
-            let key = key.map_err(api_error("GetApiKeys"))?;
-            if let (Some(id), Some(value)) = (key.id(), key.value()) {
-                by_value.insert(value.to_owned(), (id.to_owned(), key.enabled()));
-            }
-        }
+        let by_value = key_ids_by_value(&self.client).await?;
         let found = by_value.get(value).cloned();
         *self.key_ids.lock().unwrap_or_else(PoisonError::into_inner) = KeyIds {
             read: Some(Instant::now()),
@@ -655,6 +658,29 @@ impl ApiGatewayGames {
         known.insert(cached, (Instant::now(), game.clone()));
         Ok(game)
     }
+}
+
+/// The id of every API key named [`KEY_NAME_PREFIX`]`*` (those `lakelog games` makes) and whether
+/// it is enabled, by its value: an account's keys of every stage, since a value names one key.
+pub(crate) async fn key_ids_by_value(
+    client: &aws_sdk_apigateway::Client,
+) -> Result<HashMap<String, (String, bool)>, GameError> {
+    let mut keys = client
+        .get_api_keys()
+        .name_query(KEY_NAME_PREFIX)
+        .include_values(true)
+        .into_paginator()
+        .page_size(500)
+        .items()
+        .send();
+    let mut by_value = HashMap::new();
+    while let Some(key) = keys.next().await {
+        let key = key.map_err(api_error("GetApiKeys"))?;
+        if let (Some(id), Some(value)) = (key.id(), key.value()) {
+            by_value.insert(value.to_owned(), (id.to_owned(), key.enabled()));
+        }
+    }
+    Ok(by_value)
 }
 
 /// An API Gateway error of `operation`, in words.

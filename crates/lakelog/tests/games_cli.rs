@@ -691,3 +691,185 @@ async fn the_http_front_takes_the_stages_keys_and_no_other() {
         Err(game_api::GameError::UnknownKey)
     );
 }
+
+/// Games as code: a stage's games exported (their keys to Parameter Store, never into the file),
+/// the old stack's games revoked and one game's keys deleted outright, the file applied to a new
+/// stack's stage: every old key is taken there (200 from the API's own handling, through the
+/// HTTP API front's lookup) with its game's settings and pseudonym key, and applying again
+/// changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn games_carry_to_a_new_stack_with_their_keys() {
+    let standin = StandIn::connect().await.unwrap();
+    let sdk = standin.sdk_config();
+    let apigateway = aws_sdk_apigateway::Client::new(&sdk);
+    let ssm = aws_sdk_ssm::Client::new(&sdk);
+    let old_api = rest_api(&apigateway, "games-code-old").await;
+    let (miners, towns) = (unique_name("carried-miners"), unique_name("carried-towns"));
+    let first = games(
+        &standin,
+        &[
+            "add",
+            &miners,
+            "--api-id",
+            &old_api,
+            "--rate",
+            "20",
+            "--burst",
+            "40",
+            "--max-amount",
+            "99",
+            "--quota",
+            "1000",
+            "--quota-period",
+            "day",
+        ],
+    )
+    .remove(0);
+    let second = games(&standin, &["rotate", &miners, "--api-id", &old_api]).remove(0);
+    let town = games(
+        &standin,
+        &["add", &towns, "--api-id", &old_api, "--pseudonymise", "device_id"],
+    )
+    .remove(0);
+    let values: Vec<String> = [&first, &second, &town]
+        .iter()
+        .map(|k| k["key"].as_str().unwrap().to_owned())
+        .collect();
+
+    let file = std::env::temp_dir().join(format!("{}.json", unique_name("games")));
+    let prefix = format!("/lakelog-test/{}", unique_name("carried"));
+    let out = file.to_str().unwrap();
+    let exported = run_games(
+        standin.endpoint(),
+        &["export", "--api-id", &old_api, "--keys-to", &prefix, "--out", out],
+    );
+    assert!(
+        exported.status.success(),
+        "{}",
+        String::from_utf8_lossy(&exported.stderr)
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    for value in &values {
+        assert!(!text.contains(value.as_str()), "a key is in the file: {text}");
+    }
+    let parsed: Value = serde_json::from_str(&text).unwrap();
+    let spec = |game: &str| {
+        parsed["games"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["game"] == game)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(spec(&miners)["keys"].as_array().unwrap().len(), 2, "{text}");
+    assert_eq!(
+        (&spec(&miners)["rate"], &spec(&miners)["quota"]["period"]),
+        (&Value::from(20.0), &Value::from("DAY"))
+    );
+    assert_eq!(spec(&towns)["pseudonymise"], "device_id");
+    let old_stage = game_api::ApiStageRef {
+        api_id: old_api.clone(),
+        stage: "prod".into(),
+    };
+    let pseudonym_key = game_api::pseudonym_key(&ssm, &old_stage, &towns)
+        .await
+        .unwrap()
+        .unwrap();
+
+    // The old stack goes: its games revoked, and the towns' keys deleted outright, as a move to
+    // another region would find them.
+    games(&standin, &["revoke", &miners, "--api-id", &old_api]);
+    games(&standin, &["revoke", &towns, "--api-id", &old_api]);
+    apigateway
+        .delete_api_key()
+        .api_key(town["keyId"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+
+    let new_api = rest_api(&apigateway, "games-code-new").await;
+    // A file with a bad entry changes nothing, and says which entry.
+    let broken = std::env::temp_dir().join(format!("{}.json", unique_name("broken")));
+    let mut bad = parsed.clone();
+    bad["games"].as_array_mut().unwrap().push(serde_json::json!({
+        "game": "unreadable", "rate": 1, "burst": 1, "keys": [format!("ssm:{prefix}/missing")]
+    }));
+    std::fs::write(&broken, bad.to_string()).unwrap();
+    let refused = run_games(
+        standin.endpoint(),
+        &["apply", broken.to_str().unwrap(), "--api-id", &new_api],
+    );
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && said.contains("games[2] (unreadable)"),
+        "{said}"
+    );
+    assert!(games(&standin, &["list", "--api-id", &new_api]).is_empty());
+    std::fs::remove_file(&broken).unwrap();
+
+    let applied = games(&standin, &["apply", out, "--api-id", &new_api]);
+    let applied_to = |game: &str| applied.iter().find(|a| a["game"] == game).cloned().unwrap();
+    assert_eq!(
+        (&applied_to(&miners)["added"], &applied_to(&miners)["keysTakenIn"]),
+        (&Value::Bool(true), &Value::from(2))
+    );
+    assert_eq!(applied_to(&towns)["keysMade"], 1);
+
+    // Every old key names its game on the new stage, with its settings, through the API's own
+    // handling of a request of the HTTP API front.
+    let new_stage = game_api::ApiStageRef {
+        api_id: new_api.clone(),
+        stage: "prod".into(),
+    };
+    let lookup = game_api::Games::ApiGateway(
+        game_api::ApiGatewayGames::with_ttl(apigateway.clone(), std::time::Duration::ZERO)
+            .with_ssm(ssm.clone())
+            .with_front_stage(new_stage.clone()),
+    );
+    let sample = format!("{}/../../events/apigw-http-front.json", env!("CARGO_MANIFEST_DIR"));
+    let sample: aws_lambda_events::apigw::ApiGatewayProxyRequest =
+        serde_json::from_str(&std::fs::read_to_string(sample).unwrap()).unwrap();
+    let stream = game_api::LocalStream::new("carried");
+    for (value, game) in values.iter().zip([&miners, &miners, &towns]) {
+        let mut request = sample.clone();
+        request.headers.insert("x-api-key", value.parse().unwrap());
+        request.multi_value_headers.remove("x-api-key");
+        let resolved = lookup.resolve(&request).await.unwrap();
+        assert_eq!(&resolved.id, game);
+        let (response, _) = game_api::answer(&request, &lookup, &stream, &game_api::ApiConfig::default()).await;
+        assert_eq!(response.status_code, 200, "{:?}", response.body);
+    }
+    let listed = games(&standin, &["list", "--api-id", &new_api]);
+    let miners_key = listed.iter().find(|k| k["game"] == miners.as_str()).unwrap();
+    assert_eq!(
+        (
+            &miners_key["rate"],
+            &miners_key["burst"],
+            &miners_key["maxAmount"],
+            &miners_key["quota"]["limit"]
+        ),
+        (
+            &Value::from(20.0),
+            &Value::from(40),
+            &Value::from(99.0),
+            &Value::from(1000)
+        )
+    );
+    // The towns' pseudonyms stay the same: the new stage's key is the old one.
+    assert_eq!(
+        game_api::pseudonym_key(&ssm, &new_stage, &towns).await.unwrap(),
+        Some(pseudonym_key)
+    );
+
+    // Applying again changes nothing.
+    for again in games(&standin, &["apply", out, "--api-id", &new_api]) {
+        assert_eq!(
+            (&again["added"], &again["keysMade"], &again["keysTakenIn"]),
+            (&Value::Bool(false), &Value::from(0), &Value::from(0)),
+            "{again}"
+        );
+        assert!(again["keysKept"].as_u64().unwrap() >= 1, "{again}");
+    }
+    std::fs::remove_file(&file).unwrap();
+}

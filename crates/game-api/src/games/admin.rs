@@ -55,10 +55,13 @@ pub struct GameKey {
     /// The game's lane of the stream (`K/N`); none: the whole stream.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lane: Option<String>,
+    /// The parameters the game has pseudonymised (`device_id,player_id`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pseudonymise: Option<String>,
 }
 
 /// The throttle of a game's usage plan.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Throttle {
     /// Requests per second, on average.
     pub rate: f64,
@@ -67,7 +70,8 @@ pub struct Throttle {
 }
 
 /// The quota of a game's usage plan: at most `limit` requests per `period`.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Quota {
     /// Requests per period.
     pub limit: i32,
@@ -76,7 +80,7 @@ pub struct Quota {
 }
 
 /// The period of a [`Quota`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum QuotaPeriod {
     /// A day (UTC).
@@ -252,6 +256,10 @@ pub async fn list_games(client: &Client, api: &ApiStageRef) -> Result<Vec<GameKe
             throttle: plan.and_then(|p| p.throttle()),
             quota: plan.and_then(|p| p.quota()),
             lane: settings.and_then(|g| g.lane).map(|l| l.to_string()),
+            pseudonymise: plan
+                .and_then(|p| p.tags())
+                .and_then(|t| t.get(PSEUDONYMISE_TAG))
+                .cloned(),
         });
     }
     keys.sort_by(|a, b| (&a.game, !a.enabled, &a.key_id).cmp(&(&b.game, !b.enabled, &b.key_id)));
@@ -311,17 +319,20 @@ async fn tag(client: &Client, path: &str, tags: &[(&str, String)]) -> Result<(),
     Ok(())
 }
 
-/// Creates an enabled API key of `game` for `api`'s stage, tagged with both.
-async fn create_key(
+/// Creates an enabled API key of `game` for `api`'s stage, tagged with both: of `value`, or of a
+/// random one API Gateway makes.
+pub(crate) async fn create_key(
     client: &Client,
     api: &ApiStageRef,
     game: &str,
     description: String,
+    value: Option<&str>,
 ) -> Result<aws_sdk_apigateway::operation::create_api_key::CreateApiKeyOutput, GameError> {
     client
         .create_api_key()
         .name(format!("{KEY_NAME_PREFIX}{game}"))
         .description(description)
+        .set_value(value.map(str::to_owned))
         .enabled(true)
         .tags(GAME_TAG, game)
         .tags(API_TAG, api.tag())
@@ -331,7 +342,7 @@ async fn create_key(
 }
 
 /// Puts the key `key_id` in the usage plan `plan_id`.
-async fn add_to_plan(client: &Client, plan_id: &str, key_id: &str) -> Result<(), GameError> {
+pub(crate) async fn add_to_plan(client: &Client, plan_id: &str, key_id: &str) -> Result<(), GameError> {
     client
         .create_usage_plan_key()
         .usage_plan_id(plan_id)
@@ -373,7 +384,12 @@ fn throttle_settings(throttle: Throttle) -> ThrottleSettings {
 
 /// Checks a game's throttle and quota, those given: a positive, finite rate, a positive burst
 /// and a positive quota.
-fn check_limits(game: &str, rate: Option<f64>, burst: Option<i32>, quota: Option<Quota>) -> Result<(), GameError> {
+pub(crate) fn check_limits(
+    game: &str,
+    rate: Option<f64>,
+    burst: Option<i32>,
+    quota: Option<Quota>,
+) -> Result<(), GameError> {
     let invalid = |setting: &str, value: String, expected: &str| GameError::InvalidSetting {
         game: game.to_owned(),
         setting: setting.into(),
@@ -446,8 +462,41 @@ pub async fn add_game(
         });
     }
     let lane = game.lane.unwrap_or_else(|| free_lane(&keys));
-    let key = create_key(client, api, &game.id, format!("Game clients of {}", game.id)).await?;
+    let key = create_key(client, api, &game.id, format!("Game clients of {}", game.id), None).await?;
     let key_id = key.id().unwrap_or_default().to_owned();
+    let plan = create_plan(client, api, game, throttle, quota, lane).await;
+    let plan_id = match plan {
+        Ok(plan_id) => plan_id,
+        Err(error) => return Err(undo(client, error, None, &key_id).await),
+    };
+    if let Err(error) = add_to_plan(client, &plan_id, &key_id).await {
+        return Err(undo(client, error, Some(&plan_id), &key_id).await);
+    }
+    Ok(GameKey {
+        game: game.id.clone(),
+        pseudonymise: None,
+        key_id,
+        key: key.value().map(str::to_owned),
+        enabled: true,
+        usage_plan_id: Some(plan_id),
+        min_amount: game.limits.min_amount,
+        max_amount: game.limits.max_amount,
+        throttle: Some(throttle),
+        quota,
+        lane: Some(lane.to_string()),
+    })
+}
+
+/// Creates `game`'s usage plan on `api`'s stage, with `throttle`, `quota`, its amount range and
+/// `lane`, holding no key yet; the plan's id.
+pub(crate) async fn create_plan(
+    client: &Client,
+    api: &ApiStageRef,
+    game: &Game,
+    throttle: Throttle,
+    quota: Option<Quota>,
+    lane: Lane,
+) -> Result<String, GameError> {
     let plan = client
         .create_usage_plan()
         .name(format!("lakelog-{}", game.id))
@@ -465,26 +514,33 @@ pub async fn add_game(
         .tags(MAX_AMOUNT_TAG, game.limits.max_amount.to_string())
         .tags(LANE_TAG, lane.to_string())
         .send()
-        .await;
-    let plan_id = match plan {
-        Ok(plan) => plan.id().unwrap_or_default().to_owned(),
-        Err(e) => return Err(undo(client, api_error("CreateUsagePlan")(e), None, &key_id).await),
-    };
-    if let Err(error) = add_to_plan(client, &plan_id, &key_id).await {
-        return Err(undo(client, error, Some(&plan_id), &key_id).await);
-    }
-    Ok(GameKey {
-        game: game.id.clone(),
-        key_id,
-        key: key.value().map(str::to_owned),
-        enabled: true,
-        usage_plan_id: Some(plan_id),
-        min_amount: game.limits.min_amount,
-        max_amount: game.limits.max_amount,
-        throttle: Some(throttle),
-        quota,
-        lane: Some(lane.to_string()),
-    })
+        .await
+        .map_err(api_error("CreateUsagePlan"))?;
+    Ok(plan.id.unwrap_or_default())
+}
+
+/// Enables the API key `key_id` again (a key `revoke` or `retire` disabled) and tags it with
+/// `game` and `api`'s stage.
+pub(crate) async fn enable_key(client: &Client, api: &ApiStageRef, game: &str, key_id: &str) -> Result<(), GameError> {
+    client
+        .update_api_key()
+        .api_key(key_id)
+        .patch_operations(
+            PatchOperation::builder()
+                .op(Op::Replace)
+                .path("/enabled")
+                .value("true")
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(api_error("UpdateApiKey"))?;
+    tag(
+        client,
+        &format!("/apikeys/{key_id}"),
+        &[(GAME_TAG, game.to_owned()), (API_TAG, api.tag())],
+    )
+    .await
 }
 
 /// Gives `game` a second enabled key on `api`'s stage, beside the one its clients use, in the same
@@ -495,7 +551,7 @@ pub async fn rotate_game(client: &Client, api: &ApiStageRef, game: &str) -> Resu
     let current = enabled_keys(client, api, game).await?.remove(0);
     let plan_id = current.usage_plan_id.clone().unwrap_or_default();
     let description = format!("Game clients of {game} (rotated from {})", current.key_id);
-    let key = create_key(client, api, game, description).await?;
+    let key = create_key(client, api, game, description, None).await?;
     let key_id = key.id().unwrap_or_default().to_owned();
     if let Err(error) = add_to_plan(client, &plan_id, &key_id).await {
         return Err(undo(client, error, None, &key_id).await);
@@ -765,6 +821,7 @@ mod tests {
             throttle: None,
             quota: None,
             lane: lane.map(str::to_owned),
+            pseudonymise: None,
         }
     }
 

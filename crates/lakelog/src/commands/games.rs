@@ -11,6 +11,7 @@ use game_api::admin::{
     Changes, GameKey, Quota, QuotaPeriod, Throttle, add_game, list_games, pseudonymise_game, retire_key, revoke_game,
     rotate_game, set_game,
 };
+use game_api::code::{GamesFile, apply_games, export_games};
 use game_api::{Game, Lane};
 
 /// Arguments of `lakelog games`.
@@ -39,6 +40,36 @@ pub enum GamesCommand {
     Retire(RetireArgs),
     /// Change a game's throttle, quota or amount range in place: its keys and clients keep working.
     Set(SetArgs),
+    /// Write the stage's games as a file (JSON) that `apply` brings a stage to; each key's value
+    /// (and pseudonym key) goes to a SecureString parameter under --keys-to, which the file names.
+    Export(ExportArgs),
+    /// Bring a stage to a games file, idempotently: games, settings and keys of the values the
+    /// file's parameters hold (shipped clients keep working on a new stack); revokes nothing.
+    Apply(ApplyArgs),
+}
+
+/// Arguments of `lakelog games export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The Parameter Store path under which each key's value is written (/PREFIX/GAME/KEY_ID).
+    #[arg(long, value_name = "/PREFIX")]
+    pub keys_to: String,
+    /// Write the file here instead of to standard output.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
+    /// The API.
+    #[command(flatten)]
+    pub api: ApiArgs,
+}
+
+/// Arguments of `lakelog games apply`.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// The games file (as `export` writes it).
+    pub file: std::path::PathBuf,
+    /// The API.
+    #[command(flatten)]
+    pub api: ApiArgs,
 }
 
 /// The API whose games a command acts on: one stack's. Another stack's games, of the same names
@@ -316,6 +347,47 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                     .await
                     .with_context(|| format!("cannot retire the key {} of {}", retire.key_id, retire.game))?;
                 print(&key)?;
+            }
+            GamesCommand::Export(export) => {
+                let stage = export.api.stage_ref(&sdk).await?;
+                let ssm = aws_sdk_ssm::Client::new(&sdk);
+                let file = export_games(&client, &ssm, &stage, &export.keys_to)
+                    .await
+                    .context("cannot export the games")?;
+                let text = serde_json::to_string_pretty(&file)? + "\n";
+                match &export.out {
+                    Some(path) => std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?,
+                    None => print!("{text}"),
+                }
+                eprintln!(
+                    "lakelog games: {} games exported; their keys are SecureString parameters under {} (keep them,                      with the file, where a new stack's account can read them)",
+                    file.games.len(),
+                    export.keys_to
+                );
+            }
+            GamesCommand::Apply(apply) => {
+                let path = apply.file.display();
+                let text = std::fs::read_to_string(&apply.file).with_context(|| format!("cannot read {path}"))?;
+                let file: GamesFile =
+                    serde_json::from_str(&text).with_context(|| format!("{path} is not a games file"))?;
+                let stage = apply.api.stage_ref(&sdk).await?;
+                let ssm = aws_sdk_ssm::Client::new(&sdk);
+                let applying = apply_games(&client, &ssm, &stage, &file)
+                    .await
+                    .with_context(|| format!("cannot apply {path}"))?;
+                for applied in &applying.games {
+                    println!("{}", serde_json::to_string(applied)?);
+                    if !applied.keys_not_in_file.is_empty() {
+                        eprintln!(
+                            "lakelog games: {} has keys the file does not name, left enabled: {} (lakelog games retire)",
+                            applied.game,
+                            applied.keys_not_in_file.join(", ")
+                        );
+                    }
+                }
+                for game in &applying.games_not_in_file {
+                    eprintln!("lakelog games: {game} is on the stage and not in the file, left as it is (lakelog games revoke)");
+                }
             }
             GamesCommand::Set(set) => {
                 let changes = Changes {
