@@ -784,12 +784,20 @@ fn each_pipeline_can_be_left_out_and_idle_raises_no_alarm() {
         "GameEventsApi",
         "GameEventsApiFunction",
         "GameEventsSinkFunction",
-        "FirstGameUsagePlan",
         "GameEventsSinkLagAlarm",
         "GameEventsPerHourQuery",
     ] {
         assert_eq!(condition(name).as_deref(), Some("GameEventsPipeline"), "{name}");
     }
+    // The first game's, within the game pipeline's, and only when there is one.
+    for name in ["FirstGameApiKey", "FirstGameUsagePlan", "FirstGameUsagePlanKey"] {
+        assert_eq!(condition(name).as_deref(), Some("FirstGameInStack"), "{name}");
+    }
+    let first_game = serde_norway::to_string(&template["Conditions"]["FirstGameInStack"]).unwrap();
+    assert!(
+        first_game.contains("GameEventsPipeline") && first_game.contains("FirstGameId"),
+        "{first_game}"
+    );
     for (name, resource) in resources(&template) {
         if resource_type(resource) != "AWS::CloudWatch::Alarm" || name == "TablesNotMaintainedAlarm" {
             continue;

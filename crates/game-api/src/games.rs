@@ -51,6 +51,9 @@ pub const API_TAG: &str = "lakelog:api";
 /// (`device_id,player_id`, see [`crate::pseudonym`]); the key is the SecureString parameter
 /// [`pseudonym_key_name`] of Systems Manager's Parameter Store.
 pub const PSEUDONYMISE_TAG: &str = "lakelog:pseudonymise";
+/// The tag of a usage plan and API key that a stack made (its first game, `FirstGameId`), with the
+/// stack's name: `lakelog games` changes such a game only once the stack no longer declares it.
+pub const STACK_OWNED_TAG: &str = "lakelog:stack-owned";
 /// The header a client sends its key in.
 pub const API_KEY_HEADER: &str = "x-api-key";
 /// The start of the name of every API key `lakelog games` (and the template's first game) makes:

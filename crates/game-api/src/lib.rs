@@ -32,7 +32,8 @@ pub use config::{ApiConfig, Config, ConfigError, PartitionKey, RecordFormat};
 pub use deliver::{Delivery, DeliveryConfig, Outcome, deliver};
 pub use games::{
     API_FUNCTION_TIMEOUT, API_KEY_HEADER, ApiGatewayGames, ApiStageRef, Game, GameError, Games, KEY_CACHE_TTL,
-    KEY_NAME_PREFIX, SETTING_SETTLES, UNKNOWN_KEY_REREAD, admin, code, pseudonym_key, pseudonym_key_name,
+    KEY_NAME_PREFIX, SETTING_SETTLES, STACK_OWNED_TAG, UNKNOWN_KEY_REREAD, admin, code, pseudonym_key,
+    pseudonym_key_name,
 };
 pub use lane::Lane;
 pub use local::{DEFAULT_CAPACITY, ForeignSequence, LOCAL_SHARD_ID, LocalStream};

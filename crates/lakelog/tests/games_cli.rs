@@ -873,3 +873,82 @@ async fn games_carry_to_a_new_stack_with_their_keys() {
     }
     std::fs::remove_file(&file).unwrap();
 }
+
+/// The stack's first game (`FirstGameId`; its plan tagged `lakelog:stack-owned`) is not changed by
+/// `lakelog games` while the stack declares it, since the stack's next update would undo that;
+/// once the stack's `FirstGameId` no longer names it, `lakelog games` takes it over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stacks_first_game_is_changed_only_once_the_stack_hands_it_over() {
+    let standin = StandIn::connect().await.unwrap();
+    let sdk = standin.sdk_config();
+    let apigateway = aws_sdk_apigateway::Client::new(&sdk);
+    let cloudformation = aws_sdk_cloudformation::Client::new(&sdk);
+    let api_id = rest_api(&apigateway, "games-stack-owned").await;
+    let game = unique_name("first");
+    let added = games(&standin, &["add", &game, "--api-id", &api_id]).remove(0);
+    let stack = unique_name("lakelog-owner");
+    apigateway
+        .tag_resource()
+        .resource_arn(format!(
+            "arn:aws:apigateway:{}::/usageplans/{}",
+            lakelog_tests::REGION,
+            added["usagePlanId"].as_str().unwrap()
+        ))
+        .tags("lakelog:stack-owned", &stack)
+        .send()
+        .await
+        .unwrap();
+    let template = serde_json::json!({
+        "Parameters": {"FirstGameId": {"Type": "String"}},
+        "Resources": {"Queue": {"Type": "AWS::SQS::Queue"}}
+    })
+    .to_string();
+    let parameter = |value: &str| {
+        aws_sdk_cloudformation::types::Parameter::builder()
+            .parameter_key("FirstGameId")
+            .parameter_value(value)
+            .build()
+    };
+    cloudformation
+        .create_stack()
+        .stack_name(&stack)
+        .template_body(&template)
+        .parameters(parameter(&game))
+        .send()
+        .await
+        .unwrap();
+    let listed = games(&standin, &["list", "--api-id", &api_id]);
+    assert_eq!(listed[0]["ownedByStack"], stack.as_str());
+    for change in [
+        vec!["set", game.as_str(), "--max-amount", "5", "--api-id", &api_id],
+        vec!["revoke", game.as_str(), "--api-id", &api_id],
+        vec!["rotate", game.as_str(), "--api-id", &api_id],
+    ] {
+        let refused = run_games(standin.endpoint(), &change);
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success() && said.contains(&format!("first game of the stack {stack}")),
+            "{change:?}: {said}"
+        );
+    }
+    assert_eq!(
+        games(&standin, &["list", "--api-id", &api_id]),
+        listed,
+        "nothing changed"
+    );
+
+    // The stack hands it over (FirstGameId emptied; its key and plan stay in API Gateway).
+    cloudformation
+        .update_stack()
+        .stack_name(&stack)
+        .template_body(&template)
+        .parameters(parameter(""))
+        .send()
+        .await
+        .unwrap();
+    let set = games(&standin, &["set", &game, "--max-amount", "5", "--api-id", &api_id]);
+    assert_eq!(
+        (&set[0]["maxAmount"], set[0].get("ownedByStack")),
+        (&Value::from(5.0), None)
+    );
+}

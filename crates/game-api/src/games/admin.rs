@@ -16,7 +16,7 @@ use game_events::Limits;
 
 use super::{
     API_TAG, ApiStageRef, GAME_TAG, Game, GameError, KEY_NAME_PREFIX, LANE_TAG, MAX_AMOUNT_TAG, MIN_AMOUNT_TAG,
-    PSEUDONYMISE_TAG, api_error, game_with_tags, pseudonym_key_name,
+    PSEUDONYMISE_TAG, STACK_OWNED_TAG, api_error, game_with_tags, pseudonym_key_name,
 };
 use crate::lane::Lane;
 
@@ -58,6 +58,9 @@ pub struct GameKey {
     /// The parameters the game has pseudonymised (`device_id,player_id`), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pseudonymise: Option<String>,
+    /// The stack that made the game's usage plan ([`super::STACK_OWNED_TAG`]), if one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owned_by_stack: Option<String>,
 }
 
 /// The throttle of a game's usage plan.
@@ -259,6 +262,10 @@ pub async fn list_games(client: &Client, api: &ApiStageRef) -> Result<Vec<GameKe
             pseudonymise: plan
                 .and_then(|p| p.tags())
                 .and_then(|t| t.get(PSEUDONYMISE_TAG))
+                .cloned(),
+            owned_by_stack: plan
+                .and_then(|p| p.tags())
+                .and_then(|t| t.get(STACK_OWNED_TAG))
                 .cloned(),
         });
     }
@@ -475,6 +482,7 @@ pub async fn add_game(
     Ok(GameKey {
         game: game.id.clone(),
         pseudonymise: None,
+        owned_by_stack: None,
         key_id,
         key: key.value().map(str::to_owned),
         enabled: true,
@@ -517,6 +525,21 @@ pub(crate) async fn create_plan(
         .await
         .map_err(api_error("CreateUsagePlan"))?;
     Ok(plan.id.unwrap_or_default())
+}
+
+/// Takes `game` over from the stack that made it, once the stack no longer declares it: removes
+/// [`STACK_OWNED_TAG`] from its usage plans, so that `lakelog games` changes it like any other.
+pub async fn take_over(client: &Client, api: &ApiStageRef, game: &str) -> Result<(), GameError> {
+    for plan in plans_of(&enabled_keys(client, api, game).await?) {
+        client
+            .untag_resource()
+            .resource_arn(arn(client, &format!("/usageplans/{plan}"))?)
+            .tag_keys(STACK_OWNED_TAG)
+            .send()
+            .await
+            .map_err(api_error("UntagResource"))?;
+    }
+    Ok(())
 }
 
 /// Enables the API key `key_id` again (a key `revoke` or `retire` disabled) and tags it with
@@ -822,6 +845,7 @@ mod tests {
             quota: None,
             lane: lane.map(str::to_owned),
             pseudonymise: None,
+            owned_by_stack: None,
         }
     }
 

@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use game_api::ApiStageRef;
 use game_api::admin::{
     Changes, GameKey, Quota, QuotaPeriod, Throttle, add_game, list_games, pseudonymise_game, retire_key, revoke_game,
-    rotate_game, set_game,
+    rotate_game, set_game, take_over,
 };
 use game_api::code::{GamesFile, apply_games, export_games};
 use game_api::{Game, Lane};
@@ -267,6 +267,59 @@ pub struct SetArgs {
     pub api: ApiArgs,
 }
 
+/// Refuses to change `game` on `stage` while the stack that made it (its `FirstGameId`) still
+/// declares it, since the stack's next update would undo the change; takes it over once the stack
+/// does not (the parameter emptied or changed, or the stack deleted: its key and plan stay).
+async fn ensure_not_stack_owned(
+    sdk: &aws_config::SdkConfig,
+    client: &aws_sdk_apigateway::Client,
+    stage: &ApiStageRef,
+    game: &str,
+) -> anyhow::Result<()> {
+    let keys = list_games(client, stage).await?;
+    let Some(stack) = keys
+        .iter()
+        .find(|k| k.game == game && k.enabled)
+        .and_then(|k| k.owned_by_stack.clone())
+    else {
+        return Ok(());
+    };
+    let described = aws_sdk_cloudformation::Client::new(sdk)
+        .describe_stacks()
+        .stack_name(&stack)
+        .send()
+        .await;
+    let declares = match described {
+        Ok(described) => described.stacks().iter().any(|s| {
+            s.parameters()
+                .iter()
+                .any(|p| p.parameter_key() == Some("FirstGameId") && p.parameter_value() == Some(game))
+        }),
+        Err(e)
+            if e.as_service_error()
+                .and_then(|e| e.meta().message())
+                .is_some_and(|m| m.contains("does not exist")) =>
+        {
+            false
+        }
+        Err(e) => anyhow::bail!(
+            "cannot tell whether the stack {stack} still declares {game}: {}",
+            aws_sdk_cloudformation::error::DisplayErrorContext(e)
+        ),
+    };
+    anyhow::ensure!(
+        !declares,
+        "{game} is the first game of the stack {stack} (FirstGameId), whose next update would undo a change made here: \
+         change it with the stack's parameters (FirstGameMaxAmount, GameEventsApiRateLimit, GameEventsApiBurstLimit), \
+         or deploy the stack with FirstGameId='' to hand it to lakelog games (its key and plan stay)"
+    );
+    take_over(client, stage, game).await?;
+    eprintln!(
+        "lakelog games: {game} was the first game of the stack {stack}, which no longer declares it: lakelog games manages it from now on"
+    );
+    Ok(())
+}
+
 fn print(key: &GameKey) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string(key)?);
     Ok(())
@@ -332,7 +385,9 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             GamesCommand::Rotate(rotate) => {
-                let key = rotate_game(&client, &rotate.api.stage_ref(&sdk).await?, &rotate.game)
+                let stage = rotate.api.stage_ref(&sdk).await?;
+                ensure_not_stack_owned(&sdk, &client, &stage, &rotate.game).await?;
+                let key = rotate_game(&client, &stage, &rotate.game)
                     .await
                     .with_context(|| format!("cannot rotate the key of {}", rotate.game))?;
                 print(&key)?;
@@ -343,7 +398,9 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             GamesCommand::Retire(retire) => {
-                let key = retire_key(&client, &retire.api.stage_ref(&sdk).await?, &retire.game, &retire.key_id)
+                let stage = retire.api.stage_ref(&sdk).await?;
+                ensure_not_stack_owned(&sdk, &client, &stage, &retire.game).await?;
+                let key = retire_key(&client, &stage, &retire.game, &retire.key_id)
                     .await
                     .with_context(|| format!("cannot retire the key {} of {}", retire.key_id, retire.game))?;
                 print(&key)?;
@@ -371,6 +428,9 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                 let file: GamesFile =
                     serde_json::from_str(&text).with_context(|| format!("{path} is not a games file"))?;
                 let stage = apply.api.stage_ref(&sdk).await?;
+                for game in &file.games {
+                    ensure_not_stack_owned(&sdk, &client, &stage, &game.game).await?;
+                }
                 let ssm = aws_sdk_ssm::Client::new(&sdk);
                 let applying = apply_games(&client, &ssm, &stage, &file)
                     .await
@@ -409,6 +469,7 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                      --pseudonymise or --no-pseudonymise"
                 );
                 let stage = set.api.stage_ref(&sdk).await?;
+                ensure_not_stack_owned(&sdk, &client, &stage, &set.game).await?;
                 if pseudonymise {
                     let ssm = aws_sdk_ssm::Client::new(&sdk);
                     pseudonymise_game(&client, &ssm, &stage, &set.game, set.pseudonymise.as_deref())
@@ -455,7 +516,9 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             GamesCommand::Revoke(revoke) => {
-                for key in revoke_game(&client, &revoke.api.stage_ref(&sdk).await?, &revoke.game).await? {
+                let stage = revoke.api.stage_ref(&sdk).await?;
+                ensure_not_stack_owned(&sdk, &client, &stage, &revoke.game).await?;
+                for key in revoke_game(&client, &stage, &revoke.game).await? {
                     print(&key)?;
                 }
                 eprintln!(
