@@ -12,6 +12,7 @@ pub mod config;
 pub mod ingest;
 pub mod notification;
 pub mod objects;
+pub mod teardown;
 
 use aws_config::BehaviorVersion;
 use lake::StorageConfig;

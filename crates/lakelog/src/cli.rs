@@ -61,6 +61,12 @@ pub enum Command {
     /// Each game is an API Gateway key, tagged with the game (and its purchases' amount range),
     /// in a usage plan of its own; the API stamps the key's game into every event as gameId.
     Games(crate::commands::games::GamesArgs),
+    /// Remove what a deployment made outside its stack, before `sam delete`.
+    ///
+    /// The games' API keys, usage plans and pseudonym keys (the stack's first game's too), the
+    /// observed buckets' server access logging into the raw-logs bucket, and that bucket's
+    /// notifications to the stack's queue. Says what it would remove unless given --yes.
+    Teardown(crate::commands::teardown::TeardownArgs),
     /// Bring the game records the sink parked into their tables, each object exactly once.
     ///
     /// The sink parks the records its tables could not take before the stream would drop them

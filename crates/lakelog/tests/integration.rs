@@ -13,3 +13,4 @@ mod report_game;
 mod season;
 mod send_events_cli;
 mod serve_pipeline;
+mod teardown_cli;

@@ -527,6 +527,101 @@ pub(crate) async fn create_plan(
     Ok(plan.id.unwrap_or_default())
 }
 
+/// What [`remove_stage_games`] removed (or, on a dry run, would remove) from a stage.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemovedGames {
+    /// The games' usage plans.
+    pub usage_plans: Vec<String>,
+    /// The games' API keys, enabled or not.
+    pub keys: Vec<String>,
+    /// The stage's Parameter Store parameters (the games' pseudonym keys).
+    pub parameters: Vec<String>,
+}
+
+/// Removes every game of `api`'s stage for good, before or after its stack is deleted: the games'
+/// usage plans (the stack's first game's too, which outlives the stack), every key made for the
+/// stage (revoked ones too) and the stage's parameters under `/lakelog/API_ID/STAGE/` (pseudonym
+/// keys: the games' pseudonyms become unlinkable). Another stage's games are untouched. With
+/// `dry_run`, only says what it would remove.
+pub async fn remove_stage_games(
+    client: &Client,
+    ssm: &aws_sdk_ssm::Client,
+    api: &ApiStageRef,
+    dry_run: bool,
+) -> Result<RemovedGames, GameError> {
+    let plans: Vec<String> = plans_of_stage(client, api)
+        .await?
+        .iter()
+        .filter(|p| p.game().is_some())
+        .map(|p| p.id().to_owned())
+        .collect();
+    let mut keys: Vec<String> = list_games(client, api).await?.into_iter().map(|k| k.key_id).collect();
+    keys.sort();
+    keys.dedup();
+    let path = format!("/lakelog/{}/{}/", api.api_id, api.stage);
+    let ssm_failed = |e: String| GameError::Secret {
+        reference: format!("ssm:{path}"),
+        reason: e,
+    };
+    let mut pages = ssm
+        .get_parameters_by_path()
+        .path(&path)
+        .recursive(true)
+        .into_paginator()
+        .send();
+    let mut parameters = Vec::new();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| ssm_failed(aws_sdk_ssm::error::DisplayErrorContext(e).to_string()))?;
+        parameters.extend(page.parameters().iter().filter_map(|p| p.name().map(str::to_owned)));
+    }
+    let removed = RemovedGames {
+        usage_plans: plans,
+        keys,
+        parameters,
+    };
+    if dry_run {
+        return Ok(removed);
+    }
+    for plan in &removed.usage_plans {
+        // A usage plan is deleted once no stage uses it: take this stage out first.
+        client
+            .update_usage_plan()
+            .usage_plan_id(plan)
+            .patch_operations(
+                PatchOperation::builder()
+                    .op(Op::Remove)
+                    .path("/apiStages")
+                    .value(format!("{}:{}", api.api_id, api.stage))
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(api_error("UpdateUsagePlan"))?;
+        client
+            .delete_usage_plan()
+            .usage_plan_id(plan)
+            .send()
+            .await
+            .map_err(api_error("DeleteUsagePlan"))?;
+    }
+    for key in &removed.keys {
+        match client.delete_api_key().api_key(key).send().await {
+            Ok(_) => {}
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found_exception()) => {}
+            Err(e) => return Err(api_error("DeleteApiKey")(e)),
+        }
+    }
+    for names in removed.parameters.chunks(10) {
+        ssm.delete_parameters()
+            .set_names(Some(names.to_vec()))
+            .send()
+            .await
+            .map_err(|e| ssm_failed(aws_sdk_ssm::error::DisplayErrorContext(e).to_string()))?;
+    }
+    Ok(removed)
+}
+
 /// Takes `game` over from the stack that made it, once the stack no longer declares it: removes
 /// [`STACK_OWNED_TAG`] from its usage plans, so that `lakelog games` changes it like any other.
 pub async fn take_over(client: &Client, api: &ApiStageRef, game: &str) -> Result<(), GameError> {

@@ -13,6 +13,7 @@ pub mod replay;
 pub mod report;
 pub mod send_events;
 pub mod serve;
+pub mod teardown;
 pub mod vacuum;
 
 use std::time::Duration;
