@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use serde_norway::Value;
 
-/// The namespace the template's `MetricsNamespace` stands for here.
-const NS: &str = "lakelog-test";
+/// The namespace the template's `MetricsNamespace/STACK_NAME` stands for here.
+const NS: &str = "lakelog-test/stack";
 
 /// Five-minute periods a scenario lasts (every alarm here evaluates 3 of them).
 const PERIODS: usize = 4;
@@ -338,7 +338,8 @@ fn template() -> (Value, BTreeMap<String, String>) {
             parameters.insert(name.to_owned(), default);
         }
     }
-    parameters.insert("MetricsNamespace".to_owned(), NS.to_owned());
+    parameters.insert("MetricsNamespace".to_owned(), "lakelog-test".to_owned());
+    parameters.insert("AWS::StackName".to_owned(), "stack".to_owned());
     (template, parameters)
 }
 

@@ -132,7 +132,7 @@ async fn of_concurrent_puts_if_absent_on_one_key_exactly_one_wins() -> Result<()
 /// `scripts/cost --cloudwatch STACK` reads a deployment's rates from the metrics its functions
 /// write, in the namespace the stack's parameters give and with the `Function` dimension the
 /// functions emit: events, requests and raw-log bytes over the last day, put into the stand-in's
-/// CloudWatch beside another stack's metrics in another namespace.
+/// CloudWatch beside another stack's metrics in its own namespace (`MetricsNamespace/STACK`).
 #[test]
 fn cost_reads_a_deployments_rates_from_its_metrics() {
     let standin = tokio::runtime::Runtime::new()
@@ -154,7 +154,7 @@ boto3.client("cloudformation").create_stack(StackName="{stack}", TemplateBody=js
                 {{"ParameterKey": "KinesisStreamMode", "ParameterValue": "PROVISIONED"}}])
 cw = boto3.client("cloudwatch")
 now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1)
-for namespace, scale in [("{namespace}", 1.0), ("{namespace}-other", 7.0)]:
+for namespace, scale in [("{namespace}/{stack}", 1.0), ("{namespace}/{stack}-staging", 7.0)]:
     for name, function, value in [("EventsAccepted", "{api}", 86400 * 250.0), ("Requests", "{api}", 86400 * 5.0),
                                   ("BytesRead", "{ingest}", 2e9)]:
         cw.put_metric_data(Namespace=namespace, MetricData=[{{"MetricName": name, "Timestamp": now,
@@ -186,7 +186,7 @@ for namespace, scale in [("{namespace}", 1.0), ("{namespace}-other", 7.0)]:
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(
         text.contains(&format!(
-            "{stack} (metrics in {namespace}, pipelines: all), last 1 days: 250.0 events/s, 50.0 events a request, \
+            "{stack} (metrics in {namespace}/{stack}, pipelines: all), last 1 days: 250.0 events/s, 50.0 events a request, \
              2.00 GB of raw logs a day"
         )),
         "{text}"

@@ -557,7 +557,7 @@ fn the_dashboard_and_alarms_read_metrics_the_functions_write() {
     // The dashboard: valid JSON once CloudFormation substitutes its references.
     let (_, dashboard) = resources.iter().find(|(id, _)| id == "Dashboard").expect("a dashboard");
     let body = strings(&dashboard["Properties"]["DashboardBody"]).concat();
-    let body = body.replace("${MetricsNamespace}", "NS");
+    let body = body.replace("${MetricsNamespace}/${AWS::StackName}", "NS");
     let body = regex::Regex::new(r"\$\{[^}]+\}").unwrap().replace_all(&body, "X");
     let body: serde_json::Value = serde_json::from_str(&body).expect("the dashboard body is JSON");
     let widgets = body["widgets"].as_array().unwrap();
@@ -599,7 +599,8 @@ fn the_dashboard_and_alarms_read_metrics_the_functions_write() {
         let mut found = Vec::new();
         mappings(id.clone(), resource, &mut found);
         for (_, mapping) in found {
-            let ours = mapping.get("Namespace").and_then(referenced_id).as_deref() == Some("MetricsNamespace");
+            let ours = matches!(mapping.get("Namespace"), Some(Value::Tagged(sub))
+                if sub.tag == "Sub" && sub.value == "${MetricsNamespace}/${AWS::StackName}");
             if ours && let Some(name) = mapping.get("MetricName").and_then(Value::as_str) {
                 named.push(name.to_owned());
             }
