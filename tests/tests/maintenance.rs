@@ -188,6 +188,110 @@ async fn tables_of_earlier_releases_are_written_and_maintained_by_this_one() {
     }
 }
 
+/// A rollback: a newer release grew the table (a nullable column, and a nullable field at the end
+/// of `eventParams`, as a release that types one more parameter adds them); today's release,
+/// deployed again over it, opens it without changing its schema, writes events (each sent twice)
+/// and compacts them, and DuckDB counts every row once, the newer release's column and field null
+/// in today's rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn this_release_writes_a_table_a_newer_release_grew() {
+    use arrow::datatypes::{DataType, Field, Schema};
+    use game_api::{ApiConfig, Game, Games, LocalStream, respond};
+    use lake::maintenance::{CompactOptions, MaintenanceOptions, maintain};
+
+    const KEY: &str = "rollback-test-key-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("game_events");
+    let uri = uri.to_str().unwrap();
+    let storage = StorageConfig::default();
+    // The newer release's spec: today's, with one more column and one more typed parameter.
+    let today = game_sink::events_table_spec();
+    let mut newer = today.clone();
+    let fields: Vec<Field> = today
+        .schema
+        .fields()
+        .iter()
+        .map(|f| match (f.name().as_str(), f.data_type()) {
+            ("eventParams", DataType::Struct(params)) => {
+                let mut params: Vec<Field> = params.iter().map(|p| p.as_ref().clone()).collect();
+                params.push(Field::new("newer_parameter", DataType::Utf8, true));
+                Field::new("eventParams", DataType::Struct(params.into()), f.is_nullable())
+            }
+            _ => f.as_ref().clone(),
+        })
+        .chain([Field::new("newerColumn", DataType::Utf8, true)])
+        .collect();
+    newer.schema = std::sync::Arc::new(Schema::new(fields));
+    let grown = Table::open_or_create(uri, &newer, &storage).await.unwrap();
+    let version = grown.delta().version();
+
+    let sink = game_sink::Sink::open(&game_sink::Config::new(uri, None).unwrap(), &storage)
+        .await
+        .unwrap_or_else(|e| panic!("today's sink cannot open the table a newer release grew: {e}"));
+    let games = Games::keys([(KEY.to_owned(), Game::new("rolled-back").unwrap())]);
+    let stream = LocalStream::new("rollback");
+    let body: Vec<serde_json::Value> = (0..20)
+        .map(|i| {
+            serde_json::json!({
+                "eventId": format!("00000000-0000-4000-8000-{i:012}"),
+                "eventName": "levelUp",
+                "eventParams": {"device_id": format!("d{i}"), "level": i},
+            })
+        })
+        .collect();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/apigw-batch.json");
+    let mut request: aws_lambda_events::apigw::ApiGatewayProxyRequest =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    request.body = Some(serde_json::json!({ "events": body }).to_string());
+    request.headers.insert(
+        game_api::API_KEY_HEADER,
+        aws_lambda_events::http::HeaderValue::from_static(KEY),
+    );
+    for _ in 0..2 {
+        let response = respond(&request, &games, &stream, &ApiConfig::default()).await;
+        assert_eq!(response.status_code, 200, "{:?}", response.body);
+        let report = sink.process(&stream.drain(), &lake::Retry::default()).await;
+        assert_eq!((report.rows, report.retry_from), (20, None));
+    }
+    let report = maintain(
+        uri,
+        &storage,
+        &MaintenanceOptions::all(CompactOptions {
+            grace: chrono::TimeDelta::zero(),
+            dedup_key: Some(game_events::batch::DEDUP_KEY.to_owned()),
+            now: chrono::Utc::now() + chrono::TimeDelta::days(2),
+            ..CompactOptions::default()
+        }),
+        &(),
+    )
+    .await
+    .unwrap();
+    assert!(report.failed.is_empty(), "{:?}", report.failure());
+    assert_eq!(report.compaction.map(|c| c.duplicates()), Some(20));
+
+    let rows = duckdb(
+        "http://127.0.0.1:9",
+        &format!(
+            "SELECT count(*), count(DISTINCT eventId), count(newerColumn), count(eventParams.newer_parameter), \
+             count(eventParams.device_id) FROM delta_scan('{uri}')"
+        ),
+    )
+    .unwrap()
+    .remove(0);
+    assert_eq!(
+        rows,
+        [20, 20, 0, 0, 20],
+        "each event once, the newer column and field null"
+    );
+    let reopened = Table::open(uri, &storage).await.unwrap();
+    assert!(reopened.delta().version() > version, "today's rows were committed");
+    let schema = reopened.delta().snapshot().unwrap().schema();
+    assert!(
+        schema.field("newerColumn").is_some(),
+        "the newer release's column stays"
+    );
+}
+
 /// An erasure request names a pseudonymising game's player by the id the client sent: the
 /// function reads the game's key from Parameter Store (the stand-in's) and erases the rows of the
 /// player's pseudonym, verified.

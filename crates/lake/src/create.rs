@@ -219,7 +219,9 @@ pub(crate) fn file_stats(table: &DeltaTable) -> Result<FileStats, DeltaTableErro
 
 /// The table must have the spec's columns (same names, types, nullability) and partitioning.
 /// Checks the table's partitioning and columns against `spec`; returns the nullable columns of
-/// the spec the table does not have yet (they can be added), and fails on any other difference.
+/// the spec the table does not have yet (they can be added), and fails on any other difference
+/// but what a newer release added: nullable columns, and nullable fields at the end of a struct
+/// column, which this release's rows read as null.
 fn check_schema(location: &str, table: &DeltaTable, spec: &TableSpec) -> Result<Vec<StructField>, LakeError> {
     let snapshot = table.snapshot().map_err(|e| LakeError::delta(location, e))?;
     let mismatch = |detail: String| LakeError::SchemaMismatch {
@@ -243,6 +245,10 @@ fn check_schema(location: &str, table: &DeltaTable, spec: &TableSpec) -> Result<
             // A struct column whose spec has new nullable fields at its end (a new typed event
             // parameter): Delta adds them by merging the column's type.
             Some(found) if grows_into(found.data_type(), field.data_type()) => missing.push(field.clone()),
+            // A table a newer release wrote, whose struct column has nullable fields after this
+            // release's (rolled back after a new typed parameter): rows written here read them as
+            // null, as the writer conforms its batches to the table's schema.
+            Some(found) if grows_into(field.data_type(), found.data_type()) => {}
             Some(found) if found.data_type() != field.data_type() => {
                 return Err(mismatch(format!(
                     "column {} is {:?}, expected {:?}",
@@ -483,6 +489,20 @@ pub(crate) mod tests {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("column params is"), "{err}");
+
+        // Rolled back: the older release opens the table the newer one grew, leaves its schema
+        // as it is, and appends rows without the new field, which read it as null.
+        let mut rolled_back = open_or_create(location, &with_params(older.clone()), &StorageConfig::default())
+            .await
+            .unwrap();
+        assert_eq!(rolled_back.version(), Some(3), "nothing changed by opening");
+        append_row(location, &mut rolled_back, &with_params(older), "rolled back").await;
+        assert_eq!(file_stats(&rolled_back).unwrap().rows, 3);
+        let schema = rolled_back.snapshot().unwrap().schema();
+        let DeltaDataType::Struct(params) = schema.field("params").unwrap().data_type() else {
+            panic!("params is a struct");
+        };
+        assert_eq!(params.fields().count(), 2, "the newer field stays");
     }
 
     #[tokio::test]
