@@ -15,6 +15,8 @@
 //! written; otherwise 503 with `Retry-After` and which events to resend. No event that did not
 //! reach the stream is ever acknowledged.
 
+#[cfg(feature = "client")]
+pub mod client;
 mod config;
 mod deliver;
 mod games;

@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use fixtures::game::demo::{DEMO_GAMES, demo_game_of, game_season, requests, resent_event};
 use fixtures::workload;
 use fixtures::workload::lake::StorageTruth;
-use lakelog::commands::demo::{DEMO_GAMES, demo_game_of, game_season, requests, resent_event};
 use serde_json::Value;
 
 use crate::season;

@@ -16,20 +16,17 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use access_log_ingest::{Ingestor, ObjectReader, TableTemplate};
 use anyhow::{Context, bail};
-use aws_lambda_events::apigw::ApiGatewayProxyRequest;
-use aws_lambda_events::encodings::Body;
-use chrono::{DateTime, Days, NaiveDate, TimeDelta, Utc};
+use chrono::{DateTime, Days, NaiveDate, Utc};
 use clap::Args;
-use fixtures::game::season::{Season, SeasonConfig};
-use game_api::{ApiConfig, Game, Games, LocalStream, respond};
-use game_events::GameEvent;
+use fixtures::game::demo::{DEMO_GAMES, EVENTS_PER_REQUEST, game_season};
+use game_api::{Game, Games, LocalStream};
 use lake::StorageConfig;
 use lake::maintenance::{CompactOptions, MaintenanceOptions, TableReport, discover_tables, maintain};
-use serde_json::{Value, json};
+use local_pipeline::demo::send_season;
 
 use fixtures::workload::inventory::{self, InventoryFormat};
 use fixtures::workload::{self, MIN_DAYS};
@@ -39,12 +36,6 @@ use lakelog_reports::{ReportDir, ReportSession, TimeRange};
 
 /// A file in the demo folder that marks it as one, so that a second run may replace it.
 const MARKER: &str = ".lakelog-demo";
-
-/// Events per API request, as game clients batch them.
-pub const EVENTS_PER_REQUEST: usize = 100;
-
-/// Records the sink takes from the stream at once (the template's BatchSize).
-const SINK_BATCH: usize = 1000;
 
 /// Arguments of `lakelog demo`.
 #[derive(Debug, Args)]
@@ -80,64 +71,6 @@ fn parse_now(text: &str) -> Result<DateTime<Utc>, String> {
         .map_err(|e| format!("{e}: expected RFC 3339, like 2024-06-01T12:00:00Z"))
 }
 
-/// One request of the simulated game traffic.
-#[derive(Debug, Clone)]
-pub struct PlannedRequest {
-    /// When API Gateway receives it: the server `eventTime` of its events.
-    pub at: DateTime<Utc>,
-    /// Its events.
-    pub events: Vec<GameEvent>,
-}
-
-/// The simulated game season: `devices` players over the `hours` hours before `end`, with about
-/// `events` events (at least each planned session's own). Its plan ([`Season`]) has the texture
-/// of a live game: a growing player base, regulars, casual players and tourists who come back or
-/// leave, phones and computers playing at their own hours, sessions from a minute to two hours,
-/// about one player in ten paying; [`Season::truth`] gives the KPIs the report must find.
-///
-/// The same arguments give the same season.
-pub fn game_season(seed: u64, devices: usize, events: u64, end: DateTime<Utc>, hours: u32) -> Season {
-    Season::plan(&SeasonConfig {
-        seed,
-        players: devices,
-        start: end - TimeDelta::hours(i64::from(hours)),
-        end,
-        events,
-    })
-}
-
-/// The requests that send `season`: the events of each minute (sent at that minute, their server
-/// `eventTime`), in requests of up to [`EVENTS_PER_REQUEST`], in time order. They are generated as
-/// they are read.
-pub fn requests(season: &Season) -> impl Iterator<Item = PlannedRequest> + '_ {
-    let mut events = season.events().peekable();
-    std::iter::from_fn(move || {
-        let first = events.next()?;
-        let at = first.at;
-        let mut request = vec![first.event];
-        while request.len() < EVENTS_PER_REQUEST {
-            match events.next_if(|e| e.at == at) {
-                Some(e) => request.push(e.event),
-                None => break,
-            }
-        }
-        Some(PlannedRequest { at, events: request })
-    })
-}
-
-/// The number of the event (from 0, in time order) whose request the demo sends twice: a fifth
-/// into the traffic, so that with the default four days its partition is closed, and compacted, by
-/// the end.
-pub fn resent_event(season: &Season) -> u64 {
-    season.event_count() / 5
-}
-
-/// The demo studio's two games and their API keys: each player plays one of them.
-pub const DEMO_GAMES: [(&str, &str); 2] = [
-    ("space-miners", "demo-key-of-space-miners-0123456789"),
-    ("tiny-towns", "demo-key-of-tiny-towns-0123456789"),
-];
-
 /// The keys of [`DEMO_GAMES`].
 pub fn demo_games() -> anyhow::Result<Games> {
     let games = DEMO_GAMES
@@ -145,37 +78,6 @@ pub fn demo_games() -> anyhow::Result<Games> {
         .map(|(game, key)| Ok(((*key).to_owned(), Game::new(game)?)))
         .collect::<Result<Vec<_>, game_api::GameError>>()?;
     Ok(Games::keys(games))
-}
-
-/// Which of [`DEMO_GAMES`] the player of `event` plays: a stable choice by its device.
-pub fn demo_game_of(event: &GameEvent) -> usize {
-    let device = event
-        .event_params
-        .as_ref()
-        .and_then(|p| p.device_id.as_deref())
-        .unwrap_or("");
-    // FNV-1a: stable across runs and platforms, as the demo's figures must be.
-    let hash = device.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
-    usize::from(hash % 3 == 0)
-}
-
-/// The API Gateway proxy event of a game client's POST of `body` at `at`, with its game's key.
-fn client_request(body: &str, at: DateTime<Utc>, request_id: &str, key: &str) -> ApiGatewayProxyRequest {
-    let mut request = hyper::Request::new(());
-    *request.method_mut() = hyper::Method::POST;
-    *request.uri_mut() = hyper::Uri::from_static("/events");
-    let headers = request.headers_mut();
-    headers.insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
-    if let Ok(key) = hyper::header::HeaderValue::from_str(key) {
-        headers.insert(game_api::API_KEY_HEADER, key);
-    }
-    let (parts, ()) = request.into_parts();
-    game_api::proxy_request(parts, body.as_bytes(), at, request_id.to_owned(), "demo")
 }
 
 /// Runs `lakelog demo`.
@@ -359,80 +261,21 @@ async fn game_events(args: &DemoArgs, table: &str, now: DateTime<Utc>, storage: 
     let devices = usize::try_from(args.devices).context("--devices is too large for this machine")?;
     let season = game_season(args.seed, devices, args.events, now, hours);
     let stream = LocalStream::with_capacity("game-events", usize::MAX);
-    let config = ApiConfig::default();
-    let games = demo_games()?;
     let sink_config = game_sink::Config::new(table, None)?;
     let sink = game_sink::Sink::open(&sink_config, storage)
         .await
         .with_context(|| format!("cannot open the table {table}"))?;
-
-    // A client with a bug: its request is refused whole, and nothing of it is written.
-    let mut broken = requests(&season).next().map(|r| r.events).unwrap_or_default();
-    broken.truncate(3);
-    let broken = json!({ "events": broken })
-        .to_string()
-        .replacen("\"eventName\"", "\"event_name\"", 1);
-    let bad = client_request(&broken, now, "demo-bad-request", DEMO_GAMES[0].1);
-    let answer = respond(&bad, &games, &stream, &config).await;
-    println!(
-        "  a malformed request got {}: {}",
-        answer.status_code,
-        body_message(answer.body.as_ref())
-    );
-
-    // One request is sent again 30 seconds later, as a client that timed out does; by then the
-    // sink has committed the first copy, so the table holds both until compaction.
-    let resend = resent_event(&season);
-    let sending = Instant::now();
-    let mut totals = game_sink::BatchReport::default();
-    let (mut sent, mut commits, mut requests, mut planned) = (0u64, 0u64, 0u64, 0u64);
-    for (i, request) in self::requests(&season).enumerate() {
-        let mut attempts = vec![request.at];
-        let first = planned;
-        planned += request.events.len() as u64;
-        if (first..planned).contains(&resend) {
-            attempts.push(request.at + TimeDelta::seconds(30));
-        }
-        for (attempt, at) in attempts.into_iter().enumerate() {
-            if attempt > 0 {
-                commits += drain(&stream, &sink, 1, &mut totals).await?;
-            }
-            // Each game's players send with their game's key.
-            for (game, (_, key)) in DEMO_GAMES.iter().enumerate() {
-                let events: Vec<GameEvent> = request
-                    .events
-                    .iter()
-                    .filter(|e| demo_game_of(e) == game)
-                    .cloned()
-                    .collect();
-                if events.is_empty() {
-                    continue;
-                }
-                let body = json!({ "events": events }).to_string();
-                let proxy = client_request(&body, at, &format!("demo-{requests}"), key);
-                requests += 1;
-                let answer = respond(&proxy, &games, &stream, &config).await;
-                if answer.status_code != 200 {
-                    bail!(
-                        "the API answered {} to request {i}: {}",
-                        answer.status_code,
-                        body_message(answer.body.as_ref())
-                    );
-                }
-                sent += events.len() as u64;
-            }
-        }
-        commits += drain(&stream, &sink, SINK_BATCH, &mut totals).await?;
-    }
-    commits += drain(&stream, &sink, 1, &mut totals).await?;
+    let sent = send_season(&season, &demo_games()?, &stream, &sink, now).await?;
+    println!("  a malformed request got {}: {}", sent.malformed.0, sent.malformed.1);
     let players = season
         .sessions
         .iter()
         .map(|s| s.device)
         .collect::<std::collections::BTreeSet<_>>();
     println!(
-        "  {requests} requests of up to {EVENTS_PER_REQUEST} events of the games {} and {}, each with its own key \
+        "  {} requests of up to {EVENTS_PER_REQUEST} events of the games {} and {}, each with its own key \
          ({} events of {} sessions, one request sent twice) over the {} hours to {}, from {} of {} players",
+        sent.requests,
         DEMO_GAMES[0].0,
         DEMO_GAMES[1].0,
         season.event_count(),
@@ -443,63 +286,16 @@ async fn game_events(args: &DemoArgs, table: &str, now: DateTime<Utc>, storage: 
         args.devices
     );
     println!(
-        "  the stream took {sent} records; the sink committed them in {commits} commits: {} rows in {table}, {} \
+        "  the stream took {} records; the sink committed them in {} commits: {} rows in {table}, {} \
          rejected, {} repeated eventIds dropped within a batch ({:.1} s)",
-        totals.rows,
-        totals.rejected,
-        totals.duplicates,
-        sending.elapsed().as_secs_f64()
+        sent.sent,
+        sent.commits,
+        sent.batches.rows,
+        sent.batches.rejected,
+        sent.batches.duplicates,
+        sent.took.as_secs_f64()
     );
     Ok(())
-}
-
-/// Hands the stream's records to the sink in batches of [`SINK_BATCH`] while at least `min` are
-/// waiting, as a Kinesis event source does; returns the commits.
-async fn drain(
-    stream: &LocalStream,
-    sink: &game_sink::Sink,
-    min: usize,
-    totals: &mut game_sink::BatchReport,
-) -> anyhow::Result<u64> {
-    let mut commits = 0;
-    while stream.len() >= min.max(1) {
-        totals.add(deliver(sink, stream.take(SINK_BATCH)).await?);
-        commits += 1;
-    }
-    Ok(commits)
-}
-
-/// Hands a batch to the sink as Lambda does with ReportBatchItemFailures: what was not committed
-/// is delivered again, a few times.
-async fn deliver(
-    sink: &game_sink::Sink,
-    batch: Vec<aws_lambda_events::kinesis::KinesisEventRecord>,
-) -> anyhow::Result<game_sink::BatchReport> {
-    let (report, rest) = sink
-        .process_until_committed(&batch, &lake::Retry::default(), 5, |n| {
-            Duration::from_millis(200 * u64::from(n))
-        })
-        .await;
-    if !rest.is_empty() {
-        bail!(
-            "{} records could not be committed to {} after 5 deliveries",
-            rest.len(),
-            sink.events_uri()
-        );
-    }
-    Ok(report)
-}
-
-/// The `message` of an API answer's JSON body.
-fn body_message(body: Option<&Body>) -> String {
-    let text = match body {
-        Some(Body::Text(text)) => text.as_str(),
-        _ => return String::new(),
-    };
-    serde_json::from_str::<Value>(text)
-        .ok()
-        .and_then(|v| v["message"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| text.to_owned())
 }
 
 /// One line on what maintenance did to a table.

@@ -96,25 +96,8 @@ impl ApiArgs {
                 stage: self.stage.clone(),
             });
         };
-        let described = aws_sdk_cloudformation::Client::new(sdk)
-            .describe_stacks()
-            .stack_name(stack)
-            .send()
-            .await
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot read the outputs of the stack {stack}: {}",
-                    aws_sdk_cloudformation::error::DisplayErrorContext(e)
-                )
-            })?;
-        let outputs: Vec<_> = described.stacks().iter().flat_map(|s| s.outputs()).collect();
-        let output = |key: &str| {
-            outputs
-                .iter()
-                .find(|o| o.output_key() == Some(key))
-                .and_then(|o| o.output_value())
-                .map(str::to_owned)
-        };
+        let outputs = super::stack_outputs(sdk, stack).await?;
+        let output = |key: &str| outputs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
         let api_id = output("GameEventsApiId").with_context(|| {
             format!("the stack {stack} has no output GameEventsApiId: is it a lakelog stack with the game pipeline?")
         })?;

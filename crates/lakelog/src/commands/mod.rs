@@ -26,6 +26,23 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Runtime::new().context("cannot start the async runtime")
 }
 
+/// The outputs of the CloudFormation stack `stack`, by key.
+async fn stack_outputs(sdk: &aws_config::SdkConfig, stack: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let described = aws_sdk_cloudformation::Client::new(sdk)
+        .describe_stacks()
+        .stack_name(stack)
+        .send()
+        .await
+        .map_err(|e| {
+            let reason = aws_sdk_cloudformation::error::DisplayErrorContext(e);
+            anyhow::anyhow!("cannot read the outputs of the stack {stack}: {reason}")
+        })?;
+    let outputs = described.stacks().iter().flat_map(|s| s.outputs());
+    Ok(outputs
+        .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
+        .collect())
+}
+
 /// A spinner on standard error showing the elapsed time and `message` while one step of unknown
 /// length runs; hidden with `--quiet`. The caller clears it when the step ends.
 fn spinner(quiet: bool, message: String) -> ProgressBar {

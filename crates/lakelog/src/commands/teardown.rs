@@ -28,7 +28,7 @@ pub fn run(args: &TeardownArgs) -> anyhow::Result<ExitCode> {
     let runtime = super::runtime()?;
     runtime.block_on(async {
         let sdk = aws_config::load_from_env().await;
-        let outputs = stack_outputs(&sdk, &args.stack).await?;
+        let outputs = super::stack_outputs(&sdk, &args.stack).await?;
         let output = |key: &str| outputs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
         let dry_run = !args.yes;
         let verb = if dry_run { "would remove" } else { "removed" };
@@ -103,25 +103,4 @@ pub fn run(args: &TeardownArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(ExitCode::SUCCESS)
     })
-}
-
-/// The outputs of `stack`, by key.
-async fn stack_outputs(sdk: &aws_config::SdkConfig, stack: &str) -> anyhow::Result<Vec<(String, String)>> {
-    let described = aws_sdk_cloudformation::Client::new(sdk)
-        .describe_stacks()
-        .stack_name(stack)
-        .send()
-        .await
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot read the outputs of the stack {stack}: {}",
-                aws_sdk_cloudformation::error::DisplayErrorContext(e)
-            )
-        })?;
-    Ok(described
-        .stacks()
-        .iter()
-        .flat_map(|s| s.outputs())
-        .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
-        .collect())
 }
