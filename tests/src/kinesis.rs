@@ -70,8 +70,9 @@ pub fn level_ups(game: &str, devices: &[String], first: u64, time: DateTime<Utc>
 pub fn unpacked(records: Vec<StreamRecord>) -> Vec<StreamRecord> {
     let mut out = Vec::with_capacity(records.len());
     for record in records {
-        match game_events::packed::unpack(&record.data) {
-            Ok(events) if game_events::packed::is_packed(&record.data) => {
+        let events = game_events::packed::is_packed(&record.data).then(|| game_events::packed::unpack(&record.data));
+        match events {
+            Some(Ok(events)) => {
                 out.extend(events.into_iter().map(|data| StreamRecord { data, ..record.clone() }));
             }
             _ => out.push(record),

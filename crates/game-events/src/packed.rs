@@ -125,8 +125,10 @@ pub fn unpack_records(
     }
     let mut out = Vec::with_capacity(records.len());
     for record in records {
-        match unpack(&record.kinesis.data) {
-            Ok(events) if is_packed(&record.kinesis.data) => {
+        // A one-event record is taken as it is, not copied out of itself first.
+        let events = is_packed(&record.kinesis.data).then(|| unpack(&record.kinesis.data));
+        match events {
+            Some(Ok(events)) => {
                 for data in events {
                     let mut one = record.clone();
                     *one.kinesis.data = data;
@@ -155,6 +157,39 @@ mod tests {
         assert_eq!(unpack(&packed).unwrap(), records.map(<[u8]>::to_vec));
         assert_eq!(unpack(records[0]).unwrap(), vec![records[0].to_vec()]);
         assert!(!is_packed(records[0]));
+    }
+
+    /// A mixed batch: a packed record's events in its place, a one-event record and a packed
+    /// record that cannot be unpacked as they are, in order.
+    #[cfg(feature = "kinesis")]
+    #[test]
+    fn a_mixed_batch_unpacks_in_order() {
+        use aws_lambda_events::event::kinesis::KinesisEventRecord;
+        let record = |data: Vec<u8>| {
+            let mut record = KinesisEventRecord::default();
+            *record.kinesis.data = data;
+            record
+        };
+        let packed = pack([br#"{"body":{"a":1}}"#.as_slice(), br#"{"body":{"b":2}}"#.as_slice()]);
+        let mut broken = packed.clone();
+        broken.truncate(broken.len() - 3);
+        let batch = [
+            record(packed),
+            record(br#"{"body":{"c":3}}"#.to_vec()),
+            record(broken.clone()),
+        ];
+        let out: Vec<Vec<u8>> = unpack_records(&batch).iter().map(|r| r.kinesis.data.to_vec()).collect();
+        assert_eq!(
+            out,
+            [
+                br#"{"body":{"a":1}}"#.to_vec(),
+                br#"{"body":{"b":2}}"#.to_vec(),
+                br#"{"body":{"c":3}}"#.to_vec(),
+                broken
+            ]
+        );
+        let plain = [record(br#"{"body":{"c":3}}"#.to_vec())];
+        assert!(matches!(unpack_records(&plain), std::borrow::Cow::Borrowed(_)));
     }
 
     #[test]
