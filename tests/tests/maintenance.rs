@@ -101,6 +101,59 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
+/// Today's sink writes 20 events of `game` to the table at `uri`, each sent twice with the
+/// client's `eventId` through the API's handler (in two batches: the sink drops an `eventId`
+/// repeated within one batch itself); then a maintenance pass closes every partition and
+/// compacts it, deduplicated by today's key. Its report.
+async fn send_each_twice_and_compact(uri: &str, game: &str) -> lake::maintenance::TableReport {
+    use game_api::{ApiConfig, Game, Games, LocalStream, respond};
+    use lake::maintenance::{CompactOptions, MaintenanceOptions, maintain};
+
+    const KEY: &str = "today-test-key-0123456789";
+    let storage = StorageConfig::default();
+    let sink = game_sink::Sink::open(&game_sink::Config::new(uri, None).unwrap(), &storage)
+        .await
+        .unwrap_or_else(|e| panic!("today's sink cannot open {uri}: {e}"));
+    let games = Games::keys([(KEY.to_owned(), Game::new(game).unwrap())]);
+    let stream = LocalStream::new(game);
+    let body: Vec<serde_json::Value> = (0..20)
+        .map(|i| {
+            serde_json::json!({
+                "eventId": format!("00000000-0000-4000-8000-{i:012}"),
+                "eventName": "levelUp",
+                "eventParams": {"device_id": format!("d{i}"), "level": i},
+            })
+        })
+        .collect();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/apigw-batch.json");
+    let mut request: aws_lambda_events::apigw::ApiGatewayProxyRequest =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    request.body = Some(serde_json::json!({ "events": body }).to_string());
+    request.headers.insert(
+        game_api::API_KEY_HEADER,
+        aws_lambda_events::http::HeaderValue::from_static(KEY),
+    );
+    for _ in 0..2 {
+        let response = respond(&request, &games, &stream, &ApiConfig::default()).await;
+        assert_eq!(response.status_code, 200, "{:?}", response.body);
+        let report = sink.process(&stream.drain(), &lake::Retry::default()).await;
+        assert_eq!((report.rows, report.retry_from), (20, None), "{uri}");
+    }
+    maintain(
+        uri,
+        &storage,
+        &MaintenanceOptions::all(CompactOptions {
+            grace: chrono::TimeDelta::zero(),
+            dedup_key: Some(game_events::batch::DEDUP_KEY.to_owned()),
+            now: chrono::Utc::now() + chrono::TimeDelta::days(2),
+            ..CompactOptions::default()
+        }),
+        &(),
+    )
+    .await
+    .unwrap()
+}
+
 /// Tables that earlier releases of lakelog wrote with their own code (`lakelog serve` fed by
 /// `lakelog send-events`; tests/fixtures/releases/README.md says which releases and how): one from
 /// before `gameId`, `extraParams` and `extraFields`, one from before the packing tags. Today's
@@ -108,10 +161,6 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 /// with deduplication by today's key, checkpoints and vacuums it, and DuckDB counts every row once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tables_of_earlier_releases_are_written_and_maintained_by_this_one() {
-    use game_api::{ApiConfig, Game, Games, LocalStream, respond};
-    use lake::maintenance::{CompactOptions, MaintenanceOptions, maintain};
-
-    const KEY: &str = "upgrade-test-key-0123456789";
     let releases = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/releases");
     for release in ["8e3b438", "5a1f3db"] {
         let dir = tempfile::tempdir().unwrap();
@@ -128,52 +177,9 @@ async fn tables_of_earlier_releases_are_written_and_maintained_by_this_one() {
         let old_rows = before[0].as_i64().unwrap();
         assert!(old_rows > 0, "{release}: an empty fixture");
 
-        // Today's sink writes 20 events of a game, each sent twice with the client's eventId.
-        let storage = StorageConfig::default();
-        let sink = game_sink::Sink::open(&game_sink::Config::new(uri, None).unwrap(), &storage)
-            .await
-            .unwrap_or_else(|e| panic!("{release}: today's sink cannot open the table: {e}"));
-        let games = Games::keys([(KEY.to_owned(), Game::new("upgraded").unwrap())]);
-        let stream = LocalStream::new("upgrade");
-        let body: Vec<serde_json::Value> = (0..20)
-            .map(|i| {
-                serde_json::json!({
-                    "eventId": format!("00000000-0000-4000-8000-{i:012}"),
-                    "eventName": "levelUp",
-                    "eventParams": {"device_id": format!("d{i}"), "level": i},
-                })
-            })
-            .collect();
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/apigw-batch.json");
-        let mut request: aws_lambda_events::apigw::ApiGatewayProxyRequest =
-            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        request.body = Some(serde_json::json!({ "events": body }).to_string());
-        request.headers.insert(
-            game_api::API_KEY_HEADER,
-            aws_lambda_events::http::HeaderValue::from_static(KEY),
-        );
-        // Two batches: the sink drops an eventId repeated within one batch itself.
-        for _ in 0..2 {
-            let response = respond(&request, &games, &stream, &ApiConfig::default()).await;
-            assert_eq!(response.status_code, 200, "{:?}", response.body);
-            let report = sink.process(&stream.drain(), &lake::Retry::default()).await;
-            assert_eq!((report.rows, report.retry_from), (20, None), "{release}");
-        }
-
-        // Every partition closed, deduplicated by today's key against files of the old release.
-        let report = maintain(
-            uri,
-            &storage,
-            &MaintenanceOptions::all(CompactOptions {
-                grace: chrono::TimeDelta::zero(),
-                dedup_key: Some(game_events::batch::DEDUP_KEY.to_owned()),
-                now: chrono::Utc::now() + chrono::TimeDelta::days(2),
-                ..CompactOptions::default()
-            }),
-            &(),
-        )
-        .await
-        .unwrap();
+        // Today's sink writes 20 events of a game, each sent twice with the client's eventId, and
+        // every partition is closed, deduplicated by today's key against files of the old release.
+        let report = send_each_twice_and_compact(uri, "upgraded").await;
         assert!(report.failed.is_empty(), "{release}: {:?}", report.failure());
         assert_eq!(report.compaction.map(|c| c.duplicates()), Some(20), "{release}");
         assert!(report.checkpoint.is_some() && report.vacuum.is_some(), "{release}");
@@ -196,10 +202,6 @@ async fn tables_of_earlier_releases_are_written_and_maintained_by_this_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn this_release_writes_a_table_a_newer_release_grew() {
     use arrow::datatypes::{DataType, Field, Schema};
-    use game_api::{ApiConfig, Game, Games, LocalStream, respond};
-    use lake::maintenance::{CompactOptions, MaintenanceOptions, maintain};
-
-    const KEY: &str = "rollback-test-key-0123456789";
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("game_events");
     let uri = uri.to_str().unwrap();
@@ -225,47 +227,7 @@ async fn this_release_writes_a_table_a_newer_release_grew() {
     let grown = Table::open_or_create(uri, &newer, &storage).await.unwrap();
     let version = grown.delta().version();
 
-    let sink = game_sink::Sink::open(&game_sink::Config::new(uri, None).unwrap(), &storage)
-        .await
-        .unwrap_or_else(|e| panic!("today's sink cannot open the table a newer release grew: {e}"));
-    let games = Games::keys([(KEY.to_owned(), Game::new("rolled-back").unwrap())]);
-    let stream = LocalStream::new("rollback");
-    let body: Vec<serde_json::Value> = (0..20)
-        .map(|i| {
-            serde_json::json!({
-                "eventId": format!("00000000-0000-4000-8000-{i:012}"),
-                "eventName": "levelUp",
-                "eventParams": {"device_id": format!("d{i}"), "level": i},
-            })
-        })
-        .collect();
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/apigw-batch.json");
-    let mut request: aws_lambda_events::apigw::ApiGatewayProxyRequest =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    request.body = Some(serde_json::json!({ "events": body }).to_string());
-    request.headers.insert(
-        game_api::API_KEY_HEADER,
-        aws_lambda_events::http::HeaderValue::from_static(KEY),
-    );
-    for _ in 0..2 {
-        let response = respond(&request, &games, &stream, &ApiConfig::default()).await;
-        assert_eq!(response.status_code, 200, "{:?}", response.body);
-        let report = sink.process(&stream.drain(), &lake::Retry::default()).await;
-        assert_eq!((report.rows, report.retry_from), (20, None));
-    }
-    let report = maintain(
-        uri,
-        &storage,
-        &MaintenanceOptions::all(CompactOptions {
-            grace: chrono::TimeDelta::zero(),
-            dedup_key: Some(game_events::batch::DEDUP_KEY.to_owned()),
-            now: chrono::Utc::now() + chrono::TimeDelta::days(2),
-            ..CompactOptions::default()
-        }),
-        &(),
-    )
-    .await
-    .unwrap();
+    let report = send_each_twice_and_compact(uri, "rolled-back").await;
     assert!(report.failed.is_empty(), "{:?}", report.failure());
     assert_eq!(report.compaction.map(|c| c.duplicates()), Some(20));
 

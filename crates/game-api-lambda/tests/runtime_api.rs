@@ -115,21 +115,23 @@ fn with_key(name: &str, api_id: &str, key_id: &str) -> Vec<u8> {
     request.to_string().into_bytes()
 }
 
-/// The API function started against the stand-in: the three games of [`three_games`], a stream
-/// of one shard, and the function's process with the stand-in's, the stream's and `vars`.
+/// The API function started against the stand-in: the three games of [`three_games`] (their key
+/// ids and keys), a stream of one shard, and the function's process with the stand-in's, the
+/// stream's and `vars`, and behind the HTTP API front (`GAME_EVENTS_KEYS_STAGE`) when `front`.
 struct Deployed {
     kinesis: aws_sdk_kinesis::Client,
     apigateway: aws_sdk_apigateway::Client,
     api_id: String,
     keys: [String; 3],
+    values: [String; 3],
     stream: String,
     function: Function,
 }
 
-async fn deploy(standin: &StandIn, vars: &[(&str, &str)]) -> Deployed {
+async fn deploy(standin: &StandIn, vars: &[(&str, &str)], front: bool) -> Deployed {
     let kinesis = aws_sdk_kinesis::Client::new(&standin.sdk_config());
     let apigateway = aws_sdk_apigateway::Client::new(&standin.sdk_config());
-    let (api_id, keys, _) = three_games(&apigateway).await;
+    let (api_id, keys, values) = three_games(&apigateway).await;
     let stream = unique_name("runtime-api");
     kinesis
         .create_stream()
@@ -140,6 +142,9 @@ async fn deploy(standin: &StandIn, vars: &[(&str, &str)]) -> Deployed {
         .unwrap();
     let mut all: Vec<(&str, String)> = Function::standin_vars(standin.endpoint());
     all.push(("GAME_EVENTS_STREAM", stream.clone()));
+    if front {
+        all.push(("GAME_EVENTS_KEYS_STAGE", format!("{api_id}/prod")));
+    }
     all.extend(vars.iter().map(|(name, value)| (*name, (*value).to_owned())));
     let all: Vec<(&str, &str)> = all.iter().map(|(n, v)| (*n, v.as_str())).collect();
     let function = Function::start_with_timeout(Path::new(BINARY), &all, TIMEOUT).unwrap();
@@ -148,6 +153,7 @@ async fn deploy(standin: &StandIn, vars: &[(&str, &str)]) -> Deployed {
         apigateway,
         api_id,
         keys,
+        values,
         stream,
         function,
     }
@@ -163,7 +169,8 @@ async fn answers_the_sample_requests_with_their_events_in_kinesis() {
         keys: [miners, towns, revoked],
         stream,
         function,
-    } = deploy(&standin, &[("METRICS_NAMESPACE", "lakelog/test")]).await;
+        ..
+    } = deploy(&standin, &[("METRICS_NAMESPACE", "lakelog/test")], false).await;
 
     let mut written = 0;
     for (name, events, key) in [
@@ -260,22 +267,13 @@ async fn answers_the_sample_requests_with_their_events_in_kinesis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn behind_the_http_front_it_checks_the_key_itself() {
     let standin = StandIn::connect().await.unwrap();
-    let kinesis = aws_sdk_kinesis::Client::new(&standin.sdk_config());
-    let apigateway = aws_sdk_apigateway::Client::new(&standin.sdk_config());
-    let (api_id, _, [miners, _, revoked]) = three_games(&apigateway).await;
-    let stream = unique_name("http-front");
-    kinesis
-        .create_stream()
-        .stream_name(&stream)
-        .shard_count(1)
-        .send()
-        .await
-        .unwrap();
-    let mut vars: Vec<(&str, String)> = Function::standin_vars(standin.endpoint());
-    vars.push(("GAME_EVENTS_STREAM", stream.clone()));
-    vars.push(("GAME_EVENTS_KEYS_STAGE", format!("{api_id}/prod")));
-    let vars: Vec<(&str, &str)> = vars.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    let function = Function::start_with_timeout(Path::new(BINARY), &vars, TIMEOUT).unwrap();
+    let Deployed {
+        kinesis,
+        values: [miners, _, revoked],
+        stream,
+        function,
+        ..
+    } = deploy(&standin, &[], true).await;
     let sending = |key: &str| {
         let mut request: Value = serde_json::from_slice(&sample("apigw-http-front.json")).unwrap();
         request["headers"]["x-api-key"] = Value::from(key);
@@ -348,7 +346,7 @@ async fn the_logs_and_answer_of_a_request_stay_small() {
         keys: [miners, _, _],
         function,
         ..
-    } = deploy(&standin, &vars).await;
+    } = deploy(&standin, &vars, false).await;
 
     let mut request: Value = serde_json::from_slice(&with_key("apigw-batch.json", &api_id, &miners)).unwrap();
     let body: Value = serde_json::from_str(request["body"].as_str().unwrap()).unwrap();

@@ -3,20 +3,13 @@
 //! enabled, and each command acts on one API's games only, whatever another stack's games are
 //! called.
 
-use std::process::Command;
-
 use lakelog_tests::{StandIn, unique_name};
 use serde_json::Value;
 
 /// Runs `lakelog games ARGS` against AWS at `endpoint` (the stand-in, or a proxy in front of it).
 fn run_games(endpoint: &str, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_lakelog"))
-        .arg("games")
-        .args(args)
-        .envs(lakelog_tests::runtime_api::Function::standin_vars(endpoint))
-        .env("AWS_REGION", lakelog_tests::REGION)
-        .output()
-        .unwrap()
+    let args: Vec<&str> = ["games"].iter().chain(args).copied().collect();
+    crate::common::lakelog_against(endpoint, &args)
 }
 
 /// A new REST API of the stand-in's API Gateway, as a stack creates one; its id.
@@ -32,17 +25,8 @@ async fn rest_api(apigateway: &aws_sdk_apigateway::Client, name: &str) -> String
 
 /// Runs `lakelog games ARGS` against the stand-in; its JSON lines.
 fn games(standin: &StandIn, args: &[&str]) -> Vec<Value> {
-    let output = run_games(standin.endpoint(), args);
-    assert!(
-        output.status.success(),
-        "lakelog games {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    let args: Vec<&str> = ["games"].iter().chain(args).copied().collect();
+    crate::common::lakelog_json(standin.endpoint(), &args)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -564,7 +548,7 @@ async fn a_pseudonymising_games_player_is_erased_by_id_and_it_is_not_added_again
     let records = lakelog_tests::level_ups(&game, &devices, 100, chrono::Utc::now());
     assert_eq!(sink.process(&records, &lake::Retry::default()).await.rows, 10);
 
-    let forget = Command::new(env!("CARGO_BIN_EXE_lakelog"))
+    let forget = std::process::Command::new(env!("CARGO_BIN_EXE_lakelog"))
         .args(["forget", "--table", &table, "--game", &game, "--api-id", &api_id])
         .args(["--reader-grace", "0", "forgotten"])
         .envs(lakelog_tests::runtime_api::Function::standin_vars(standin.endpoint()))

@@ -3,30 +3,13 @@
 //! bucket's notification to the stack's queue) is said without --yes and removed with it, and
 //! another stack's games, another bucket's logging and another queue's notification stay.
 
-use std::process::Command;
-
 use aws_sdk_s3::types::{BucketLoggingStatus, Event, LoggingEnabled, NotificationConfiguration, QueueConfiguration};
 use lakelog_tests::{StandIn, unique_name};
 use serde_json::Value;
 
 /// Runs `lakelog ARGS` against the stand-in; its JSON lines, after checking it succeeded.
 fn lakelog(standin: &StandIn, args: &[&str]) -> Vec<Value> {
-    let output = Command::new(env!("CARGO_BIN_EXE_lakelog"))
-        .args(args)
-        .envs(lakelog_tests::runtime_api::Function::standin_vars(standin.endpoint()))
-        .env("AWS_REGION", lakelog_tests::REGION)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "lakelog {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    crate::common::lakelog_json(standin.endpoint(), args)
 }
 
 /// A bucket that S3's log delivery may write to, as the stack's raw-logs bucket is.

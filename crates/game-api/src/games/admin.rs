@@ -527,6 +527,31 @@ pub(crate) async fn create_plan(
     Ok(plan.id.unwrap_or_default())
 }
 
+/// Deletes the usage plan `plan` of `api`'s stage: a plan is deleted once no stage uses it, so
+/// this stage is taken out first.
+async fn delete_plan(client: &Client, api: &ApiStageRef, plan: &str) -> Result<(), GameError> {
+    client
+        .update_usage_plan()
+        .usage_plan_id(plan)
+        .patch_operations(
+            PatchOperation::builder()
+                .op(Op::Remove)
+                .path("/apiStages")
+                .value(format!("{}:{}", api.api_id, api.stage))
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(api_error("UpdateUsagePlan"))?;
+    client
+        .delete_usage_plan()
+        .usage_plan_id(plan)
+        .send()
+        .await
+        .map_err(api_error("DeleteUsagePlan"))?;
+    Ok(())
+}
+
 /// What [`remove_stage_games`] removed (or, on a dry run, would remove) from a stage.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -584,26 +609,7 @@ pub async fn remove_stage_games(
         return Ok(removed);
     }
     for plan in &removed.usage_plans {
-        // A usage plan is deleted once no stage uses it: take this stage out first.
-        client
-            .update_usage_plan()
-            .usage_plan_id(plan)
-            .patch_operations(
-                PatchOperation::builder()
-                    .op(Op::Remove)
-                    .path("/apiStages")
-                    .value(format!("{}:{}", api.api_id, api.stage))
-                    .build(),
-            )
-            .send()
-            .await
-            .map_err(api_error("UpdateUsagePlan"))?;
-        client
-            .delete_usage_plan()
-            .usage_plan_id(plan)
-            .send()
-            .await
-            .map_err(api_error("DeleteUsagePlan"))?;
+        delete_plan(client, api, plan).await?;
     }
     for key in &removed.keys {
         match client.delete_api_key().api_key(key).send().await {
@@ -782,7 +788,6 @@ pub async fn pseudonymise_game(
         return Ok(());
     };
     let key: String = (0..32).map(|_| format!("{:02x}", rand::random::<u8>())).collect();
-    let name = pseudonym_key_name(api, game);
     // The names are checked before anything is written.
     crate::pseudonym::Pseudonym::new(params, key.clone().into_bytes()).map_err(|e| GameError::InvalidSetting {
         game: game.to_owned(),
@@ -790,6 +795,27 @@ pub async fn pseudonymise_game(
         value: params.to_owned(),
         expected: e.to_string(),
     })?;
+    put_pseudonym_key(ssm, api, game, &key).await?;
+    for plan in plans {
+        tag(
+            client,
+            &format!("/usageplans/{plan}"),
+            &[(PSEUDONYMISE_TAG, params.to_owned())],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Makes `key` `game`'s pseudonym key on `api`'s stage unless it has one already (which is kept,
+/// so that the game's pseudonyms stay the same); whether it was made.
+pub(crate) async fn put_pseudonym_key(
+    ssm: &aws_sdk_ssm::Client,
+    api: &ApiStageRef,
+    game: &str,
+    key: &str,
+) -> Result<bool, GameError> {
+    let name = pseudonym_key_name(api, game);
     let put = ssm
         .put_parameter()
         .name(&name)
@@ -802,25 +828,14 @@ pub async fn pseudonymise_game(
         .send()
         .await;
     match put {
-        Ok(_) => {}
-        Err(e) if e.as_service_error().is_some_and(|e| e.is_parameter_already_exists()) => {}
-        Err(e) => {
-            return Err(GameError::PseudonymKey {
-                game: game.to_owned(),
-                parameter: name,
-                reason: aws_sdk_ssm::error::DisplayErrorContext(e).to_string(),
-            });
-        }
+        Ok(_) => Ok(true),
+        Err(e) if e.as_service_error().is_some_and(|e| e.is_parameter_already_exists()) => Ok(false),
+        Err(e) => Err(GameError::PseudonymKey {
+            game: game.to_owned(),
+            parameter: name,
+            reason: aws_sdk_ssm::error::DisplayErrorContext(e).to_string(),
+        }),
     }
-    for plan in plans {
-        tag(
-            client,
-            &format!("/usageplans/{plan}"),
-            &[(PSEUDONYMISE_TAG, params.to_owned())],
-        )
-        .await?;
-    }
-    Ok(())
 }
 
 /// Takes `key` out of its game: tags it with `api`'s stage (so that `list` still shows it),
@@ -899,26 +914,7 @@ pub async fn revoke_game(client: &Client, api: &ApiStageRef, game: &str) -> Resu
         take_out(client, api, key).await?;
     }
     for plan in plans {
-        // A usage plan is deleted once no stage uses it: take this stage out first.
-        client
-            .update_usage_plan()
-            .usage_plan_id(&plan)
-            .patch_operations(
-                PatchOperation::builder()
-                    .op(Op::Remove)
-                    .path("/apiStages")
-                    .value(format!("{}:{}", api.api_id, api.stage))
-                    .build(),
-            )
-            .send()
-            .await
-            .map_err(api_error("UpdateUsagePlan"))?;
-        client
-            .delete_usage_plan()
-            .usage_plan_id(&plan)
-            .send()
-            .await
-            .map_err(api_error("DeleteUsagePlan"))?;
+        delete_plan(client, api, &plan).await?;
     }
     Ok(keys)
 }

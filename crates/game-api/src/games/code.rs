@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::admin::{
     Changes, GameKey, Quota, Throttle, add_to_plan, check_limits, create_key, create_plan, enable_key, free_lane,
-    list_games, pseudonymise_game, set_game,
+    list_games, pseudonymise_game, put_pseudonym_key, set_game,
 };
 use super::{ApiStageRef, Game, GameError, api_error, key_ids_by_value, pseudonym_key, pseudonym_key_name};
 use crate::lane::Lane;
@@ -311,33 +311,16 @@ async fn carry_pseudonym_key(
     game: &str,
     key: &str,
 ) -> Result<(), GameError> {
-    let name = pseudonym_key_name(api, game);
     match pseudonym_key(ssm, api, game).await? {
         Some(existing) if existing == key.as_bytes() => Ok(()),
         Some(_) => Err(GameError::PseudonymKey {
             game: game.to_owned(),
-            parameter: name,
+            parameter: pseudonym_key_name(api, game),
             reason: "the stage's pseudonym key differs from the file's: applying it would change the game's \
                      pseudonyms (delete the parameter first if that is meant)"
                 .into(),
         }),
-        None => ssm
-            .put_parameter()
-            .name(&name)
-            .value(key)
-            .r#type(aws_sdk_ssm::types::ParameterType::SecureString)
-            .description(format!(
-                "lakelog: the pseudonym key of the game {game}; deleting it makes its pseudonyms unlinkable"
-            ))
-            .overwrite(false)
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| GameError::PseudonymKey {
-                game: game.to_owned(),
-                parameter: name,
-                reason: aws_sdk_ssm::error::DisplayErrorContext(e).to_string(),
-            }),
+        None => put_pseudonym_key(ssm, api, game, key).await.map(drop),
     }
 }
 

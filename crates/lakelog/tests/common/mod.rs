@@ -1,4 +1,5 @@
-//! What several CLI tests share: running `lakelog`, and a `lakelog serve` child process.
+//! What several CLI tests share: running `lakelog` (on its own, or against the AWS stand-in), and a
+//! `lakelog serve` child process.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -12,6 +13,32 @@ pub fn lakelog(args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Runs `lakelog args` against AWS at `endpoint` (the stand-in, or a proxy in front of it).
+pub fn lakelog_against(endpoint: &str, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_lakelog"))
+        .args(args)
+        .envs(lakelog_tests::runtime_api::Function::standin_vars(endpoint))
+        .env("AWS_REGION", lakelog_tests::REGION)
+        .output()
+        .unwrap()
+}
+
+/// Runs `lakelog args` against the stand-in at `endpoint`, checks that it succeeded, and returns
+/// the JSON lines it printed.
+pub fn lakelog_json(endpoint: &str, args: &[&str]) -> Vec<serde_json::Value> {
+    let output = lakelog_against(endpoint, args);
+    assert!(
+        output.status.success(),
+        "lakelog {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 /// A running `lakelog serve`, killed when dropped.
