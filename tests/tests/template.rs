@@ -916,3 +916,41 @@ fn the_custom_domain_follows_the_front_and_clients_are_given_it() {
     let generated = endpoint.find("execute-api");
     assert!(domain.is_some() && domain < generated, "{endpoint}");
 }
+
+/// The Serverless Application Repository's metadata names the workspace's version and license,
+/// so that a published release says what it is.
+#[test]
+fn the_repository_metadata_follows_the_workspace() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
+    let template = parse(&std::fs::read_to_string(path).unwrap());
+    let application = &template["Metadata"]["AWS::ServerlessRepo::Application"];
+    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml")).unwrap();
+    let field = |name: &str| {
+        manifest
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} = \"")))
+            .and_then(|v| v.strip_suffix('"'))
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        application["SemanticVersion"].as_str().map(str::to_owned),
+        field("version")
+    );
+    assert_eq!(
+        application["SpdxLicenseId"].as_str().map(str::to_owned),
+        field("license")
+    );
+    assert_eq!(
+        application["SourceCodeUrl"].as_str().map(str::to_owned),
+        field("repository")
+    );
+    for file in ["LicenseUrl", "ReadmeUrl"] {
+        let name = application[file].as_str().unwrap();
+        assert!(
+            std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+                .join(name)
+                .is_file(),
+            "{file}: {name}"
+        );
+    }
+}
