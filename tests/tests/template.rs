@@ -536,6 +536,7 @@ fn emitted_metric_names() -> std::collections::BTreeSet<String> {
         "crates/game-api-lambda/src/metrics.rs",
         "crates/game-sink-lambda/src/metrics.rs",
         "crates/maintenance-lambda/src/metrics.rs",
+        "crates/canary-lambda/src/metrics.rs",
     ] {
         let code = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
         names.extend(put.captures_iter(&code).map(|c| c[1].to_owned()));
@@ -621,7 +622,7 @@ fn every_function_logs_to_a_group_with_a_retention() {
         .iter()
         .filter(|(_, r)| resource_type(r) == "AWS::Serverless::Function")
         .collect();
-    assert_eq!(functions.len(), 4);
+    assert_eq!(functions.len(), 5);
     for (id, function) in functions {
         let group = referenced_id(&function["Properties"]["LoggingConfig"]["LogGroup"])
             .unwrap_or_else(|| panic!("{id}: no LoggingConfig.LogGroup"));
@@ -765,7 +766,7 @@ fn the_stack_reaches_no_further_than_it_owns() {
 
 /// `Pipelines` leaves out one pipeline: each resource of it carries its condition (cfn-lint then
 /// checks that nothing unconditional refers to it, on each choice), and no alarm fires on silence
-/// alone except the one on maintenance, which runs on a schedule whatever the traffic.
+/// alone except those on maintenance and the canary, which run on a schedule whatever the traffic.
 #[test]
 fn each_pipeline_can_be_left_out_and_idle_raises_no_alarm() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
@@ -800,7 +801,9 @@ fn each_pipeline_can_be_left_out_and_idle_raises_no_alarm() {
         "{first_game}"
     );
     for (name, resource) in resources(&template) {
-        if resource_type(resource) != "AWS::CloudWatch::Alarm" || name == "TablesNotMaintainedAlarm" {
+        if resource_type(resource) != "AWS::CloudWatch::Alarm"
+            || ["TablesNotMaintainedAlarm", "ProbeNotLandedAlarm"].contains(&name.as_str())
+        {
             continue;
         }
         assert_eq!(
@@ -915,6 +918,20 @@ fn the_custom_domain_follows_the_front_and_clients_are_given_it() {
     let domain = endpoint.find("https://${GameEventsDomainName}/events");
     let generated = endpoint.find("execute-api");
     assert!(domain.is_some() && domain < generated, "{endpoint}");
+    // The canary probes the endpoint clients are given, whichever it is.
+    let canary = &template["Resources"]["CanaryFunction"];
+    assert_eq!(
+        serde_norway::to_string(&canary["Properties"]["Environment"]["Variables"]["GAME_EVENTS_URL"]).unwrap(),
+        endpoint
+    );
+    let condition = serde_norway::to_string(&template["Conditions"]["CanaryInStack"]).unwrap();
+    assert!(
+        condition.contains("GameEventsPipeline") && condition.contains("CanarySchedule"),
+        "{condition}"
+    );
+    for name in ["CanaryApiKey", "CanaryUsagePlan", "ProbeNotLandedAlarm"] {
+        assert_eq!(template["Resources"][name]["Condition"], "CanaryInStack", "{name}");
+    }
 }
 
 /// The Serverless Application Repository's metadata names the workspace's version and license,

@@ -7,7 +7,9 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::error::FieldProblem;
-pub use crate::names::{EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, GAME_ID, PURCHASE_EVENT, RESERVED_FIELDS};
+pub use crate::names::{
+    EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, GAME_ID, PROBE_EVENT, PROBE_GAME, PURCHASE_EVENT, RESERVED_FIELDS,
+};
 pub use crate::params::{EventParams, PARAM_FIELDS};
 use crate::time::epoch_seconds;
 

@@ -61,6 +61,6 @@ pub use envelope::{BODY, DERIVED_ID_NAMESPACE, Envelope, IS_BASE64_ENCODED, deco
 pub use error::{BodyError, EventProblem, FieldProblem, InvalidEvents, RecordError};
 pub use event::{
     EVENT_ID, EVENT_NAME, EVENT_PARAMS, EVENT_TIME, EVENTS, EventParams, GAME_ID, GameEvent, MAX_EVENTS_PER_REQUEST,
-    MAX_RECORD_BYTES, PARAM_FIELDS, PURCHASE_EVENT, RESERVED_FIELDS, StampedEvent,
+    MAX_RECORD_BYTES, PARAM_FIELDS, PROBE_EVENT, PROBE_GAME, PURCHASE_EVENT, RESERVED_FIELDS, StampedEvent,
 };
 pub use limits::Limits;

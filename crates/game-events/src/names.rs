@@ -13,6 +13,11 @@ pub const EVENT_PARAMS: &str = "eventParams";
 pub const GAME_ID: &str = "gameId";
 /// The `eventName` of a purchase; its `eventParams.amount` is what bookings add up.
 pub const PURCHASE_EVENT: &str = "purchaseEvent";
+/// The game the stack's canary and `lakelog check` send their probes as: reserved (`lakelog
+/// games` refuses to make it), left out of every KPI, and its rows erased once seen.
+pub const PROBE_GAME: &str = "lakelog-probe";
+/// The `eventName` of a probe.
+pub const PROBE_EVENT: &str = "lakelogProbe";
 
 /// Names of the top-level fields the model reads itself (none of them is ever in `extra`).
 pub const RESERVED_FIELDS: [&str; 5] = [EVENT_NAME, EVENT_TIME, EVENT_ID, EVENT_PARAMS, GAME_ID];

@@ -188,6 +188,10 @@ fn event_rows(
             continue;
         }
         events.append(event, lineage(record), ingested_at);
+        // A probe of the canary or `lakelog check` is a row until erased, never a KPI.
+        if event.game_id.as_deref() == Some(game_events::PROBE_GAME) {
+            continue;
+        }
         let platform = event.event_params.as_ref().and_then(|p| p.platform.clone());
         let one = EventCount {
             events: 1,
@@ -719,6 +723,24 @@ mod tests {
                 record
             })
             .collect()
+    }
+
+    #[test]
+    fn a_probe_is_a_row_and_no_kpi() {
+        let event = |game: &str| StampedEvent {
+            event_name: "levelUp".into(),
+            event_time: chrono::Utc::now(),
+            event_id: Uuid::new_v4(),
+            game_id: Some(game.into()),
+            event_params: None,
+            extra: serde_json::Map::new(),
+        };
+        let records = batch(&["1", "2"]);
+        let decoded = vec![Ok(event("space-miners")), Ok(event(game_events::PROBE_GAME))];
+        let (rows, kpis) = event_rows(&records, &decoded, &[true, true], 0);
+        assert_eq!(rows.unwrap().num_rows(), 2);
+        assert_eq!(kpis.by_game.keys().collect::<Vec<_>>(), ["space-miners"]);
+        assert_eq!(kpis.counts.values().map(|c| c.events).sum::<u64>(), 1);
     }
 
     #[test]

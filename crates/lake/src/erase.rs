@@ -453,6 +453,63 @@ pub(crate) async fn ids_present(
     Ok(found.into_iter().flat_map(|(_, _, ids)| ids).collect())
 }
 
+/// What [`rows_present`] found: the rows holding one of the ids, and which ids they hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Present {
+    /// Rows holding one of the ids.
+    pub rows: u64,
+    /// The ids found.
+    pub ids: BTreeSet<String>,
+}
+
+/// The files [`rows_present`] has read, each with what it held: kept from one call to the next,
+/// so that a call reads only the files added since (a data file never changes) and counts only
+/// those still active (a packing or compaction that rewrote a file counts its rows once).
+#[derive(Debug, Clone, Default)]
+pub struct Scanned {
+    files: HashMap<String, Present>,
+}
+
+/// The rows of `erasure`'s ids in `table`'s current version, in the active files that `keep`
+/// takes, by their partition values (column name to value as text) and when each was written
+/// (milliseconds since the epoch); reading, of the columns the erasure looks at, only the files
+/// `scanned` does not hold yet, and recording them there.
+pub(crate) async fn rows_present(
+    uri: &str,
+    table: &DeltaTable,
+    erasure: &Erasure,
+    keep: impl Fn(&HashMap<String, String>, i64) -> bool,
+    scanned: &mut Scanned,
+) -> Result<Present, LakeError> {
+    let snapshot = table.snapshot().map_err(|e| LakeError::delta(uri, e))?;
+    let mut active = HashSet::new();
+    let mut unread = Vec::new();
+    for view in snapshot.log_data().iter() {
+        let values: HashMap<String, String> = view
+            .partition_values_map()
+            .into_iter()
+            .map(|(column, value)| (column, value.unwrap_or_default()))
+            .collect();
+        if !keep(&values, view.modification_time()) {
+            continue;
+        }
+        let path = view.path().into_owned();
+        if !scanned.files.contains_key(&path) {
+            unread.push(view);
+        }
+        active.insert(path);
+    }
+    for (view, rows, ids) in scan_files(uri, table, unread, erasure).await? {
+        scanned.files.insert(view.path().into_owned(), Present { rows, ids });
+    }
+    scanned.files.retain(|path, _| active.contains(path));
+    Ok(scanned.files.values().fold(Present::default(), |mut present, file| {
+        present.rows += file.rows;
+        present.ids.extend(file.ids.iter().cloned());
+        present
+    }))
+}
+
 /// Rewrites `file` without the rows of `erasure` into new files of the table; their adds.
 async fn rewrite(
     uri: &str,

@@ -54,7 +54,7 @@ mod txns;
 pub use append::{AppendOutcome, SourceFiles, SourceWriter, now_micros};
 pub use commit::{COMMIT_ID_KEY, Retry};
 pub use create::{FileStats, TableSpec};
-pub use erase::{Erasure, ErasureReport, FolderScan, Purge};
+pub use erase::{Erasure, ErasureReport, FolderScan, Present, Purge, Scanned};
 pub use error::LakeError;
 pub use folder::Folder;
 pub use packer::Packer;

@@ -293,6 +293,19 @@ impl Table {
         erase::ids_present(&self.uri, &self.delta, erasure, keep).await
     }
 
+    /// The rows of `erasure`'s ids in the current version, in the active files that `keep` takes
+    /// by their partition values (column to value, as text) and the time each was written
+    /// (milliseconds since the epoch): whether, and how often, given records landed. Reads only
+    /// the erasure's columns of the files `scanned` (kept from call to call) has not read yet.
+    pub async fn rows_present(
+        &self,
+        erasure: &Erasure,
+        keep: impl Fn(&std::collections::HashMap<String, String>, i64) -> bool,
+        scanned: &mut erase::Scanned,
+    ) -> Result<erase::Present, LakeError> {
+        erase::rows_present(&self.uri, &self.delta, erasure, keep, scanned).await
+    }
+
     /// Drops the partitions whose date is more than `keep_days` before today (UTC), in one
     /// commit, and deletes their files (see [`crate::retention`]).
     pub async fn expire(

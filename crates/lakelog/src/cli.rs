@@ -67,6 +67,16 @@ pub enum Command {
     /// observed buckets' server access logging into the raw-logs bucket, and that bucket's
     /// notifications to the stack's queue. Says what it would remove unless given --yes.
     Teardown(crate::commands::teardown::TeardownArgs),
+    /// Check that a deployment works: probe events through its API become rows, once each.
+    ///
+    /// Sends probe events of the reserved game lakelog-probe through the public endpoint as a game
+    /// client does, waits for their rows in game_events, and says how long that took from the
+    /// API's answer and whether each landed exactly once; with --stack, also the stack's alarms
+    /// and their states, how far behind the stream its readers are, and when the maintenance
+    /// function last went through the tables. The probes are left out of every report and erased
+    /// (at once locally; by the next maintenance pass on a stack). Prints the findings as JSON;
+    /// exits 1 unless every probe landed once and no alarm fires.
+    Check(crate::commands::check::CheckArgs),
     /// Bring the game records the sink parked into their tables, each object exactly once.
     ///
     /// The sink parks the records its tables could not take before the stream would drop them

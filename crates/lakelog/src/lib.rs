@@ -37,6 +37,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Catalog(args) => commands::catalog::run(&args),
         Command::Games(args) => commands::games::run(&args),
         Command::Teardown(args) => commands::teardown::run(&args),
+        Command::Check(args) => commands::check::run(&args),
         Command::Replay(args) => commands::replay::run(&args),
         Command::Forget(args) => commands::forget::run(&args),
         Command::Serve(args) => commands::serve::run(&args),

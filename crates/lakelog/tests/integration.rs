@@ -2,6 +2,7 @@
 //! (every binary links the crate's whole dependency tree, so one links once).
 
 mod catalog;
+mod check_cli;
 mod common;
 mod demo;
 mod games_cli;

@@ -105,6 +105,25 @@ pub async fn accept<S: RecordSink + 'static, L: Live>(
     config: ApiConfig,
     live: Option<Arc<L>>,
 ) {
+    let ctrl_c = async {
+        // No signal handler: served until the process ends.
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    accept_until(listener, address, games, sink, config, live, ctrl_c).await;
+}
+
+/// Serves connections until `shutdown` completes.
+pub async fn accept_until<S: RecordSink + 'static, L: Live>(
+    listener: TcpListener,
+    address: SocketAddr,
+    games: Arc<Games>,
+    sink: Arc<S>,
+    config: ApiConfig,
+    live: Option<Arc<L>>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
     println!("lakelog serve: POST game events to http://{address}/events (Ctrl-C stops)");
     if live.is_some() {
         eprintln!("lakelog serve: live KPIs at http://{address}/");
@@ -114,7 +133,6 @@ pub async fn accept<S: RecordSink + 'static, L: Live>(
     let mut report = tokio::time::interval(Duration::from_secs(10));
     report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut reported = 0;
-    let shutdown = tokio::signal::ctrl_c();
     tokio::pin!(shutdown);
     loop {
         tokio::select! {

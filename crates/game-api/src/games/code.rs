@@ -177,7 +177,9 @@ pub async fn export_games(
         reason: format!("{reason} (the prefix of the keys' parameters, /PREFIX)"),
     })?;
     let mut by_game: BTreeMap<String, Vec<GameKey>> = BTreeMap::new();
-    for key in list_games(client, api).await?.into_iter().filter(|k| k.enabled) {
+    // The canary's probe game is the stack's own: a new stack makes its own.
+    let exported = |k: &GameKey| k.enabled && k.game != game_events::PROBE_GAME;
+    for key in list_games(client, api).await?.into_iter().filter(exported) {
         by_game.entry(key.game.clone()).or_default().push(key);
     }
     let mut games = Vec::new();
@@ -260,6 +262,11 @@ async fn check<'f>(
         .map(str::parse::<Lane>)
         .transpose()
         .map_err(|e| bad(format!("lane: {e}")))?;
+    if spec.game == game_events::PROBE_GAME {
+        return Err(bad(
+            "the game is reserved for the stack's canary, which the stack makes".into(),
+        ));
+    }
     let game = Game::new(&spec.game)
         .and_then(|g| g.with_amounts(spec.min_amount, spec.max_amount))
         .map_err(|e| bad(e.to_string()))?

@@ -1036,3 +1036,55 @@ fn compaction_leaves_a_quarter_of_the_pass_to_the_other_steps() {
     // A pass already over leaves compaction no time either.
     assert_eq!(compaction_stop_at(None, Some(now), now), Some(now));
 }
+
+/// Looking for records as they land: each call reads only the files added since the last, and a
+/// packing that rewrote the files it read counts their rows once, not twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_present_reads_each_new_file_once_and_follows_a_packing() {
+    use crate::erase::Scanned;
+    use crate::maintenance::Settle;
+    let dir = tempfile::tempdir().unwrap();
+    let (uri, mut delta) = new_table(&dir).await;
+    for i in 0..10u64 {
+        append(&uri, &mut delta, &format!("open-{i}"), &[event(i, today())]).await;
+    }
+    let mut table = crate::table::Table::open(&uri, &StorageConfig::default())
+        .await
+        .unwrap();
+    let wanted = [event(3, today()).id, event(12, today()).id];
+    let erasure = crate::Erasure::new(wanted.clone()).equals("eventId");
+    let today_only = |values: &std::collections::HashMap<String, String>, _: i64| {
+        values
+            .get("eventDate")
+            .is_some_and(|date| *date == Utc::now().date_naive().to_string())
+    };
+    let mut scanned = Scanned::default();
+    let present = table.rows_present(&erasure, today_only, &mut scanned).await.unwrap();
+    assert_eq!((present.rows, present.ids.len()), (1, 1));
+
+    // The second record lands, with a resend of the first; then everything is packed into one file.
+    append(&uri, &mut delta, "open-12", &[event(12, today()), event(3, today())]).await;
+    table.refresh().await.unwrap();
+    let present = table.rows_present(&erasure, today_only, &mut scanned).await.unwrap();
+    assert_eq!((present.rows, present.ids.len()), (3, 2));
+    table.settle(&Settle::after(2), None).await.unwrap().expect("packed");
+    assert_eq!(table.file_stats().unwrap().files, 1);
+    let present = table.rows_present(&erasure, today_only, &mut scanned).await.unwrap();
+    assert_eq!(
+        (present.rows, present.ids.len()),
+        (3, 2),
+        "the packed file, counted once"
+    );
+
+    // Files a filter leaves out are not read: a day with no file finds nothing.
+    let mut fresh = Scanned::default();
+    let none = table
+        .rows_present(
+            &erasure,
+            |_, written| written > Utc::now().timestamp_millis() + 60_000,
+            &mut fresh,
+        )
+        .await
+        .unwrap();
+    assert_eq!(none, crate::Present::default());
+}

@@ -259,6 +259,7 @@ async fn ensure_not_stack_owned(
     stage: &ApiStageRef,
     game: &str,
 ) -> anyhow::Result<()> {
+    ensure_not_probe(game)?;
     let keys = list_games(client, stage).await?;
     let Some(stack) = keys
         .iter()
@@ -303,6 +304,15 @@ async fn ensure_not_stack_owned(
     Ok(())
 }
 
+/// Refuses the reserved game of the stack's canary, which the stack alone makes and changes.
+fn ensure_not_probe(game: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        game != game_events::PROBE_GAME,
+        "{game} is reserved for the stack's canary and lakelog check: the stack makes and changes it (CanarySchedule)"
+    );
+    Ok(())
+}
+
 fn print(key: &GameKey) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string(key)?);
     Ok(())
@@ -316,6 +326,7 @@ pub fn run(args: &GamesArgs) -> anyhow::Result<ExitCode> {
         let client = aws_sdk_apigateway::Client::new(&sdk);
         match &args.command {
             GamesCommand::Add(add) => {
+                ensure_not_probe(&add.game)?;
                 let game = Game::new(&add.game)?
                     .with_amounts(add.min_amount, add.max_amount)?
                     .with_lane(add.lane);

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod catalog;
+pub mod check;
 pub mod checkpoint;
 pub mod demo;
 pub mod forget;

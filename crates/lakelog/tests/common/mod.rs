@@ -57,13 +57,18 @@ pub const KEY: &str = "space-miners-test-key-0123456789";
 /// The API key of the game `tiny-towns` in the keys file [`serve`] writes.
 pub const OTHER_KEY: &str = "tiny-towns-test-key-0123456789";
 
+/// The API key of the reserved probe game in the keys file [`serve`] writes.
+pub const PROBE_KEY: &str = "lakelog-probe-test-key-0123456789";
+
 /// Starts `lakelog serve` on a free port of 127.0.0.1 with its tables under `lake` and two games
-/// ([`KEY`], [`OTHER_KEY`]), and returns it with its events URL (from the line it prints first).
+/// ([`KEY`], [`OTHER_KEY`]) and the probe game ([`PROBE_KEY`]), and returns it with its events URL
+/// (from the line it prints first).
 pub fn serve(lake: &Path) -> (Server, String) {
     let games = lake.with_file_name("games.json");
     let keys = format!(
         r#"{{"games": [{{"game": "space-miners", "key": "{KEY}", "maxAmount": 500}},
-                      {{"game": "tiny-towns", "key": "{OTHER_KEY}"}}]}}"#
+                      {{"game": "tiny-towns", "key": "{OTHER_KEY}"}},
+                      {{"game": "lakelog-probe", "key": "{PROBE_KEY}"}}]}}"#
     );
     std::fs::write(&games, keys).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_lakelog"))

@@ -130,7 +130,9 @@ pub(super) async fn load(
     // Pass 1: by arrival.
     let started = Instant::now();
     let arrival_column = r#""approximateArrivalTime""#;
-    let hours = hour_counts(session, arrival_column, table, "TRUE").await?;
+    // The probes of the canary and `lakelog check` are rows until erased, never figures.
+    let not_probe = format!(r#"("gameId" IS DISTINCT FROM '{}')"#, game_events::PROBE_GAME);
+    let hours = hour_counts(session, arrival_column, table, &not_probe).await?;
     let mut arrivals = Arrivals::default();
     let rows: u64 = hours.iter().map(|&(_, n)| n).sum();
     let mut judge = Judge::new(
@@ -138,7 +140,10 @@ pub(super) async fn load(
         usize::try_from(rows).unwrap_or(0),
     );
     for chunk in chunks(&hours, chunk_rows) {
-        let sql = format!("{ARRIVAL_SQL} FROM {table} WHERE {}", chunk.filter(arrival_column));
+        let sql = format!(
+            "{ARRIVAL_SQL} FROM {table} WHERE {not_probe} AND {}",
+            chunk.filter(arrival_column)
+        );
         let mut batches = stream(session, ARRIVAL_QUERY, &sql).await?;
         while let Some(batch) = batches.next().await {
             arrivals.push(ARRIVAL_QUERY, &batch.map_err(query_error(ARRIVAL_QUERY))?, ARRIVAL)?;
@@ -158,7 +163,7 @@ pub(super) async fn load(
     // Pass 2: by event time, within the range.
     let started = Instant::now();
     let time_column = r#""eventTime""#;
-    let within = range.filter("eventDate", "eventTime");
+    let within = format!("{} AND {not_probe}", range.filter("eventDate", "eventTime"));
     let hours = hour_counts(session, time_column, table, &within).await?;
     let mut held = Held {
         arrivals,

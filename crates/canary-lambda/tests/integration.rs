@@ -1,0 +1,3 @@
+//! The canary's tests against the local stand-ins, as one binary.
+
+mod runtime_api;
