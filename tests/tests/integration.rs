@@ -10,6 +10,7 @@ mod game_api;
 mod game_pipeline;
 mod game_simulation;
 mod maintenance;
+mod release;
 mod simulation;
 mod standins;
 mod store_faults;
