@@ -1,7 +1,8 @@
 //! The alarms fire: each alarm of template.yaml is evaluated, with CloudWatch's metric math and
 //! missing-data rules, over the metric documents the functions' own code emits for each failure
 //! (a stranded link, every commit pass failing, one access-log table failing alone, on stacks of
-//! both pipelines or of one) and for a healthy idle stack. Each failure must breach the alarm that
+//! both pipelines or of one; the canary's probes not landing, or the canary silent) and for a
+//! healthy idle stack. Each failure must breach the alarm that
 //! watches it; the idle stack must breach none. The metrics an alarm reads are looked up by the
 //! namespace and dimensions the documents carry, so an alarm on a metric nobody emits reads
 //! missing data and fails the failure's check.
@@ -370,11 +371,34 @@ fn access_pass(second: Result<lake::StagedCommit, lake::LakeError>) -> serde_jso
     access_log_lambda::metrics::commit_pass(NS, &Ok(tables), std::time::Duration::from_millis(30)).document(0)
 }
 
+/// A canary's probe: landed within seconds, or not.
+fn probe(landed: bool) -> serde_json::Value {
+    let probe = canary::Probe {
+        event_ids: vec!["e".into()],
+        accepted: true,
+        landed,
+        rows: u64::from(landed),
+        once: landed,
+        accept_to_row_seconds: landed.then_some(12.0),
+        ..canary::Probe::default()
+    };
+    canary_lambda::metrics::of_probe(NS, &probe).document(0)
+}
+
 /// Each period's documents: what `game` and `access` emit (either may be left out: a stack of
-/// one pipeline).
+/// one pipeline), and, with the game pipeline, the canary's probes, landing.
 fn scenario(
     game: Option<&dyn Fn(usize) -> serde_json::Value>,
     access: Option<&dyn Fn(usize) -> serde_json::Value>,
+) -> Vec<Period> {
+    scenario_probing(game, access, true)
+}
+
+/// [`scenario`], with the canary's probes landing or not.
+fn scenario_probing(
+    game: Option<&dyn Fn(usize) -> serde_json::Value>,
+    access: Option<&dyn Fn(usize) -> serde_json::Value>,
+    probes_land: bool,
 ) -> Vec<Period> {
     (0..PERIODS)
         .map(|period| {
@@ -382,6 +406,7 @@ fn scenario(
             for _ in 0..2 {
                 docs.extend(game.map(|g| g(period)));
                 docs.extend(access.map(|a| a(period)));
+                docs.extend(game.map(|_| probe(probes_land)));
             }
             store(&docs)
         })
@@ -454,6 +479,15 @@ fn each_failure_breaches_its_alarm_and_a_healthy_idle_stack_none() {
             "{case}: CommittersBehindAlarm does not fire (fired: {fired:?})"
         );
     }
+
+    // Probes that do not land, while the committer is healthy: the canary's alarm says so; and
+    // a canary that stopped, silent, does too.
+    let lost = firing(&scenario_probing(Some(&idle_game), Some(&idle_access), false));
+    assert!(lost.iter().any(|a| a == "ProbeNotLandedAlarm"), "{lost:?}");
+    let silent: Vec<Period> = (0..PERIODS)
+        .map(|period| store(&[idle_game(period), idle_access(period)]))
+        .collect();
+    assert!(firing(&silent).iter().any(|a| a == "ProbeNotLandedAlarm"));
 }
 
 #[test]
@@ -565,6 +599,7 @@ fn every_metric_an_alarm_reads_is_one_the_code_emits() {
         ..maintenance_lambda::Report::default()
     };
     documents.push(maintenance.metrics(NS).document(0));
+    documents.push(probe(false));
     let emitted = store(&documents);
 
     let mut read = 0;

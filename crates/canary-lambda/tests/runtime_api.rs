@@ -93,6 +93,32 @@ fn probe_rows(endpoint: &str, table: &str) -> i64 {
     duckdb(endpoint, &sql).unwrap()[0][0].as_i64().unwrap()
 }
 
+/// The canary's binary, probing `url` with the key `key_id` into `table`, its erasure requests to
+/// `requests`.
+fn canary(standin: &StandIn, url: String, key_id: String, table: &str, requests: &str) -> Function {
+    let mut vars = Function::standin_vars(standin.endpoint());
+    vars.extend([
+        ("GAME_EVENTS_URL", url),
+        ("PROBE_API_KEY_ID", key_id),
+        ("GAME_EVENTS_TABLE_URI", table.to_owned()),
+        ("ERASURE_REQUESTS_URI", requests.to_owned()),
+        ("PROBE_DEADLINE_SECONDS", "60".to_owned()),
+        ("METRICS_NAMESPACE", "lakelog/canary-test".to_owned()),
+    ]);
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    Function::start_with_timeout(Path::new(BINARY), &vars, TIMEOUT).unwrap()
+}
+
+/// The function's report of one scheduled invocation.
+fn probe(function: &Function) -> Value {
+    let event = std::fs::read(EVENT).unwrap();
+    let answer = tokio::task::block_in_place(|| function.invoke(&event, WAIT)).unwrap();
+    let Answer::Response(report) = answer else {
+        panic!("the function failed: {answer:?}");
+    };
+    report
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_probe_becomes_a_row_once_and_is_erased() {
     let standin = StandIn::connect().await.unwrap();
@@ -109,22 +135,8 @@ async fn a_probe_becomes_a_row_once_and_is_erased() {
     ]);
     let (url, stop, running) = pipeline(games, &table).await;
 
-    let mut vars = Function::standin_vars(standin.endpoint());
-    vars.extend([
-        ("GAME_EVENTS_URL", url),
-        ("PROBE_API_KEY_ID", key_id),
-        ("GAME_EVENTS_TABLE_URI", table.clone()),
-        ("ERASURE_REQUESTS_URI", requests.clone()),
-        ("PROBE_DEADLINE_SECONDS", "60".to_owned()),
-        ("METRICS_NAMESPACE", "lakelog/canary-test".to_owned()),
-    ]);
-    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let function = Function::start_with_timeout(Path::new(BINARY), &vars, TIMEOUT).unwrap();
-    let event = std::fs::read(EVENT).unwrap();
-    let answer = tokio::task::block_in_place(|| function.invoke(&event, WAIT)).unwrap();
-    let Answer::Response(report) = answer else {
-        panic!("the function failed: {answer:?}");
-    };
+    let function = canary(&standin, url, key_id, &table, &requests);
+    let report = probe(&function);
     assert_eq!(
         (&report["accepted"], &report["landed"], &report["once"], &report["rows"]),
         (
@@ -144,10 +156,7 @@ async fn a_probe_becomes_a_row_once_and_is_erased() {
         "{report}"
     );
     // A second probe while the first is still a row: found on its own, once.
-    let answer = tokio::task::block_in_place(|| function.invoke(&event, WAIT)).unwrap();
-    let Answer::Response(second) = answer else {
-        panic!("the function failed: {answer:?}");
-    };
+    let second = probe(&function);
     assert_eq!(
         (&second["landed"], &second["rows"]),
         (&Value::Bool(true), &Value::from(1)),
@@ -203,21 +212,8 @@ async fn a_refused_probe_is_counted_and_not_erased() {
     )]);
     let (url, stop, running) = pipeline(games, &table).await;
 
-    let mut vars = Function::standin_vars(standin.endpoint());
-    vars.extend([
-        ("GAME_EVENTS_URL", url),
-        ("PROBE_API_KEY_ID", key_id),
-        ("GAME_EVENTS_TABLE_URI", table.clone()),
-        ("ERASURE_REQUESTS_URI", requests.clone()),
-        ("METRICS_NAMESPACE", "lakelog/canary-test".to_owned()),
-    ]);
-    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let function = Function::start_with_timeout(Path::new(BINARY), &vars, TIMEOUT).unwrap();
-    let event = std::fs::read(EVENT).unwrap();
-    let answer = tokio::task::block_in_place(|| function.invoke(&event, WAIT)).unwrap();
-    let Answer::Response(report) = answer else {
-        panic!("the function failed: {answer:?}");
-    };
+    let function = canary(&standin, url, key_id, &table, &requests);
+    let report = probe(&function);
     assert_eq!(
         (&report["accepted"], &report["landed"]),
         (&Value::Bool(false), &Value::Bool(false)),
