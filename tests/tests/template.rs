@@ -934,6 +934,27 @@ fn the_custom_domain_follows_the_front_and_clients_are_given_it() {
     }
 }
 
+/// Every saved query of `game_events` leaves out the canary's probe game, as the reports do.
+#[test]
+fn the_saved_game_queries_leave_the_probes_out() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
+    let template = parse(&std::fs::read_to_string(path).unwrap());
+    let mut queries = 0;
+    for (id, resource) in resources(&template) {
+        let sql = serde_norway::to_string(&resource["Properties"]["QueryString"]).unwrap();
+        if resource_type(resource) != "AWS::Athena::NamedQuery" || !sql.contains("GameEventsTablePrefix") {
+            continue;
+        }
+        queries += 1;
+        let reads = sql
+            .matches(r#"FROM "${GlueDatabase}"."${GameEventsTablePrefix}""#)
+            .count();
+        let leaves_out = sql.matches("gameId IS DISTINCT FROM 'lakelog-probe'").count();
+        assert_eq!(reads, leaves_out, "{id} counts the probes");
+    }
+    assert_eq!(queries, 10);
+}
+
 /// The Serverless Application Repository's metadata names the workspace's version and license,
 /// so that a published release says what it is.
 #[test]

@@ -78,6 +78,14 @@ fn probes_through_serve_land_once_stay_out_of_the_report_and_are_erased() {
     let report: Value = serde_json::from_str(&report).unwrap();
     assert_eq!(report["headline"]["events"], Value::from(events), "{report}");
 
+    // So do the stack's saved Athena queries, run by DuckDB over the same table.
+    let scan = format!("delta_scan('{table}')");
+    let per_hour =
+        lakelog_tests::athena_query("GameEventsPerHourQuery", lakelog_tests::TEMPLATE_GAME_EVENTS, &scan).unwrap();
+    let hours = duckdb("http://127.0.0.1:1", &format!("SELECT events FROM ({per_hour})")).unwrap();
+    let counted: i64 = hours.iter().map(|row| row[0].as_i64().unwrap()).sum();
+    assert_eq!(counted, events, "{hours:?}");
+
     // Without --keep, every probe is erased, the ones kept before too.
     let (ok, found, said) = check(&local);
     assert!(ok, "{said}");
