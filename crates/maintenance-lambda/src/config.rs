@@ -182,7 +182,11 @@ impl Config {
                 Some(ErasureConfig {
                     api,
                     requests,
-                    targets: game_sink::erasure::ErasureTargets::of(tables, parked),
+                    targets: game_sink::erasure::ErasureTargets {
+                        events_table: tables.events_table,
+                        rejects_table: Some(tables.rejects_table),
+                        parked,
+                    },
                 })
             }
         };
