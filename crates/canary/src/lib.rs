@@ -163,6 +163,8 @@ pub async fn probe(client: &reqwest::Client, target: &Target, options: &Options)
     let since = (sent - CLOCK_SKEW).timestamp_millis();
     let erasure = Erasure::new(found.event_ids.iter().cloned()).equals(EVENT_ID);
     let mut scanned = Scanned::default();
+    // Probes with at least one row (`found.rows` counts a probe that landed twice twice).
+    let mut landed = 0;
     loop {
         if table.is_none() {
             table = open(target).await?;
@@ -179,7 +181,8 @@ pub async fn probe(client: &reqwest::Client, target: &Target, options: &Options)
                 )
                 .await?;
             found.rows = present.rows;
-            if present.ids.len() == ids.len() {
+            landed = present.ids.len();
+            if landed == ids.len() {
                 found.landed = true;
                 found.accept_to_row_seconds = Some(answered.elapsed().as_secs_f64());
                 found.once = present.rows == ids.len() as u64;
@@ -196,7 +199,7 @@ pub async fn probe(client: &reqwest::Client, target: &Target, options: &Options)
         if answered.elapsed() >= options.deadline {
             found.error = Some(format!(
                 "{} of {} probes had no row {} s after the API accepted them",
-                ids.len() - found.rows.min(ids.len() as u64) as usize,
+                ids.len() - landed,
                 ids.len(),
                 options.deadline.as_secs()
             ));
@@ -249,9 +252,9 @@ pub fn erasure_request() -> Result<ErasureRequest, CanaryError> {
 /// takes erasure requests from (as [`ERASURE_REQUEST`], replacing the one a probe before wrote);
 /// the object's URI.
 pub async fn request_erasure(requests: &str, storage: &StorageConfig) -> Result<String, CanaryError> {
-    let body = json!({"game": PROBE_GAME, "players": [PROBE_DEVICE], "idParam": "device_id"});
+    let body = serde_json::to_vec(&erasure_request()?).map_err(|e| CanaryError::Erasure(e.to_string()))?;
     let folder = Folder::open(requests, storage)?;
-    folder.put(ERASURE_REQUEST, body.to_string().into_bytes()).await?;
+    folder.put(ERASURE_REQUEST, body).await?;
     Ok(folder.object_uri(ERASURE_REQUEST))
 }
 

@@ -11,6 +11,7 @@ use lake::{Erasure, ErasureReport, Folder, LakeError, Purge, Retry, StorageConfi
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
+use crate::config::Config;
 use crate::sink::Parked;
 
 /// Why an erasure could not be done.
@@ -44,7 +45,7 @@ fn default_id_param() -> String {
 /// What to erase: players of one game, by the event parameter that holds their id. As JSON (a
 /// request file or object): `{"game": "space-miners", "players": ["id", ...], "idParam":
 /// "device_id"}` (`idParam` optional).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ErasureRequest {
     /// The game (its `gameId`; rows written before games had ids count too).
@@ -171,6 +172,18 @@ pub struct ErasureTargets {
     pub rejects_table: Option<String>,
     /// The folder of parked records, if any.
     pub parked: Option<String>,
+}
+
+impl ErasureTargets {
+    /// The game tables of `tables` (the rejects table included), and the parked records in
+    /// `parked`.
+    pub fn of(tables: Config, parked: Option<String>) -> Self {
+        Self {
+            events_table: tables.events_table,
+            rejects_table: Some(tables.rejects_table),
+            parked,
+        }
+    }
 }
 
 /// What one table's erasure did.

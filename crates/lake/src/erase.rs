@@ -436,21 +436,8 @@ pub(crate) async fn ids_present(
     erasure: &Erasure,
     keep: impl Fn(&HashMap<String, String>) -> bool,
 ) -> Result<BTreeSet<String>, LakeError> {
-    let snapshot = table.snapshot().map_err(|e| LakeError::delta(uri, e))?;
-    let views: Vec<LogicalFileView> = snapshot
-        .log_data()
-        .iter()
-        .filter(|view| {
-            let values: HashMap<String, String> = view
-                .partition_values_map()
-                .into_iter()
-                .map(|(column, value)| (column, value.unwrap_or_default()))
-                .collect();
-            keep(&values)
-        })
-        .collect();
-    let found = scan_files(uri, table, views, erasure).await?;
-    Ok(found.into_iter().flat_map(|(_, _, ids)| ids).collect())
+    let present = rows_present(uri, table, erasure, |values, _| keep(values), &mut Scanned::default()).await?;
+    Ok(present.ids)
 }
 
 /// What [`rows_present`] found: the rows holding one of the ids, and which ids they hold.

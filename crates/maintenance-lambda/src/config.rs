@@ -182,11 +182,7 @@ impl Config {
                 Some(ErasureConfig {
                     api,
                     requests,
-                    targets: game_sink::erasure::ErasureTargets {
-                        events_table: tables.events_table,
-                        rejects_table: Some(tables.rejects_table),
-                        parked,
-                    },
+                    targets: game_sink::erasure::ErasureTargets::of(tables, parked),
                 })
             }
         };

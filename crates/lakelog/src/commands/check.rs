@@ -70,12 +70,7 @@ async fn check(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         let probe = canary::probe(&client, &target, &options).await?;
         healthy &= said_probe(&probe, &mut findings)?;
         if probe.accepted && !args.keep {
-            let tables = game_sink::Config::new(table, None)?;
-            let targets = game_sink::erasure::ErasureTargets {
-                events_table: tables.events_table,
-                rejects_table: Some(tables.rejects_table),
-                parked: None,
-            };
+            let targets = game_sink::erasure::ErasureTargets::of(game_sink::Config::new(table, None)?, None);
             let receipt = game_sink::erasure::forget(&targets, &storage, &canary::erasure_request()?, Duration::ZERO)
                 .await
                 .context("cannot erase the probes")?;

@@ -101,11 +101,8 @@ async fn run_async(args: &ForgetArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let storage = StorageConfig::from_env();
-    let targets = ErasureTargets {
-        events_table: args.table.clone(),
-        rejects_table: Some(game_sink::Config::new(&args.table, args.rejects_table.as_deref())?.rejects_table),
-        parked: args.parked.clone(),
-    };
+    let tables = game_sink::Config::new(&args.table, args.rejects_table.as_deref())?;
+    let targets = ErasureTargets::of(tables, args.parked.clone());
     let receipt = forget(&targets, &storage, &request, Duration::from_secs(args.reader_grace)).await?;
     let json = serde_json::to_string_pretty(&receipt)?;
     if let Some(path) = &args.receipt {
