@@ -136,3 +136,52 @@ pub fn duckdb_sessions_are_the_report(
     }
     Ok(days)
 }
+
+/// Compares each of `tables` with its Iceberg view through `scripts/iceberg-compare` (DuckDB's
+/// Delta reader against DuckDB's Iceberg reader and PyIceberg, `EXCEPT ALL` both ways), reading
+/// `s3://` tables through `endpoint`; one JSON object per table.
+pub fn iceberg_compare(endpoint: Option<&str>, tables: &[String]) -> Result<Vec<serde_json::Value>> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/iceberg-compare");
+    let mut command = Command::new(python());
+    command.arg(&script).args(tables);
+    if let Some(endpoint) = endpoint {
+        command
+            .env("AWS_ENDPOINT_URL", endpoint)
+            .env("AWS_ACCESS_KEY_ID", crate::standin::ACCESS_KEY_ID)
+            .env("AWS_SECRET_ACCESS_KEY", crate::standin::SECRET_ACCESS_KEY)
+            .env("AWS_REGION", crate::standin::REGION);
+    }
+    let out = command
+        .output()
+        .with_context(|| format!("cannot run {}", script.display()))?;
+    if !out.status.success() {
+        bail!("iceberg-compare failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).context("iceberg-compare printed a line that is not JSON"))
+        .collect()
+}
+
+/// Checks that every one of `tables` reads the same through its Iceberg view as through Delta,
+/// with both Iceberg readers, and has `rows` rows when given; panics naming the table otherwise.
+pub fn assert_views_mirror(endpoint: Option<&str>, tables: &[String], rows: Option<i64>) {
+    let found = iceberg_compare(endpoint, tables).unwrap();
+    assert_eq!(found.len(), tables.len(), "{found:?}");
+    for table in found {
+        let count = |key: &str| table[key].as_i64().unwrap_or(-1);
+        assert_eq!(count("icebergRows"), count("deltaRows"), "{table}");
+        assert_eq!(count("pyicebergRows"), count("deltaRows"), "{table}");
+        for key in [
+            "missingFromIceberg",
+            "extraInIceberg",
+            "missingFromPyiceberg",
+            "extraInPyiceberg",
+        ] {
+            assert_eq!(count(key), 0, "{key}: {table}");
+        }
+        if let Some(rows) = rows {
+            assert_eq!(count("deltaRows"), rows, "{table}");
+        }
+    }
+}

@@ -9,6 +9,7 @@ mod faults;
 mod game_api;
 mod game_pipeline;
 mod game_simulation;
+mod iceberg;
 mod maintenance;
 mod release;
 mod simulation;

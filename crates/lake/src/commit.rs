@@ -251,9 +251,29 @@ pub(crate) async fn commit(
         Err(CommitFailure::Unknown(e)) => {
             warn!(table = uri, files = adds.len(), error = %e, "commit outcome unknown: its data files are kept");
         }
-        Ok(Landed::Version { .. }) => {}
+        Ok(Landed::Version { .. }) => {
+            if crate::iceberg_view::enabled() {
+                mirror_after_commit(table, uri, retry).await;
+            }
+        }
     }
     outcome
+}
+
+/// Brings the table's Iceberg view to the version just committed, best effort and within the
+/// commit's deadline: the commit has landed whatever happens here, and a view left behind is
+/// brought up to date by the next commit or maintenance pass.
+async fn mirror_after_commit(table: &DeltaTable, uri: &str, retry: &Retry) {
+    let left = retry.deadline().saturating_duration_since(Instant::now());
+    let mirrored = crate::iceberg_view::mirror(uri, table, crate::iceberg_view::DEFAULT_HISTORY);
+    match tokio::time::timeout(left, mirrored).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => warn!(table = uri, error = %e, "committed; the Iceberg view is left behind for the next pass"),
+        Err(_) => warn!(
+            table = uri,
+            "committed; the Iceberg view was stopped at the deadline and is left for the next pass"
+        ),
+    }
 }
 
 /// Deletes the data files of `adds`, best effort: only once no version names them (files left

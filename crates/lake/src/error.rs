@@ -151,6 +151,15 @@ pub enum LakeError {
         #[source]
         source: Box<DeltaTableError>,
     },
+    /// The table's Iceberg view (see [`crate::iceberg_view`]) could not be read or brought up to date.
+    /// The Delta table is unaffected; the next commit or maintenance pass tries again.
+    #[error("table {uri}: Iceberg view: {reason}")]
+    Iceberg {
+        /// The table.
+        uri: String,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 impl LakeError {

@@ -40,6 +40,7 @@ pub mod erase;
 mod error;
 mod files;
 mod folder;
+pub mod iceberg_view;
 pub mod maintenance;
 mod packer;
 mod partitions;

@@ -1,6 +1,7 @@
 //! [`Table`]: one open table and everything lakelog's writers do with it.
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use deltalake::DeltaTable;
 
@@ -11,6 +12,7 @@ use crate::commit::Retry;
 use crate::create::{FileStats, TableSpec, file_stats, open_or_create, open_table};
 use crate::erase::{self, Erasure, ErasureReport, FolderScan};
 use crate::error::LakeError;
+use crate::iceberg_view;
 use crate::maintenance::{
     self, CheckpointReport, CompactObserver, CompactOptions, CompactionPlan, CompactionReport, MaintenanceError,
     Settle, VacuumOptions, VacuumReport,
@@ -264,6 +266,12 @@ impl Table {
         maintenance::vacuum(&self.uri, &mut self.delta, options).await
     }
 
+    /// Brings the table's Iceberg view (see [`iceberg_view`]) to the version loaded, keeping
+    /// snapshots younger than `history`; `None` when it was there already.
+    pub async fn mirror_iceberg(&self, history: Duration) -> Result<Option<iceberg_view::Mirrored>, LakeError> {
+        iceberg_view::mirror(&self.uri, &self.delta, history).await
+    }
+
     /// Removes every row of `erasure` in one commit that coexists with the writers (see
     /// [`erase`]); the files it rewrote stay on storage until [`Table::purge`].
     pub async fn erase(&mut self, erasure: &Erasure, retry: &Retry) -> Result<ErasureReport, LakeError> {
@@ -273,6 +281,10 @@ impl Table {
     /// Deletes from storage the files that hold rows of `erasure` and that the current version
     /// no longer names (see the `erase` module), then scans the folder again.
     pub async fn purge(&mut self, erasure: &Erasure) -> Result<erase::Purge, LakeError> {
+        // The Iceberg view's older snapshots name the files the purge deletes: they go first.
+        if iceberg_view::enabled() {
+            self.mirror_iceberg(Duration::ZERO).await?;
+        }
         erase::purge(&self.uri, &mut self.delta, erasure).await
     }
 

@@ -468,6 +468,14 @@ fn the_demo_reports_what_its_workload_holds() {
         assert!(html.contains("<svg"), "{page} has no chart");
     }
 
+    // Every table of the demo reads the same through its Iceberg view, with DuckDB and PyIceberg.
+    let tables = delta_tables(&dir.join("lake"));
+    assert!(
+        tables.len() >= 4,
+        "game_events, its rejects and the access-log tables: {tables:?}"
+    );
+    lakelog_tests::assert_views_mirror(None, &tables, None);
+
     // A second run replaces the first demo; a folder that is not a demo's is refused.
     assert!(run().status.success());
     let other = tmp.path().join("other");
@@ -480,4 +488,23 @@ fn the_demo_reports_what_its_workload_holds() {
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("not empty"));
     assert!(other.join("keep.txt").exists());
+}
+
+/// The Delta tables under `root`: every folder with a `_delta_log`.
+fn delta_tables(root: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        if dir.join("_delta_log").is_dir() {
+            found.push(dir.to_str().unwrap().to_owned());
+            continue;
+        }
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            if entry.path().is_dir() {
+                pending.push(entry.path());
+            }
+        }
+    }
+    found.sort();
+    found
 }

@@ -190,6 +190,15 @@ pub(crate) async fn vacuum(
         });
     }
     crate::create::reload(uri, table).await?;
+    // No snapshot of the Iceberg view may outlive the files VACUUM deletes.
+    if crate::iceberg_view::enabled() && !options.dry_run {
+        let history = options
+            .retention
+            .to_std()
+            .unwrap_or_default()
+            .min(crate::iceberg_view::DEFAULT_HISTORY);
+        crate::iceberg_view::mirror(uri, table, history).await?;
+    }
     let mode = if options.full {
         VacuumMode::Full
     } else {
@@ -313,6 +322,8 @@ pub struct TableReport {
     pub checkpoint: Option<CheckpointReport>,
     /// VACUUM, if it ran.
     pub vacuum: Option<VacuumReport>,
+    /// The Iceberg view brought up to date, if it was behind (see [`crate::iceberg_view`]).
+    pub iceberg: Option<crate::iceberg_view::Mirrored>,
     /// Steps skipped because the deadline passed.
     pub skipped: Vec<&'static str>,
     /// Steps that failed, each with its error; the steps after a failed one still ran.
@@ -347,9 +358,9 @@ fn compaction_stop_at(own: Option<Instant>, pass_stop_at: Option<Instant>, now: 
     }
 }
 
-/// Runs compaction, checkpoint (with expired log cleanup) and VACUUM on the table at `uri`, as
-/// `options` says, stopping at the deadline. Compaction gets `COMPACTION_SHARE` of the time
-/// left. A step that fails is named in [`TableReport::failed`] and the next steps run all the
+/// Runs retention, compaction, checkpoint (with expired log cleanup), the Iceberg view's
+/// catch-up and VACUUM on the table at `uri`, as `options` says, stopping at the deadline.
+/// Compaction gets `COMPACTION_SHARE` of the time left. A step that fails is named in [`TableReport::failed`] and the next steps run all the
 /// same: a table whose compaction fails still gets its checkpoints, log cleanup and VACUUM. `Err`
 /// only when the table cannot be opened.
 pub async fn maintain(
@@ -391,6 +402,18 @@ pub async fn maintain(
             match checkpoint(uri, &mut table, options.cleanup_logs).await {
                 Ok(done) => report.checkpoint = Some(done),
                 Err(e) => report.failed.push(("checkpoint", e.to_string())),
+            }
+        }
+    }
+    // A view behind its table (a committer stopped between the two commits, a table from a
+    // release without views) is brought up to date even when nothing else commits.
+    if crate::iceberg_view::enabled() {
+        if past_deadline() {
+            report.skipped.push("iceberg");
+        } else {
+            match crate::iceberg_view::mirror(uri, &table, crate::iceberg_view::DEFAULT_HISTORY).await {
+                Ok(mirrored) => report.iceberg = mirrored,
+                Err(e) => report.failed.push(("iceberg", e.to_string())),
             }
         }
     }
