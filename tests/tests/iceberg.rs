@@ -134,7 +134,11 @@ async fn every_change_reaches_the_iceberg_view_and_both_readers_find_the_delta_r
     assert_views_mirror(endpoint, &tables, Some(6));
     let keys = view_objects(&standin, &lake, "game_events").await;
     let metadata_files: Vec<_> = keys.iter().filter(|k| metadata_number(k).is_some()).collect();
-    assert_eq!(metadata_files.len(), 1, "no older metadata file outlives the purge: {keys:?}");
+    assert_eq!(
+        metadata_files.len(),
+        1,
+        "no older metadata file outlives the purge: {keys:?}"
+    );
     let snapshots = lakelog_tests::duckdb(
         standin.endpoint(),
         &format!("SELECT count(*) FROM iceberg_snapshots('{uri}/_iceberg')"),

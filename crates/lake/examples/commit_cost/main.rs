@@ -29,6 +29,13 @@
 //! cargo run --profile local -p lake --example commit_cost -- day /tmp/day 100000
 //! ```
 //!
+//! `iceberg DIR COMMITS [SETTLE_FILES]` is the same day with the Iceberg view's snapshot timed
+//! apart after each pass (run with `ICEBERG_VIEW=off`, so that commits do not mirror themselves):
+//!
+//! ```sh
+//! ICEBERG_VIEW=off cargo run --profile local -p lake --example commit_cost -- iceberg /tmp/view 10000
+//! ```
+//!
 //! The tables are local, but their logs are listed as S3 lists them (see `listing`): the local
 //! file store reads the whole `_delta_log` directory for every listing, which S3 does not.
 
@@ -179,6 +186,60 @@ async fn day(
     Ok(())
 }
 
+/// A sink's day as `day` makes it (each commit followed by packing as the sink settles), with the
+/// Iceberg view brought up to date after each pass and timed on its own: the process must run
+/// with `ICEBERG_VIEW=off`, so that the commits do not mirror themselves. Prints, every 1,000
+/// passes, the milliseconds the view's snapshot took (mean, median, slowest), the metadata bytes
+/// it wrote per pass, and what the view's metadata folder holds (objects, bytes).
+async fn iceberg(dir: &str, commits: usize, settle: Option<Settle>) -> Result<(), Box<dyn std::error::Error>> {
+    const WINDOW: usize = 1000;
+    if lake::iceberg_view::enabled() {
+        return Err("run with ICEBERG_VIEW=off: the passes mirror the view themselves, to time it apart".into());
+    }
+    let storage = StorageConfig::from_env();
+    let today = chrono::Utc::now().date_naive().to_epoch_days();
+    let mut table = Table::open_or_create(dir, &spec(), &storage).await?;
+    let (mut times, mut bytes) = (Vec::with_capacity(commits), Vec::with_capacity(commits));
+    let started = Instant::now();
+    for c in 1..=commits {
+        let file = file_on(&table, "kinesis", today, c * ROWS_PER_COMMIT, ROWS_PER_COMMIT).await?;
+        table.commit_appends(vec![file], &Retry::default()).await?;
+        if let Some(settle) = &settle {
+            table.settle(settle, None).await?;
+        }
+        let at = Instant::now();
+        let mirrored = table.mirror_iceberg(lake::iceberg_view::DEFAULT_HISTORY).await?;
+        times.push(at.elapsed().as_secs_f64() * 1e3);
+        bytes.push(mirrored.map_or(0, |m| m.bytes_written) as f64);
+        if c % WINDOW == 0 || c == commits {
+            let window = c.saturating_sub(WINDOW)..c;
+            let (mean, median, slowest) = summary(&times[window.clone()]);
+            let (objects, stored) = folder_size(&std::path::Path::new(dir).join(lake::iceberg_view::METADATA_FOLDER))?;
+            println!(
+                "{c} passes ({:.0} s): the view's snapshot over the last {} passes: mean {mean:.1} ms, median \
+                 {median:.1} ms, slowest {slowest:.1} ms, {:.0} metadata bytes written a pass; {} active files; \
+                 metadata folder: {objects} objects, {stored} bytes",
+                started.elapsed().as_secs_f64(),
+                WINDOW.min(c),
+                summary(&bytes[window]).0,
+                files_of(&table)?,
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The objects in `dir` and their bytes.
+fn folder_size(dir: &std::path::Path) -> std::io::Result<(usize, u64)> {
+    let mut found = (0, 0);
+    for entry in std::fs::read_dir(dir)? {
+        let metadata = entry?.metadata()?;
+        found.0 += 1;
+        found.1 += metadata.len();
+    }
+    Ok(found)
+}
+
 fn files_of(table: &Table) -> Result<usize, lake::LakeError> {
     Ok(table.file_stats()?.files as usize)
 }
@@ -197,6 +258,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             let interval = rest.get(1).map_or(Ok(10), |i| i.parse::<u64>())?.max(1);
             day(dir, commits.parse()?, settle, interval).await?;
+        }
+        ["iceberg", dir, commits, rest @ ..] => {
+            let settle = match rest.first() {
+                Some(files) => Some(files.parse::<usize>()?).filter(|f| *f > 0).map(Settle::after),
+                None => Some(Settle::default()),
+            };
+            iceberg(dir, commits.parse()?, settle).await?;
         }
         ["grow", dir, files] => {
             let target: usize = files.parse()?;
