@@ -158,7 +158,8 @@ async fn send_each_twice_and_compact(uri: &str, game: &str) -> lake::maintenance
 /// `lakelog send-events`; tests/fixtures/releases/README.md says which releases and how): one from
 /// before `gameId`, `extraParams` and `extraFields`, one from before the packing tags. Today's
 /// release opens each, writes events to it (each sent twice, as a client resends), compacts it
-/// with deduplication by today's key, checkpoints and vacuums it, and DuckDB counts every row once.
+/// with deduplication by today's key, checkpoints and vacuums it, and DuckDB counts every row once,
+/// through the Delta log and through the Iceberg view the first commit of this release made.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tables_of_earlier_releases_are_written_and_maintained_by_this_one() {
     let releases = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/releases");
@@ -191,6 +192,8 @@ async fn tables_of_earlier_releases_are_written_and_maintained_by_this_one() {
         assert_eq!(after[0].as_i64(), Some(old_rows + 20), "{release}: {after:?}");
         assert_eq!(after[1], after[0], "{release}: each event once");
         assert_eq!(after[3], 20, "{release}: {after:?}");
+        // The old release wrote no Iceberg view; this one's first commit made it, over every file.
+        lakelog_tests::assert_views_mirror(None, &[uri.to_owned()], Some(old_rows + 20));
     }
 }
 

@@ -216,14 +216,15 @@ async fn put(uri: &str, store: &ObjectStoreRef, name: &str, bytes: Bytes) -> Res
 
 /// Deletes `names`, best effort: an object left behind is named by no snapshot kept.
 async fn delete_all(uri: &str, store: &ObjectStoreRef, names: &[String]) {
-    for name in names {
+    let deletes = names.iter().map(|name| async move {
         match store.delete(&Path::from(name.as_str())).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
             Err(e) => {
                 warn!(table = uri, object = %name, error = %e, "could not delete an expired Iceberg metadata object")
             }
         }
-    }
+    });
+    futures::future::join_all(deletes).await;
 }
 
 /// A data file of the Delta version mirrored.
@@ -421,6 +422,9 @@ async fn try_mirror(uri: &str, table: &DeltaTable, history: Duration) -> Result<
                 rewritten.push((writer, name));
             }
         }
+        // The manifests and the manifest list, written at once: nothing names them until the
+        // metadata file does.
+        let mut uploads: Vec<(String, Bytes)> = Vec::new();
         for (writer, name) in rewritten {
             let file = writer.write_manifest_file().await.map_err(failed(uri))?;
             let bytes = io
@@ -430,8 +434,7 @@ async fn try_mirror(uri: &str, table: &DeltaTable, history: Duration) -> Result<
                 .await
                 .map_err(failed(uri))?;
             bytes_written += bytes.len() as u64;
-            put(uri, &store, &name, bytes).await?;
-            written.push(name);
+            uploads.push((name, bytes));
             new_manifests.push(file);
         }
 
@@ -453,8 +456,16 @@ async fn try_mirror(uri: &str, table: &DeltaTable, history: Duration) -> Result<
             .await
             .map_err(failed(uri))?;
         bytes_written += bytes.len() as u64;
-        put(uri, &store, &list_name, bytes).await?;
-        written.push(list_name);
+        uploads.push((list_name.clone(), bytes));
+        let puts = uploads
+            .iter()
+            .map(|(name, bytes)| put(uri, &store, name, bytes.clone()));
+        let put_all = try_join_all(puts).await;
+        written.extend(uploads.into_iter().map(|(name, _)| name));
+        if let Err(e) = put_all {
+            delete_all(uri, &store, &written).await;
+            return Err(e);
+        }
 
         let added_records: u64 = added.iter().map(|(_, f)| f.records.unwrap_or(0)).sum();
         let removed_records: u64 = removed.iter().map(|e| e.entry.record_count()).sum();
@@ -602,6 +613,67 @@ async fn try_mirror(uri: &str, table: &DeltaTable, history: Duration) -> Result<
     })))
 }
 
+/// Deletes the objects of the view's metadata folder that nothing kept names and that are older
+/// than `grace`: what a writer stopped between its manifests and its metadata file left behind.
+/// Kept: the newest metadata file and those its log names, the hint, the manifest list of every
+/// snapshot kept and the manifests those lists name. `grace` spares what a writer still at work
+/// has written and not yet committed. Returns the objects deleted.
+pub async fn remove_orphans(uri: &str, table: &DeltaTable, grace: Duration) -> Result<Vec<String>, LakeError> {
+    use futures::TryStreamExt;
+    let store = table.object_store();
+    let root = root(table);
+    // Listed before the metadata is read: an object written after the listing is not a candidate.
+    let listed: Vec<_> = store
+        .list(Some(&Path::from(METADATA_FOLDER)))
+        .try_collect()
+        .await
+        .map_err(|e| iceberg_error(uri, format!("listing {METADATA_FOLDER}: {e}")))?;
+    let Some(latest) = latest(uri, &store).await? else {
+        return Ok(Vec::new());
+    };
+    let mut kept: HashSet<String> =
+        HashSet::from([latest.name.clone(), format!("{METADATA_FOLDER}/version-hint.text")]);
+    for log in latest.metadata.metadata_log() {
+        kept.insert(relative(uri, &root, &log.metadata_file)?);
+    }
+    // Metadata files newer than the one read were written since: not orphans.
+    kept.extend(
+        listed
+            .iter()
+            .filter(|o| {
+                o.location
+                    .filename()
+                    .and_then(|n| n.strip_prefix('v')?.strip_suffix(".metadata.json")?.parse::<u64>().ok())
+                    .is_some_and(|n| n > latest.number)
+            })
+            .map(|o| o.location.to_string()),
+    );
+    for snapshot in latest.metadata.snapshots() {
+        let list_name = relative(uri, &root, snapshot.manifest_list())?;
+        let bytes = read(uri, &store, &list_name).await?;
+        let list = ManifestList::parse_with_version(&bytes, FormatVersion::V2).map_err(failed(uri))?;
+        for manifest in list.entries() {
+            kept.insert(relative(uri, &root, &manifest.manifest_path)?);
+        }
+        kept.insert(list_name);
+    }
+    let before = chrono::Utc::now() - chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
+    let orphans: Vec<String> = listed
+        .into_iter()
+        .filter(|o| o.last_modified < before && !kept.contains(o.location.as_ref()))
+        .map(|o| o.location.to_string())
+        .collect();
+    delete_all(uri, &store, &orphans).await;
+    if !orphans.is_empty() {
+        info!(
+            table = uri,
+            objects = orphans.len(),
+            "deleted Iceberg metadata objects no snapshot names"
+        );
+    }
+    Ok(orphans)
+}
+
 /// The snapshots of `metadata` to expire: all but `current` (the snapshot that will be current)
 /// that are older than `history`, or beyond the newest [`MAX_SNAPSHOTS`].
 fn expired_snapshots(metadata: &TableMetadata, history: Duration, now_ms: i64, current: Option<i64>) -> Vec<i64> {
@@ -702,14 +774,18 @@ async fn live_entries(
     let reads = list.entries().iter().map(|file| {
         let io = &io;
         async move {
+            if let Some(entries) = cached(&file.manifest_path) {
+                return Ok::<_, LakeError>((file.clone(), entries));
+            }
             let bytes = read(uri, store, &relative(uri, root, &file.manifest_path)?).await?;
             io.new_output(&file.manifest_path)
                 .map_err(failed(uri))?
                 .write(bytes)
                 .await
                 .map_err(failed(uri))?;
-            let manifest = file.load_manifest(io).await.map_err(failed(uri))?;
-            Ok::<_, LakeError>((file.clone(), manifest.entries().to_vec()))
+            let entries = file.load_manifest(io).await.map_err(failed(uri))?.entries().to_vec();
+            cache(&file.manifest_path, &entries);
+            Ok((file.clone(), entries))
         }
     });
     let manifests = try_join_all(reads).await?;
@@ -726,6 +802,27 @@ async fn live_entries(
         }
     }
     Ok((manifests, live))
+}
+
+/// Manifests read before, by URI, with what their manifest list let them inherit: a manifest is
+/// never rewritten in place (a changed one is a new file), so what was read holds, and a pass
+/// reads only the manifests written since the last. Cleared when it holds [`CACHED_MANIFESTS`].
+static MANIFESTS: std::sync::LazyLock<std::sync::Mutex<HashMap<String, Vec<iceberg::spec::ManifestEntryRef>>>> =
+    std::sync::LazyLock::new(Default::default);
+/// Manifests kept in [`MANIFESTS`] at most.
+const CACHED_MANIFESTS: usize = 512;
+
+fn cached(path: &str) -> Option<Vec<iceberg::spec::ManifestEntryRef>> {
+    MANIFESTS.lock().ok()?.get(path).cloned()
+}
+
+fn cache(path: &str, entries: &[iceberg::spec::ManifestEntryRef]) {
+    if let Ok(mut manifests) = MANIFESTS.lock() {
+        if manifests.len() >= CACHED_MANIFESTS {
+            manifests.clear();
+        }
+        manifests.insert(path.to_owned(), entries.to_vec());
+    }
 }
 
 /// Writes a live entry of an older manifest into a new one: as existing, or as deleted by

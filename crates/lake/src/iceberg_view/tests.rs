@@ -163,6 +163,22 @@ async fn a_view_lost_or_left_behind_is_brought_up_to_date_in_one_snapshot() {
     assert_eq!((files, rows), (delta_paths(&table), 6));
     assert_eq!(delta_version(&metadata), table.delta().version().unwrap() as i64);
     assert_eq!(table.mirror_iceberg(DEFAULT_HISTORY).await.unwrap(), None, "up to date");
+    // What the stopped writer left (its manifest and manifest list) goes; all a reader needs stays.
+    let before = folder(&table).await;
+    let orphans = remove_orphans(table.uri(), table.delta(), Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(orphans.len(), 2, "{orphans:?}");
+    assert!(orphans.iter().any(|o| o.contains("/snap-")), "{orphans:?}");
+    assert_eq!(folder(&table).await.len(), before.len() - 2);
+    let (_, files, rows, _) = view(&table).await;
+    assert_eq!((files, rows), (delta_paths(&table), 6));
+    assert!(
+        remove_orphans(table.uri(), table.delta(), Duration::ZERO)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     // Lost: a table from a release without the view.
     std::fs::remove_dir_all(dir.path().join("things/_iceberg")).unwrap();

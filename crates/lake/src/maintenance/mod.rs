@@ -411,7 +411,12 @@ pub async fn maintain(
         if past_deadline() {
             report.skipped.push("iceberg");
         } else {
-            match crate::iceberg_view::mirror(uri, &table, crate::iceberg_view::DEFAULT_HISTORY).await {
+            let view = async {
+                let mirrored = crate::iceberg_view::mirror(uri, &table, crate::iceberg_view::DEFAULT_HISTORY).await?;
+                crate::iceberg_view::remove_orphans(uri, &table, crate::iceberg_view::DEFAULT_HISTORY).await?;
+                Ok::<_, crate::error::LakeError>(mirrored)
+            };
+            match view.await {
                 Ok(mirrored) => report.iceberg = mirrored,
                 Err(e) => report.failed.push(("iceberg", e.to_string())),
             }
