@@ -163,6 +163,25 @@ pub fn iceberg_compare(endpoint: Option<&str>, tables: &[String]) -> Result<Vec<
         .collect()
 }
 
+/// What keeps the Iceberg view of `table` from reading as its Delta table does, with either
+/// Iceberg reader (see [`iceberg_compare`]); `None` when nothing does.
+pub fn view_difference(endpoint: Option<&str>, table: &str) -> Result<Option<String>> {
+    let found = iceberg_compare(endpoint, &[table.to_owned()])?;
+    let compared = found.first().context("iceberg-compare printed nothing")?;
+    let count = |key: &str| compared[key].as_i64().unwrap_or(-1);
+    let same = count("icebergRows") == count("deltaRows")
+        && count("pyicebergRows") == count("deltaRows")
+        && [
+            "missingFromIceberg",
+            "extraInIceberg",
+            "missingFromPyiceberg",
+            "extraInPyiceberg",
+        ]
+        .iter()
+        .all(|key| count(key) == 0);
+    Ok((!same).then(|| compared.to_string()))
+}
+
 /// Checks that every one of `tables` reads the same through its Iceberg view as through Delta,
 /// with both Iceberg readers, and has `rows` rows when given; panics naming the table otherwise.
 pub fn assert_views_mirror(endpoint: Option<&str>, tables: &[String], rows: Option<i64>) {

@@ -418,6 +418,25 @@ async fn check(
     if let Err(e) = crate::simulation::exactly_once(&rejects, expected_rejects, "the rejects table") {
         broke(seed, day, "acknowledged_exactly_once", e);
     }
+    // Each table's Iceberg view, brought up to date as the maintenance pass would, reads the same
+    // rows as its Delta log.
+    for uri in [events_uri, rejects_uri] {
+        let mirrored = match Table::open(uri, &StorageConfig::default()).await {
+            Ok(table) => table
+                .mirror_iceberg(lake::iceberg_view::DEFAULT_HISTORY)
+                .await
+                .map(|_| ()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = mirrored {
+            broke(seed, day, "iceberg_view_mirrors", e);
+        }
+        match lakelog_tests::view_difference(None, uri) {
+            Ok(None) => {}
+            Ok(Some(difference)) => broke(seed, day, "iceberg_view_mirrors", difference),
+            Err(e) => broke(seed, day, "independent_reader_reads", e),
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -504,6 +504,15 @@ async fn check_rows(seed: u64, day: u32, table: &mut Table, truth: &Truth) {
         broke(seed, day, "erased_ids_in_no_file", format!("{erased:?} read back"));
     }
     // Records not acknowledged (a lost answer, retried) may be in: never twice, checked above.
+    // The Iceberg view, brought up to date as the maintenance pass would, reads the same rows.
+    if let Err(e) = table.mirror_iceberg(lake::iceberg_view::DEFAULT_HISTORY).await {
+        broke(seed, day, "iceberg_view_mirrors", e);
+    }
+    match lakelog_tests::view_difference(None, &uri) {
+        Ok(None) => {}
+        Ok(Some(difference)) => broke(seed, day, "iceberg_view_mirrors", difference),
+        Err(e) => broke(seed, day, "independent_reader_reads", e),
+    }
 }
 
 /// `acknowledged_exactly_once` over the rows an independent reader counted per id (`found`): no

@@ -235,6 +235,30 @@ struct DeltaFile {
     relative: String,
 }
 
+/// The manifests of a snapshot with their entries, and its live files by path.
+type LiveEntries = (
+    Vec<(ManifestFile, Vec<iceberg::spec::ManifestEntryRef>)>,
+    HashMap<String, LiveEntry>,
+);
+
+/// The bytes of `name`; `None` when it is missing.
+async fn read_if_present(uri: &str, store: &ObjectStoreRef, name: &str) -> Result<Option<Bytes>, LakeError> {
+    match store.get(&Path::from(name)).await {
+        Ok(object) => object
+            .bytes()
+            .await
+            .map(Some)
+            .map_err(|e| iceberg_error(uri, format!("reading {name}: {e}"))),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(iceberg_error(uri, format!("reading {name}: {e}"))),
+    }
+}
+
+/// The number of the newest metadata file, 0 when there is none.
+async fn latest_number(uri: &str, store: &ObjectStoreRef) -> Result<u64, LakeError> {
+    Ok(latest(uri, store).await?.map_or(0, |l| l.number))
+}
+
 /// A data file the view's current snapshot holds, with the entry that holds it.
 struct LiveEntry {
     manifest: usize,
@@ -339,7 +363,20 @@ async fn try_mirror(uri: &str, table: &DeltaTable, history: Duration) -> Result<
         delta_files(uri, table, &store, &root).await?
     };
     let (manifests, live) = match base.current_snapshot() {
-        Some(current) => live_entries(uri, &store, &root, current.manifest_list()).await?,
+        Some(current) => match live_entries(uri, &store, &root, current.manifest_list()).await? {
+            Some(found) => found,
+            // A writer that expired the snapshot committed after this one read the metadata.
+            None if latest_number(uri, &store).await? > latest.as_ref().map_or(0, |l| l.number) => {
+                return Ok(Try::Lost);
+            }
+            None => {
+                warn!(
+                    table = uri,
+                    "the view's current snapshot names a missing manifest; writing a snapshot of every file anew"
+                );
+                (Vec::new(), HashMap::new())
+            }
+        },
         None => (Vec::new(), HashMap::new()),
     };
     let added: Vec<(&String, &DeltaFile)> = delta_files
@@ -563,10 +600,9 @@ async fn try_mirror(uri: &str, table: &DeltaTable, history: Duration) -> Result<
             delete_all(uri, &store, &written).await;
             return Ok(Try::Lost);
         }
-        Err(e) => {
-            delete_all(uri, &store, &written).await;
-            return Err(iceberg_error(uri, format!("writing {name}: {e}")));
-        }
+        // The write may have landed all the same (a timeout, a dropped answer): what it names
+        // stays; if it did not land, the maintenance pass removes the orphans.
+        Err(e) => return Err(iceberg_error(uri, format!("writing {name}: {e}"))),
     }
     // Readers that find the table by its folder read the hint; a hint behind by a race is set
     // right by the next writer.
@@ -755,29 +791,28 @@ async fn delta_files(
 }
 
 /// The manifests of the manifest list at `list` with their entries (sequence numbers and
-/// snapshot ids inherited), and the live files by path.
+/// snapshot ids inherited), and the live files by path; `None` when the list or one of its
+/// manifests is missing.
 async fn live_entries(
     uri: &str,
     store: &ObjectStoreRef,
     root: &str,
     list: &str,
-) -> Result<
-    (
-        Vec<(ManifestFile, Vec<iceberg::spec::ManifestEntryRef>)>,
-        HashMap<String, LiveEntry>,
-    ),
-    LakeError,
-> {
-    let bytes = read(uri, store, &relative(uri, root, list)?).await?;
+) -> Result<Option<LiveEntries>, LakeError> {
+    let Some(bytes) = read_if_present(uri, store, &relative(uri, root, list)?).await? else {
+        return Ok(None);
+    };
     let list = ManifestList::parse_with_version(&bytes, FormatVersion::V2).map_err(failed(uri))?;
     let io = FileIO::new_with_memory();
     let reads = list.entries().iter().map(|file| {
         let io = &io;
         async move {
             if let Some(entries) = cached(&file.manifest_path) {
-                return Ok::<_, LakeError>((file.clone(), entries));
+                return Ok::<_, LakeError>(Some((file.clone(), entries)));
             }
-            let bytes = read(uri, store, &relative(uri, root, &file.manifest_path)?).await?;
+            let Some(bytes) = read_if_present(uri, store, &relative(uri, root, &file.manifest_path)?).await? else {
+                return Ok(None);
+            };
             io.new_output(&file.manifest_path)
                 .map_err(failed(uri))?
                 .write(bytes)
@@ -785,10 +820,12 @@ async fn live_entries(
                 .map_err(failed(uri))?;
             let entries = file.load_manifest(io).await.map_err(failed(uri))?.entries().to_vec();
             cache(&file.manifest_path, &entries);
-            Ok((file.clone(), entries))
+            Ok(Some((file.clone(), entries)))
         }
     });
-    let manifests = try_join_all(reads).await?;
+    let Some(manifests) = try_join_all(reads).await?.into_iter().collect::<Option<Vec<_>>>() else {
+        return Ok(None);
+    };
     let mut live = HashMap::new();
     for (index, (_, entries)) in manifests.iter().enumerate() {
         for entry in entries.iter().filter(|e| e.is_alive()) {
@@ -801,7 +838,7 @@ async fn live_entries(
             );
         }
     }
-    Ok((manifests, live))
+    Ok(Some((manifests, live)))
 }
 
 /// Manifests read before, by URI, with what their manifest list let them inherit: a manifest is

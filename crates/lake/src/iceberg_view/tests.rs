@@ -51,7 +51,8 @@ async fn view(table: &Table) -> (TableMetadata, BTreeSet<String>, u64, usize) {
     let store = table.delta().object_store();
     let (manifests, live) = live_entries(table.uri(), &store, &root(table.delta()), current.manifest_list())
         .await
-        .unwrap();
+        .unwrap()
+        .expect("the current snapshot's manifests");
     let rows = live.values().map(|e| e.entry.record_count()).sum();
     (metadata, live.into_keys().collect(), rows, manifests.len())
 }
