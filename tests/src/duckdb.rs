@@ -139,11 +139,20 @@ pub fn duckdb_sessions_are_the_report(
 
 /// Compares each of `tables` with its Iceberg view through `scripts/iceberg-compare` (DuckDB's
 /// Delta reader against DuckDB's Iceberg reader and PyIceberg, `EXCEPT ALL` both ways), reading
-/// `s3://` tables through `endpoint`; one JSON object per table.
-pub fn iceberg_compare(endpoint: Option<&str>, tables: &[String]) -> Result<Vec<serde_json::Value>> {
+/// `s3://` tables through `endpoint`; one JSON object per table. With `glue`, PyIceberg finds each
+/// view through that Glue database instead, as engines that read Glue do.
+pub fn iceberg_compare(
+    endpoint: Option<&str>,
+    glue: Option<&str>,
+    tables: &[String],
+) -> Result<Vec<serde_json::Value>> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/iceberg-compare");
     let mut command = Command::new(python());
-    command.arg(&script).args(tables);
+    command.arg(&script);
+    if let Some(database) = glue {
+        command.args(["--glue", database]);
+    }
+    command.args(tables);
     if let Some(endpoint) = endpoint {
         command
             .env("AWS_ENDPOINT_URL", endpoint)
@@ -166,7 +175,7 @@ pub fn iceberg_compare(endpoint: Option<&str>, tables: &[String]) -> Result<Vec<
 /// What keeps the Iceberg view of `table` from reading as its Delta table does, with either
 /// Iceberg reader (see [`iceberg_compare`]); `None` when nothing does.
 pub fn view_difference(endpoint: Option<&str>, table: &str) -> Result<Option<String>> {
-    let found = iceberg_compare(endpoint, &[table.to_owned()])?;
+    let found = iceberg_compare(endpoint, None, &[table.to_owned()])?;
     let compared = found.first().context("iceberg-compare printed nothing")?;
     let count = |key: &str| compared[key].as_i64().unwrap_or(-1);
     let same = count("icebergRows") == count("deltaRows")
@@ -185,7 +194,24 @@ pub fn view_difference(endpoint: Option<&str>, table: &str) -> Result<Option<Str
 /// Checks that every one of `tables` reads the same through its Iceberg view as through Delta,
 /// with both Iceberg readers, and has `rows` rows when given; panics naming the table otherwise.
 pub fn assert_views_mirror(endpoint: Option<&str>, tables: &[String], rows: Option<i64>) {
-    let found = iceberg_compare(endpoint, tables).unwrap();
+    assert_compared_mirror(&iceberg_compare(endpoint, None, tables).unwrap(), tables, rows);
+}
+
+/// Checks, as [`assert_views_mirror`] does, the views of `tables` as the Glue database `database`
+/// has them: PyIceberg reads each through its Glue entry, and the entry names the view's newest
+/// metadata file.
+pub fn assert_glue_views_mirror(endpoint: Option<&str>, database: &str, tables: &[String], rows: Option<i64>) {
+    let found = iceberg_compare(endpoint, Some(database), tables).unwrap();
+    assert_compared_mirror(&found, tables, rows);
+    for table in found {
+        assert_eq!(
+            table["glueMetadata"], table["metadata"],
+            "the Glue entry is behind: {table}"
+        );
+    }
+}
+
+fn assert_compared_mirror(found: &[serde_json::Value], tables: &[String], rows: Option<i64>) {
     assert_eq!(found.len(), tables.len(), "{found:?}");
     for table in found {
         let count = |key: &str| table[key].as_i64().unwrap_or(-1);

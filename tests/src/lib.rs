@@ -43,7 +43,8 @@ mod standin;
 
 pub use athena::{TEMPLATE_GAME_EVENTS, WHOLE_RANGE, athena_query, in_duckdb};
 pub use duckdb::{
-    SessionDay, assert_views_mirror, duckdb, duckdb_sessions_are_the_report, iceberg_compare, python, view_difference,
+    SessionDay, assert_glue_views_mirror, assert_views_mirror, duckdb, duckdb_sessions_are_the_report, iceberg_compare,
+    python, view_difference,
 };
 pub use kinesis::{StreamRecord, level_ups, read_stream, unpacked};
 pub use standin::{ACCESS_KEY_ID, ENDPOINT_VAR, REGION, SECRET_ACCESS_KEY, StandIn, unique_name};

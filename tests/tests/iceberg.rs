@@ -85,7 +85,7 @@ async fn every_change_reaches_the_iceberg_view_and_both_readers_find_the_delta_r
         .send()
         .await
         .unwrap();
-    let behind = iceberg_compare(endpoint, &tables).unwrap();
+    let behind = iceberg_compare(endpoint, None, &tables).unwrap();
     assert_eq!(behind[0]["missingFromIceberg"], 1, "the view is behind: {behind:?}");
     // The next commit brings it up to date.
     table(&uri, &storage, "eventDate", 1, &[6]).await;

@@ -934,6 +934,45 @@ fn the_custom_domain_follows_the_front_and_clients_are_given_it() {
     }
 }
 
+/// Every saved query says on its first lines which tables it reads, by the parameters that name
+/// them, and whether each is a Delta table (with its Iceberg view) or S3 Inventory's.
+#[test]
+fn the_saved_queries_name_the_tables_they_read() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
+    let template = parse(&std::fs::read_to_string(path).unwrap());
+    let reads = regex::Regex::new(r#"FROM "\$\{GlueDatabase\}"\."\$\{(\w+)\}""#).unwrap();
+    let mut queries = 0;
+    for (id, resource) in resources(&template) {
+        if resource_type(resource) != "AWS::Athena::NamedQuery" {
+            continue;
+        }
+        queries += 1;
+        let Value::Tagged(sub) = &resource["Properties"]["QueryString"] else {
+            panic!("{id}: no !Sub QueryString");
+        };
+        let sql = sub.value.as_str().unwrap_or_default();
+        let header: String = sql
+            .lines()
+            .take_while(|l| l.trim_start().starts_with("--"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(header.starts_with("-- Reads the "), "{id}: {header:?}");
+        for table in reads.captures_iter(sql).map(|c| c[1].to_owned()) {
+            let named = format!("${{GlueDatabase}}.${{{table}}}");
+            assert!(
+                header.contains(&named),
+                "{id} reads {table} and does not say so: {header}"
+            );
+            if table == "InventoryQueryTable" {
+                assert!(header.contains("S3 Inventory table"), "{id}: {header}");
+            } else {
+                assert!(header.contains(&format!("${{{table}}}_iceberg")), "{id}: {header}");
+            }
+        }
+    }
+    assert_eq!(queries, 20);
+}
+
 /// Every saved query of `game_events` leaves out the canary's probe game, as the reports do.
 #[test]
 fn the_saved_game_queries_leave_the_probes_out() {

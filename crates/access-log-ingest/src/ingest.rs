@@ -423,7 +423,7 @@ impl Ingestor {
         let name = catalog::table_name(uri, per_bucket);
         match catalog.register(&name, table).await {
             Ok(done) => {
-                info!(table = %uri, name, database = catalog.database(), ?done, "registered in the catalog");
+                info!(table = %uri, name, database = catalog.database(), ?done.table, ?done.view, "registered in the catalog");
                 registered.lock().await.insert(uri.to_owned());
             }
             Err(error) => {

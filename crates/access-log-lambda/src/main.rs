@@ -24,9 +24,12 @@ async fn main() -> Result<(), Error> {
         .with_read_deadline(true)
         // Objects that may be older than a table's txn window are the backfill's.
         .with_old_object_lookup(false);
-    // Each table is registered for Athena the first time this instance opens it.
+    // Each table is registered for Athena the first time this instance opens it, and its
+    // Iceberg view's entry follows each metadata file this instance writes.
     if let Some(database) = database {
-        ingestor = ingestor.with_catalog(catalog::Catalog::from_env(&database).await);
+        let catalog = catalog::Catalog::from_env(&database).await;
+        catalog.publish_views();
+        ingestor = ingestor.with_catalog(catalog);
     }
     let (ingestor, namespace) = (&ingestor, namespace.as_str());
     lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| async move {

@@ -6,6 +6,17 @@
 //! partitions from the table's Delta log. The columns (in Hive types) and partition keys are
 //! written too, so that the Glue console and other engines show the schema. Registering again
 //! updates the entry, so [`Catalog::register`] can be called whenever a table is opened.
+//!
+//! Each table's Iceberg view (see [`lake::iceberg_view`]) is registered beside it as `NAME_iceberg`
+//! ([`view_name`]), in the form Glue's Iceberg tables take (`table_type=ICEBERG`,
+//! `metadata_location`), for the engines that read Iceberg and not Delta (Athena's DuckDB engine,
+//! Snowflake, Spark's Glue catalog). An Iceberg entry names one metadata file, so it must follow the
+//! view: a [`Catalog`] is also the process's [`lake::iceberg_view::Publisher`], and moves the entry
+//! of each table it registered to each new metadata file, only ever forward, under Glue's
+//! optimistic lock (`VersionId`), as Iceberg's own Glue catalog commits.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use arrow::datatypes::{DataType, Field, Schema};
 use aws_sdk_glue::error::{DisplayErrorContext, SdkError};
@@ -112,6 +123,14 @@ pub fn table_name(location: &str, per_bucket: bool) -> String {
         .collect()
 }
 
+/// What a table's Iceberg view is named in the catalog: its Delta entry's name with this suffix.
+pub const VIEW_SUFFIX: &str = "_iceberg";
+
+/// The catalog name of the Iceberg view of the table registered as `name`.
+pub fn view_name(name: &str) -> String {
+    format!("{name}{VIEW_SUFFIX}")
+}
+
 /// The Hive type of an Arrow type, as Glue and Athena name it; `None` when there is none.
 pub fn hive_type(data_type: &DataType) -> Option<String> {
     Some(match data_type {
@@ -154,6 +173,19 @@ pub fn hive_type(data_type: &DataType) -> Option<String> {
 pub struct Catalog {
     client: aws_sdk_glue::Client,
     database: String,
+    /// The tables registered through this catalog (root URI without a trailing `/`) and their
+    /// entries' names: the views whose entries [`Catalog::publish`] moves.
+    registered: Arc<Mutex<HashMap<String, String>>>,
+}
+
+/// What [`Catalog::register`] did to a table's two entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Registration {
+    /// The Delta table's entry.
+    pub table: Registered,
+    /// Its Iceberg view's entry; `None` when there is no view (yet, or `ICEBERG_VIEW` is off):
+    /// the view's first metadata file registers it.
+    pub view: Option<Registered>,
 }
 
 /// What [`Catalog::register`] did.
@@ -174,6 +206,7 @@ impl Catalog {
         Self {
             client,
             database: database.to_owned(),
+            registered: Arc::default(),
         }
     }
 
@@ -189,82 +222,170 @@ impl Catalog {
     }
 
     /// Registers `table` as `name` (see [`table_name`]): its location, schema and partition
-    /// columns; an entry of that name is replaced.
-    pub async fn register(&self, name: &str, table: &lake::Table) -> Result<Registered, CatalogError> {
+    /// columns; an entry of that name is replaced. Its Iceberg view, if it has one, is registered as
+    /// [`view_name`]`(name)`, naming the view's newest metadata file, and its entry is moved by
+    /// every later metadata file this process writes (see [`Catalog::publish`]).
+    pub async fn register(&self, name: &str, table: &lake::Table) -> Result<Registration, CatalogError> {
         let unreadable = |source| CatalogError::TableUnreadable {
             location: table.uri().to_owned(),
             source,
         };
         let schema = table.schema().map_err(unreadable)?;
         let partition_columns = table.partition_columns().map_err(unreadable)?;
-        self.put_table(name, table.uri(), &schema, &partition_columns).await
+        let delta = table_input(name, table.uri(), &schema, &partition_columns, Format::Delta)?;
+        let registered = self.put_table(delta, table.uri()).await?;
+        if !lake::iceberg_view::enabled() {
+            return Ok(Registration {
+                table: registered,
+                view: None,
+            });
+        }
+        self.follow(table.uri(), name);
+        let view = match table.iceberg_metadata().await.map_err(unreadable)? {
+            Some(metadata) => {
+                let format = Format::Iceberg { metadata: &metadata };
+                let input = table_input(&view_name(name), table.uri(), &schema, &partition_columns, format)?;
+                Some(self.put_table(input, table.uri()).await?)
+            }
+            None => None,
+        };
+        Ok(Registration {
+            table: registered,
+            view,
+        })
     }
 
-    /// Creates the entry `name` of the Delta table at `location`, with `schema` and its
-    /// `partition_columns`, or brings the entry of that location up to date. An entry of another
-    /// location is left alone ([`CatalogError::NameTaken`]); an entry already up to date is not
-    /// written again, and an update keeps no archived version (`SkipArchive`), so registering at
-    /// every cold start does not fill Glue's versions of the table.
-    async fn put_table(
-        &self,
-        name: &str,
-        location: &str,
-        schema: &Schema,
-        partition_columns: &[String],
-    ) -> Result<Registered, CatalogError> {
-        let input = table_input(name, location, schema, partition_columns)?;
+    /// Creates the entry `input` of the table at `location`, or brings the entry of that location
+    /// up to date. An entry of another location is left alone ([`CatalogError::NameTaken`]), as is
+    /// an Iceberg entry that names a newer metadata file than `input`; an entry already up to date
+    /// is not written again. An update keeps no archived version (`SkipArchive`), so registering at
+    /// every cold start does not fill Glue's versions of the table, and is made only if nobody
+    /// updated the entry since it was read (`VersionId`), else read and decided again.
+    async fn put_table(&self, input: TableInput, location: &str) -> Result<Registered, CatalogError> {
+        let name = input.name().to_owned();
         let glue_error = |operation: &'static str, message: String| CatalogError::Glue {
-            table: name.to_owned(),
+            table: name.clone(),
             database: self.database.clone(),
             operation,
             message,
         };
-        let existing = match self.existing(name).await.map_err(|m| glue_error("GetTable", m))? {
-            Some(existing) => existing,
-            None => {
-                let created = self
-                    .client
-                    .create_table()
-                    .database_name(&self.database)
-                    .table_input(input.clone())
-                    .send()
-                    .await;
-                match created {
-                    Ok(_) => return Ok(Registered::Created),
-                    // Another writer created it in between: compare with theirs.
-                    Err(SdkError::ServiceError(e)) if e.err().is_already_exists_exception() => self
-                        .existing(name)
-                        .await
-                        .map_err(|m| glue_error("GetTable", m))?
-                        .ok_or_else(|| glue_error("CreateTable", "the table exists and does not".into()))?,
-                    Err(e) => return Err(glue_error("CreateTable", DisplayErrorContext(e).to_string())),
+        let mut conflicts = 0;
+        loop {
+            let existing = match self.existing(&name).await.map_err(|m| glue_error("GetTable", m))? {
+                Some(existing) => existing,
+                None => {
+                    let created = self
+                        .client
+                        .create_table()
+                        .database_name(&self.database)
+                        .table_input(input.clone())
+                        .send()
+                        .await;
+                    match created {
+                        Ok(_) => return Ok(Registered::Created),
+                        // Another writer created it in between: compare with theirs.
+                        Err(SdkError::ServiceError(e))
+                            if e.err().is_already_exists_exception() && conflicts < CONFLICTS =>
+                        {
+                            conflicts += 1;
+                            continue;
+                        }
+                        Err(e) => return Err(glue_error("CreateTable", DisplayErrorContext(e).to_string())),
+                    }
                 }
+            };
+            let registered = existing
+                .storage_descriptor()
+                .and_then(|s| s.location())
+                .unwrap_or_default();
+            if registered.trim_end_matches('/') != location.trim_end_matches('/') {
+                return Err(CatalogError::NameTaken {
+                    table: name.clone(),
+                    database: self.database.clone(),
+                    location: location.to_owned(),
+                    registered: registered.to_owned(),
+                });
             }
+            let metadata_of = |parameters: Option<&HashMap<String, String>>| {
+                parameters.and_then(|p| p.get(METADATA_LOCATION)).cloned()
+            };
+            let (theirs, ours) = (metadata_of(existing.parameters()), metadata_of(input.parameters()));
+            let number = |m: &Option<String>| m.as_deref().and_then(lake::iceberg_view::metadata_number);
+            if ours.is_some() && theirs != ours && number(&theirs) >= number(&ours) {
+                return Ok(Registered::Unchanged);
+            }
+            if same_entry(&existing, &input) {
+                return Ok(Registered::Unchanged);
+            }
+            let mut update = input.clone();
+            if let Some(previous) = theirs.filter(|_| ours.is_some()) {
+                let mut parameters = update.parameters.take().unwrap_or_default();
+                parameters.insert(PREVIOUS_METADATA_LOCATION.to_owned(), previous);
+                update.parameters = Some(parameters);
+            }
+            let updated = self
+                .client
+                .update_table()
+                .database_name(&self.database)
+                .table_input(update)
+                .skip_archive(true)
+                .set_version_id(existing.version_id().map(str::to_owned))
+                .send()
+                .await;
+            match updated {
+                Ok(_) => return Ok(Registered::Updated),
+                Err(SdkError::ServiceError(e))
+                    if e.err().is_concurrent_modification_exception() && conflicts < CONFLICTS =>
+                {
+                    conflicts += 1;
+                }
+                Err(e) => return Err(glue_error("UpdateTable", DisplayErrorContext(e).to_string())),
+            }
+        }
+    }
+
+    /// Moves the view entry of the table at `uri`, registered as `name`, with each metadata file
+    /// this process writes (see [`Catalog::publish`]), without registering it now: for a process
+    /// that commits to tables it does not open itself (the maintenance pass).
+    pub fn follow(&self, uri: &str, name: &str) {
+        if let Ok(mut names) = self.registered.lock() {
+            names.insert(uri.trim_end_matches('/').to_owned(), name.to_owned());
+        }
+    }
+
+    /// Makes this catalog the process's [`lake::iceberg_view::Publisher`]: each view metadata file
+    /// written from now on moves the entry of its view, if its table was registered (or followed)
+    /// through this catalog or a clone of it. `false` when the process has a publisher already.
+    pub fn publish_views(&self) -> bool {
+        lake::iceberg_view::publish_to(Arc::new(self.clone()))
+    }
+
+    /// Moves the entry of the view described by `view`, if its table was registered through this
+    /// catalog, to `view.metadata`, creating the entry if there is none; `None` for a table this
+    /// catalog did not register.
+    pub async fn publish_view(
+        &self,
+        view: &lake::iceberg_view::Published<'_>,
+    ) -> Result<Option<Registered>, CatalogError> {
+        let name = self
+            .registered
+            .lock()
+            .ok()
+            .and_then(|names| names.get(view.table.trim_end_matches('/')).cloned());
+        let Some(name) = name else {
+            return Ok(None);
         };
-        let registered = existing
-            .storage_descriptor()
-            .and_then(|s| s.location())
-            .unwrap_or_default();
-        if registered.trim_end_matches('/') != location.trim_end_matches('/') {
-            return Err(CatalogError::NameTaken {
-                table: name.to_owned(),
-                database: self.database.clone(),
-                location: location.to_owned(),
-                registered: registered.to_owned(),
-            });
-        }
-        if same_entry(&existing, &input) {
-            return Ok(Registered::Unchanged);
-        }
-        self.client
-            .update_table()
-            .database_name(&self.database)
-            .table_input(input)
-            .skip_archive(true)
-            .send()
-            .await
-            .map_err(|e| glue_error("UpdateTable", DisplayErrorContext(e).to_string()))?;
-        Ok(Registered::Updated)
+        let format = Format::Iceberg {
+            metadata: view.metadata,
+        };
+        let input = table_input(
+            &view_name(&name),
+            view.table,
+            view.schema,
+            view.partition_columns,
+            format,
+        )?;
+        self.put_table(input, view.table).await.map(Some)
     }
 
     /// The entry `name` of the database, `None` when there is none; Err: Glue's answer.
@@ -281,6 +402,21 @@ impl Catalog {
             Err(SdkError::ServiceError(e)) if e.err().is_entity_not_found_exception() => Ok(None),
             Err(e) => Err(DisplayErrorContext(e).to_string()),
         }
+    }
+}
+
+/// Glue's Iceberg entries: the parameter naming the current metadata file, and the one before.
+const METADATA_LOCATION: &str = "metadata_location";
+const PREVIOUS_METADATA_LOCATION: &str = "previous_metadata_location";
+/// Updates tried again after another writer updated the entry in between.
+const CONFLICTS: usize = 5;
+
+impl lake::iceberg_view::Publisher for Catalog {
+    fn publish<'a>(
+        &'a self,
+        view: &'a lake::iceberg_view::Published<'a>,
+    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move { self.publish_view(view).await.map(drop).map_err(|e| e.to_string()) })
     }
 }
 
@@ -321,30 +457,42 @@ fn column(table: &str, field: &Field) -> Result<Column, CatalogError> {
         })
 }
 
-/// The Glue entry of a Delta table: Athena's form (`table_type=DELTA`, the location), with the
-/// columns and partition keys in Hive types.
+/// Which entry [`table_input`] builds.
+#[derive(Debug, Clone, Copy)]
+enum Format<'a> {
+    /// Athena's Delta form: `table_type=DELTA`, the location, columns and partition keys.
+    Delta,
+    /// Glue's Iceberg form: `table_type=ICEBERG`, the current metadata file, every column
+    /// (partition columns too: Iceberg's partitions are hidden).
+    Iceberg {
+        /// The view's metadata file.
+        metadata: &'a str,
+    },
+}
+
+/// The Glue entry `name` of the table at `location` in `format`, with the columns (and, for
+/// Delta, the partition keys) in Hive types.
 fn table_input(
     name: &str,
     location: &str,
     schema: &Schema,
     partition_columns: &[String],
+    format: Format<'_>,
 ) -> Result<TableInput, CatalogError> {
     let mut columns = Vec::new();
     let mut partition_keys = Vec::new();
     for field in schema.fields() {
         let column = column(name, field)?;
-        if partition_columns.contains(field.name()) {
+        if matches!(format, Format::Delta) && partition_columns.contains(field.name()) {
             partition_keys.push(column);
         } else {
             columns.push(column);
         }
     }
     let location = format!("{}/", location.trim_end_matches('/'));
-    TableInput::builder()
+    let builder = TableInput::builder()
         .name(name)
-        .description("Delta Lake table written by lakelog")
         .table_type("EXTERNAL_TABLE")
-        .parameters("table_type", "DELTA")
         .parameters("EXTERNAL", "TRUE")
         .storage_descriptor(
             StorageDescriptor::builder()
@@ -352,14 +500,22 @@ fn table_input(
                 .set_columns(Some(columns))
                 .build(),
         )
-        .set_partition_keys(Some(partition_keys))
-        .build()
-        .map_err(|e| CatalogError::Glue {
-            table: name.to_owned(),
-            database: String::new(),
-            operation: "CreateTable",
-            message: e.to_string(),
-        })
+        .set_partition_keys(Some(partition_keys));
+    let builder = match format {
+        Format::Delta => builder
+            .description("Delta Lake table written by lakelog")
+            .parameters("table_type", "DELTA"),
+        Format::Iceberg { metadata } => builder
+            .description("Iceberg view of a Delta Lake table written by lakelog, over the same files")
+            .parameters("table_type", "ICEBERG")
+            .parameters(METADATA_LOCATION, metadata),
+    };
+    builder.build().map_err(|e| CatalogError::Glue {
+        table: name.to_owned(),
+        database: String::new(),
+        operation: "CreateTable",
+        message: e.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -428,7 +584,15 @@ mod tests {
             Field::new("eventId", DataType::Utf8, false),
             Field::new("eventDate", DataType::Date32, false),
         ]);
-        let input = table_input("game_events", "s3://lake/game_events", &schema, &["eventDate".into()]).unwrap();
+        let partitions = ["eventDate".to_owned()];
+        let input = table_input(
+            "game_events",
+            "s3://lake/game_events",
+            &schema,
+            &partitions,
+            Format::Delta,
+        )
+        .unwrap();
         assert_eq!(input.table_type(), Some("EXTERNAL_TABLE"));
         assert_eq!(input.parameters().unwrap()["table_type"], "DELTA");
         let storage = input.storage_descriptor().unwrap();
@@ -438,7 +602,37 @@ mod tests {
         assert_eq!(input.partition_keys()[0].r#type(), Some("date"));
 
         let bad = Schema::new(vec![Field::new("d", DataType::Duration(TimeUnit::Second), true)]);
-        let err = table_input("t", "s3://lake/t", &bad, &[]).unwrap_err().to_string();
+        let err = table_input("t", "s3://lake/t", &bad, &[], Format::Delta)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("column d"), "{err}");
+    }
+
+    #[test]
+    fn a_view_entry_in_glues_iceberg_form() {
+        let schema = Schema::new(vec![
+            Field::new("eventId", DataType::Utf8, false),
+            Field::new("eventDate", DataType::Date32, false),
+        ]);
+        let metadata = "s3://lake/game_events/_iceberg/metadata/v7.metadata.json";
+        let input = table_input(
+            &view_name("game_events"),
+            "s3://lake/game_events",
+            &schema,
+            &["eventDate".into()],
+            Format::Iceberg { metadata },
+        )
+        .unwrap();
+        assert_eq!(input.name(), "game_events_iceberg");
+        assert_eq!(input.table_type(), Some("EXTERNAL_TABLE"));
+        let parameters = input.parameters().unwrap();
+        assert_eq!(parameters["table_type"], "ICEBERG");
+        assert_eq!(parameters[METADATA_LOCATION], metadata);
+        // Iceberg's partitions are hidden: every column is a column.
+        let storage = input.storage_descriptor().unwrap();
+        assert_eq!(storage.location(), Some("s3://lake/game_events/"));
+        assert_eq!(storage.columns().len(), 2);
+        assert!(input.partition_keys().is_empty());
+        assert_eq!(lake::iceberg_view::metadata_number(metadata), Some(7));
     }
 }

@@ -39,10 +39,13 @@ async fn main() -> Result<(), Error> {
         }
         // Registered for Athena at every cold start (an update when they are there): a failure
         // is a warning, and the next instance tries again.
-        if let Some(database) = database
-            && let Err(error) = opening.register(&catalog::Catalog::from_env(&database).await).await
-        {
-            tracing::warn!(%error, "the tables are not registered in the catalog");
+        // Their Iceberg views' entries then follow each metadata file this instance writes.
+        if let Some(database) = database {
+            let catalog = catalog::Catalog::from_env(&database).await;
+            catalog.publish_views();
+            if let Err(error) = opening.register(&catalog).await {
+                tracing::warn!(%error, "the tables are not registered in the catalog");
+            }
         }
     });
     let metrics = Reporter::new(

@@ -127,6 +127,28 @@ async fn writes_the_sample_batches_and_reports_no_failures() {
         let registered = table.storage_descriptor().unwrap().location().unwrap();
         assert_eq!(registered, format!("{location}/"), "{name}");
     }
+    // And their Iceberg views, as Iceberg tables whose entries name the views' newest metadata
+    // files: PyIceberg, through its Glue catalog, reads what DuckDB's Delta reader reads.
+    for name in ["game_events_iceberg", "game_events_rejects_iceberg"] {
+        let started = std::time::Instant::now();
+        while glue
+            .get_table()
+            .database_name(&database)
+            .name(name)
+            .send()
+            .await
+            .is_err()
+        {
+            assert!(started.elapsed() < WAIT, "{name} never registered");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    lakelog_tests::assert_glue_views_mirror(
+        Some(standin.endpoint()),
+        &database,
+        &[events.clone(), rejects.clone()],
+        None,
+    );
     let exited = function.stop();
     assert!(!exited.stderr.contains("panicked"), "{}", exited.stderr);
 

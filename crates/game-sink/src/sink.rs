@@ -441,7 +441,8 @@ impl Sink {
     }
 
     /// Registers both tables in `catalog`, as `game_events` and `game_events_rejects` (their
-    /// locations' last segments), opening them first if they are not open yet.
+    /// locations' last segments), and their Iceberg views as `game_events_iceberg` and
+    /// `game_events_rejects_iceberg`, opening them first if they are not open yet.
     pub async fn register(&self, catalog: &catalog::Catalog) -> Result<(), catalog::CatalogError> {
         for table in [&self.events, &self.rejects] {
             let handle = table
@@ -455,7 +456,7 @@ impl Sink {
                 .await;
             let name = catalog::table_name(&table.uri, false);
             let done = catalog.register(&name, &handle).await?;
-            info!(table = %table.uri, name, database = catalog.database(), ?done, "registered in the catalog");
+            info!(table = %table.uri, name, database = catalog.database(), ?done.table, ?done.view, "registered in the catalog");
         }
         Ok(())
     }

@@ -272,6 +272,12 @@ impl Table {
         iceberg_view::mirror(&self.uri, &self.delta, history).await
     }
 
+    /// The URI of the Iceberg view's newest metadata file (listed, not read); `None` when the table
+    /// has no view yet.
+    pub async fn iceberg_metadata(&self) -> Result<Option<String>, LakeError> {
+        iceberg_view::metadata_location(&self.uri, &self.delta).await
+    }
+
     /// Removes every row of `erasure` in one commit that coexists with the writers (see
     /// [`erase`]); the files it rewrote stay on storage until [`Table::purge`].
     pub async fn erase(&mut self, erasure: &Erasure, retry: &Retry) -> Result<ErasureReport, LakeError> {

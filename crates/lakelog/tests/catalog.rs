@@ -1,11 +1,13 @@
-//! Tables registered in the Glue Data Catalog (moto's) as Athena reads Delta tables: the ingest
-//! registers each per-bucket table it opens, the sink its two tables, and `lakelog catalog sync`
-//! tables created before.
+//! Tables registered in the Glue Data Catalog (moto's) as Athena reads Delta tables, and their
+//! Iceberg views as Glue's Iceberg tables: the ingest registers each per-bucket table it opens, the
+//! sink its two tables, and `lakelog catalog sync` tables created before; the views' entries follow
+//! each commit.
 
 use std::collections::BTreeMap;
 use std::process::Command;
 
 use access_log_ingest::{Ingestor, ObjectReader, TableTemplate};
+use aws_lambda_events::event::kinesis::KinesisEvent;
 use aws_sdk_glue::types::DatabaseInput;
 use aws_sdk_s3::primitives::ByteStream;
 use catalog::Catalog;
@@ -80,29 +82,35 @@ async fn the_writers_register_their_tables_and_sync_registers_older_ones() {
             .unwrap();
     }
     let db = database(&glue).await;
+    // The catalog the functions set up at init: it registers, and its views' entries follow
+    // the metadata files this process writes.
+    let catalog = Catalog::new(glue.clone(), &db);
+    assert!(catalog.publish_views());
     let template = TableTemplate::parse("table", &format!("s3://{lake}/access_logs/{{bucket}}")).unwrap();
     let rejects = template.default_rejects();
     let reader = ObjectReader::s3(standin.s3());
     let objects = reader.list(&format!("s3://{raw}/")).await.unwrap();
-    let ingestor =
-        Ingestor::new(template, rejects, storage.clone(), reader, 2).with_catalog(Catalog::new(glue.clone(), &db));
+    let ingestor = Ingestor::new(template, rejects, storage.clone(), reader, 2).with_catalog(catalog.clone());
     for (object, result) in ingestor.ingest(&objects, &lake::Retry::default(), &()).await {
         result.unwrap_or_else(|e| panic!("{object}: {e}"));
     }
 
     let sink_config = game_sink::Config::new(&StandIn::s3_uri(&lake, "game_events"), None).unwrap();
     let sink = game_sink::Sink::open(&sink_config, &storage).await.unwrap();
-    sink.register(&Catalog::new(glue.clone(), &db)).await.unwrap();
+    sink.register(&catalog).await.unwrap();
 
     let registered = tables(&glue, &db).await;
-    let delta = |path: &str, partitions: &[&str]| {
+    let entry = |kind: &str, path: &str, partitions: &[&str]| {
         (
-            "DELTA".to_owned(),
+            kind.to_owned(),
             format!("s3://{lake}/{path}/"),
             partitions.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>(),
         )
     };
-    let want = BTreeMap::from([
+    let delta = |path: &str, partitions: &[&str]| entry("DELTA", path, partitions);
+    // Iceberg's partitions are hidden: no partition keys.
+    let iceberg = |path: &str| entry("ICEBERG", path, &[]);
+    let mut want = BTreeMap::from([
         (
             "access_logs_backups_example".to_owned(),
             delta("access_logs/backups.example", &["request_date"]),
@@ -114,8 +122,90 @@ async fn the_writers_register_their_tables_and_sync_registers_older_ones() {
         ),
         ("game_events".to_owned(), delta("game_events", &["eventDate"])),
         ("game_events_rejects".to_owned(), delta("game_events_rejects", &[])),
+        // The views of the tables with a commit: the sink's tables have none yet.
+        (
+            "access_logs_backups_example_iceberg".to_owned(),
+            iceberg("access_logs/backups.example"),
+        ),
+        (
+            "access_logs_rejects_iceberg".to_owned(),
+            iceberg("access_logs/_rejects"),
+        ),
+        (
+            "access_logs_web_assets_iceberg".to_owned(),
+            iceberg("access_logs/web-assets"),
+        ),
     ]);
     assert_eq!(registered, want);
+    let access_tables: Vec<String> = [
+        "access_logs/backups.example",
+        "access_logs/_rejects",
+        "access_logs/web-assets",
+    ]
+    .iter()
+    .map(|path| StandIn::s3_uri(&lake, path))
+    .collect();
+    lakelog_tests::assert_glue_views_mirror(Some(standin.endpoint()), &db, &access_tables, None);
+
+    // A later commit moves its view's entry to the new metadata file, keeping the one before.
+    let web_assets = StandIn::s3_uri(&lake, "access_logs/web-assets");
+    let before = lake::Table::open(&web_assets, &storage)
+        .await
+        .unwrap()
+        .iceberg_metadata()
+        .await
+        .unwrap()
+        .unwrap();
+    let body = corpus(
+        SynthConfig {
+            seed: 7,
+            malformed_rate: 0.0,
+            buckets: vec!["web-assets".into()],
+            ..SynthConfig::default()
+        },
+        8 * 1024,
+    );
+    let key = "web-assets/2024-06-02-00-00-00-ABCDEF";
+    standin
+        .s3()
+        .put_object()
+        .bucket(&raw)
+        .key(key)
+        .body(ByteStream::from(body))
+        .send()
+        .await
+        .unwrap();
+    let later = ObjectReader::s3(standin.s3())
+        .list(&format!("s3://{raw}/{key}"))
+        .await
+        .unwrap();
+    for (object, result) in ingestor.ingest(&later, &lake::Retry::default(), &()).await {
+        result.unwrap_or_else(|e| panic!("{object}: {e}"));
+    }
+    let entry = glue
+        .get_table()
+        .database_name(&db)
+        .name("access_logs_web_assets_iceberg")
+        .send()
+        .await
+        .unwrap();
+    let parameters = entry.table().unwrap().parameters().unwrap();
+    assert_ne!(parameters["metadata_location"], before);
+    assert_eq!(parameters["previous_metadata_location"], before);
+    lakelog_tests::assert_glue_views_mirror(Some(standin.endpoint()), &db, std::slice::from_ref(&web_assets), None);
+
+    // The sink's tables' views are registered with their first commit.
+    for name in ["kinesis-game-events.json", "kinesis-bad-record.json"] {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../events/");
+        let event: KinesisEvent = serde_json::from_slice(&std::fs::read(format!("{path}{name}")).unwrap()).unwrap();
+        let report = sink.process(&event.records, &lake::Retry::default()).await;
+        assert_eq!(report.retry_from, None, "{name}: {report:?}");
+    }
+    want.insert("game_events_iceberg".to_owned(), iceberg("game_events"));
+    want.insert("game_events_rejects_iceberg".to_owned(), iceberg("game_events_rejects"));
+    assert_eq!(tables(&glue, &db).await, want);
+    let game_tables = [sink.events_uri().to_owned(), sink.rejects_uri().to_owned()];
+    lakelog_tests::assert_glue_views_mirror(Some(standin.endpoint()), &db, &game_tables, None);
     let events = glue
         .get_table()
         .database_name(&db)
@@ -157,13 +247,15 @@ async fn the_writers_register_their_tables_and_sync_registers_older_ones() {
         "{stdout}{}",
         String::from_utf8_lossy(&first.stderr)
     );
-    assert_eq!(stdout.matches("(created)").count(), 5, "{stdout}");
+    // Five tables and their views.
+    assert_eq!(stdout.matches("created)").count(), 10, "{stdout}");
+    assert_eq!(stdout.matches("(Iceberg view, created)").count(), 5, "{stdout}");
     assert_eq!(tables(&glue, &other).await, want);
     let again = sync();
     assert!(again.status.success());
     // Registering again what is registered writes nothing: Glue keeps one version of each table,
     // however many cold starts register it.
-    assert_eq!(String::from_utf8_lossy(&again.stdout).matches("(unchanged)").count(), 5);
+    assert_eq!(String::from_utf8_lossy(&again.stdout).matches("unchanged)").count(), 10);
     for name in want.keys() {
         let versions = glue
             .get_table_versions()
@@ -204,7 +296,7 @@ async fn two_tables_never_share_a_catalog_name() {
     assert_eq!(name, catalog::table_name(&dashed, true));
 
     assert_eq!(
-        catalog.register(&name, &first).await.unwrap(),
+        catalog.register(&name, &first).await.unwrap().table,
         catalog::Registered::Created
     );
     let err = catalog.register(&name, &second).await.unwrap_err().to_string();
@@ -215,7 +307,7 @@ async fn two_tables_never_share_a_catalog_name() {
         "the first table keeps its entry"
     );
     assert_eq!(
-        catalog.register(&name, &first).await.unwrap(),
+        catalog.register(&name, &first).await.unwrap().table,
         catalog::Registered::Unchanged
     );
 
@@ -240,14 +332,14 @@ async fn two_tables_never_share_a_catalog_name() {
         .await
         .unwrap();
     assert_eq!(
-        catalog.register(&name, &first).await.unwrap(),
+        catalog.register(&name, &first).await.unwrap().table,
         catalog::Registered::Updated
     );
     let columns = |t: &aws_sdk_glue::types::Table| t.storage_descriptor().unwrap().columns().len();
     let after = glue.get_table().database_name(&db).name(&name).send().await.unwrap();
     assert_eq!(columns(after.table().unwrap()), columns(entry));
     assert_eq!(
-        catalog.register(&name, &first).await.unwrap(),
+        catalog.register(&name, &first).await.unwrap().table,
         catalog::Registered::Unchanged
     );
 }

@@ -60,6 +60,8 @@ pub struct Maintainer {
     reader_grace: Duration,
     /// Reads the pseudonym keys of games that pseudonymise (with [`ErasureConfig::api`](crate::config::ErasureConfig::api)).
     ssm: Option<aws_sdk_ssm::Client>,
+    /// Moves the Glue entries of the tables' Iceberg views with the commits of each pass.
+    catalog: Option<catalog::Catalog>,
 }
 
 impl Maintainer {
@@ -72,12 +74,26 @@ impl Maintainer {
             namespace: emf::DEFAULT_NAMESPACE.to_owned(),
             reader_grace: READER_GRACE,
             ssm: None,
+            catalog: None,
         }
     }
 
     /// The same, reading the pseudonym keys of the configured API's games with `ssm`.
     pub fn with_ssm(mut self, ssm: aws_sdk_ssm::Client) -> Self {
         self.ssm = Some(ssm);
+        self
+    }
+
+    /// The same, moving the Glue entry of each table's Iceberg view (registered as
+    /// [`catalog::view_name`] of its [`catalog::table_name`]) with each metadata file the pass
+    /// writes; `catalog` should be the process's publisher ([`catalog::Catalog::publish_views`]).
+    pub fn with_catalog(mut self, catalog: catalog::Catalog) -> Self {
+        for entry in &self.config.tables {
+            if let Location::Table(uri) = &entry.location {
+                catalog.follow(uri, &catalog::table_name(uri, false));
+            }
+        }
+        self.catalog = Some(catalog);
         self
     }
 
@@ -390,6 +406,14 @@ pub async fn handle(event: LambdaEvent<EventBridgeEvent>, maintainer: &Maintaine
                     });
                 }
             },
+        }
+    }
+    // Tables found under a prefix are per-bucket tables, named as the ingest names them.
+    if let Some(catalog) = &maintainer.catalog {
+        for (uri, entry) in &tables {
+            if matches!(entry.location, Location::Prefix(_)) {
+                catalog.follow(uri, &catalog::table_name(uri, true));
+            }
         }
     }
     // The order: by the rotation's state, the table started longest ago first; without one, a

@@ -1,5 +1,6 @@
 //! The handler driven by `events/scheduled-maintenance.json` over local tables: a game-events-like
-//! table with duplicates, access-log-like tables found under a prefix, and a broken entry.
+//! table with duplicates, access-log-like tables found under a prefix, and a broken entry; and over
+//! tables in the S3 stand-in, with the Glue entries of their Iceberg views.
 
 use lake::{StorageConfig, Table};
 use lakelog_tests::maintenance::{context, scheduled_event, table};
@@ -341,4 +342,51 @@ async fn an_erasure_request_is_carried_out_with_its_receipt() {
         "{failed}"
     );
     assert!(folder.list().await.unwrap().contains(&"broken.json".to_owned()));
+}
+
+/// With a catalog, a pass moves the Glue entry of each table's Iceberg view to the snapshot it
+/// committed (creating the entry if there is none): the view of a table found under a prefix is
+/// named as the ingest names it, and PyIceberg reads through each entry what Delta's reader does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_views_glue_entries_follow_the_pass() {
+    let standin = lakelog_tests::StandIn::connect().await.unwrap();
+    let glue = aws_sdk_glue::Client::new(&standin.sdk_config());
+    let lake = standin.create_bucket("maintenance-glue").await.unwrap();
+    let storage = StorageConfig {
+        endpoint: Some(standin.endpoint().to_owned()),
+        extra: standin.storage_options(),
+    };
+    let database = lake.replace('-', "_");
+    let input = aws_sdk_glue::types::DatabaseInput::builder()
+        .name(&database)
+        .build()
+        .unwrap();
+    glue.create_database().database_input(input).send().await.unwrap();
+    let game = lakelog_tests::StandIn::s3_uri(&lake, "game_events");
+    table(&game, &storage, "eventDate", 5, &[1, 2, 3]).await;
+    let logs = lakelog_tests::StandIn::s3_uri(&lake, "access_logs/web-assets");
+    table(&logs, &storage, "request_date", 4, &[1, 2]).await;
+    let tables = format!("{game}#dedup=eventId, s3://{lake}/access_logs/*");
+    let config = Config::from_vars(|name| (name == "LAKE_TABLES").then(|| tables.clone())).unwrap();
+    let catalog = catalog::Catalog::new(glue.clone(), &database);
+    assert!(catalog.publish_views());
+    let maintainer = Maintainer::new(config, storage).with_catalog(catalog);
+
+    let report = handle(LambdaEvent::new(scheduled_event(), context()), &maintainer)
+        .await
+        .unwrap();
+    assert!(report.tables.iter().all(|t| t.error.is_none()), "{report:?}");
+    for name in ["game_events_iceberg", "access_logs_web_assets_iceberg"] {
+        let entry = glue.get_table().database_name(&database).name(name).send().await;
+        let entry = entry.unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        assert_eq!(entry.table().unwrap().parameters().unwrap()["table_type"], "ICEBERG");
+    }
+    // Deduplicated and compacted: 3 rows in the game table, 8 in the log table.
+    lakelog_tests::assert_glue_views_mirror(
+        Some(standin.endpoint()),
+        &database,
+        std::slice::from_ref(&game),
+        Some(3),
+    );
+    lakelog_tests::assert_glue_views_mirror(Some(standin.endpoint()), &database, &[logs], Some(8));
 }

@@ -29,6 +29,9 @@
 //!
 //! Writers race safely: metadata files are written only if absent, and a writer that loses the
 //! race for `v<N>` reads the winner's and tries again.
+//!
+//! A catalog that names the view's current metadata file (Glue's Iceberg entries) is told of each
+//! new one through the [`Publisher`] a process sets once ([`publish_to`]).
 
 mod schema;
 
@@ -81,6 +84,87 @@ pub fn enabled() -> bool {
             .map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "false" | "off" | "0" | "no"))
             .unwrap_or(false)
     })
+}
+
+/// Where the newest metadata file of each view is announced, so that a catalog entry that names
+/// it (Glue's `metadata_location`) follows the view. A process sets one with [`publish_to`];
+/// [`mirror`] calls it after each metadata file it writes, before older files are deleted.
+pub trait Publisher: Send + Sync {
+    /// The view of `view.table` now has `view.metadata` as its newest metadata file. Best effort:
+    /// an error is logged, and the next metadata file (or [`publish_current`]) announces again.
+    fn publish<'a>(&'a self, view: &'a Published<'a>) -> futures::future::BoxFuture<'a, Result<(), String>>;
+}
+
+/// A metadata file announced to the [`Publisher`].
+#[derive(Debug)]
+pub struct Published<'a> {
+    /// The table's URI, as the committer opened it.
+    pub table: &'a str,
+    /// The table's root URI (the Iceberg table's location), without a trailing slash.
+    pub location: &'a str,
+    /// The metadata file's URI (`<location>/_iceberg/metadata/v<N>.metadata.json`).
+    pub metadata: &'a str,
+    /// The schema of the Delta version mirrored.
+    pub schema: &'a arrow::datatypes::Schema,
+    /// Its partition columns.
+    pub partition_columns: &'a [String],
+}
+
+static PUBLISHER: std::sync::OnceLock<std::sync::Arc<dyn Publisher>> = std::sync::OnceLock::new();
+
+/// Sets this process's [`Publisher`]; `false` when one was set already (it stays).
+pub fn publish_to(publisher: std::sync::Arc<dyn Publisher>) -> bool {
+    PUBLISHER.set(publisher).is_ok()
+}
+
+/// The number `N` of a metadata file's name or URI (`.../v<N>.metadata.json`).
+pub fn metadata_number(metadata: &str) -> Option<u64> {
+    metadata
+        .rsplit('/')
+        .next()?
+        .strip_prefix('v')?
+        .strip_suffix(".metadata.json")?
+        .parse()
+        .ok()
+}
+
+/// Announces `metadata` of the view of `table` to the process's [`Publisher`], if any.
+async fn publish(uri: &str, table: &DeltaTable, metadata: &str) {
+    let Some(publisher) = PUBLISHER.get() else {
+        return;
+    };
+    let Ok(state) = table.snapshot() else {
+        return;
+    };
+    let schema = state.snapshot().arrow_schema();
+    let location = root(table);
+    let view = Published {
+        table: uri,
+        location: &location,
+        metadata,
+        schema: &schema,
+        partition_columns: state.metadata().partition_columns(),
+    };
+    if let Err(reason) = publisher.publish(&view).await {
+        warn!(table = uri, metadata, %reason, "the catalog does not name the view's newest metadata yet; the next pass announces it again");
+    }
+}
+
+/// The URI of the view's newest metadata file (listed, not read); `None` when the table has no
+/// view yet.
+pub async fn metadata_location(uri: &str, table: &DeltaTable) -> Result<Option<String>, LakeError> {
+    Ok(newest_number(uri, &table.object_store())
+        .await?
+        .map(|number| format!("{}/{}", root(table), metadata_name(number))))
+}
+
+/// Announces the view's newest metadata file to the process's [`Publisher`], so that a catalog
+/// entry an earlier announcement failed to move is brought up to date.
+pub async fn publish_current(uri: &str, table: &DeltaTable) -> Result<(), LakeError> {
+    if let Some(metadata) = metadata_location(uri, table).await? {
+        publish(uri, table, &metadata).await;
+    }
+    Ok(())
 }
 
 /// What [`mirror`] wrote.
@@ -168,24 +252,20 @@ fn metadata_name(number: u64) -> String {
     format!("{METADATA_FOLDER}/v{number}.metadata.json")
 }
 
-async fn latest(uri: &str, store: &ObjectStoreRef) -> Result<Option<Latest>, LakeError> {
+/// The number of the newest metadata file in the folder (listed, not read); `None` when there is
+/// none.
+async fn newest_number(uri: &str, store: &ObjectStoreRef) -> Result<Option<u64>, LakeError> {
     use futures::TryStreamExt;
     let listed: Vec<_> = store
         .list(Some(&Path::from(METADATA_FOLDER)))
         .try_collect()
         .await
         .map_err(|e| iceberg_error(uri, format!("listing {METADATA_FOLDER}: {e}")))?;
-    let Some(number) = listed
-        .iter()
-        .filter_map(|o| o.location.filename())
-        .filter_map(|name| {
-            name.strip_prefix('v')?
-                .strip_suffix(".metadata.json")?
-                .parse::<u64>()
-                .ok()
-        })
-        .max()
-    else {
+    Ok(listed.iter().filter_map(|o| metadata_number(o.location.as_ref())).max())
+}
+
+async fn latest(uri: &str, store: &ObjectStoreRef) -> Result<Option<Latest>, LakeError> {
+    let Some(number) = newest_number(uri, store).await? else {
         return Ok(None);
     };
     let name = metadata_name(number);
@@ -252,11 +332,6 @@ async fn read_if_present(uri: &str, store: &ObjectStoreRef, name: &str) -> Resul
         Err(object_store::Error::NotFound { .. }) => Ok(None),
         Err(e) => Err(iceberg_error(uri, format!("reading {name}: {e}"))),
     }
-}
-
-/// The number of the newest metadata file, 0 when there is none.
-async fn latest_number(uri: &str, store: &ObjectStoreRef) -> Result<u64, LakeError> {
-    Ok(latest(uri, store).await?.map_or(0, |l| l.number))
 }
 
 /// A data file the view's current snapshot holds, with the entry that holds it.
@@ -366,7 +441,7 @@ async fn try_mirror(uri: &str, table: &DeltaTable, history: Duration) -> Result<
         Some(current) => match live_entries(uri, &store, &root, current.manifest_list()).await? {
             Some(found) => found,
             // A writer that expired the snapshot committed after this one read the metadata.
-            None if latest_number(uri, &store).await? > latest.as_ref().map_or(0, |l| l.number) => {
+            None if newest_number(uri, &store).await?.unwrap_or(0) > latest.as_ref().map_or(0, |l| l.number) => {
                 return Ok(Try::Lost);
             }
             None => {
@@ -613,6 +688,7 @@ async fn try_mirror(uri: &str, table: &DeltaTable, history: Duration) -> Result<
         Bytes::from(number.to_string()),
     )
     .await?;
+    publish(uri, table, &format!("{root}/{name}")).await;
 
     // The manifests the new snapshot dropped, when its parent expired with this commit.
     if new_dropped_if_parent_expired

@@ -406,13 +406,18 @@ pub async fn maintain(
         }
     }
     // A view behind its table (a committer stopped between the two commits, a table from a
-    // release without views) is brought up to date even when nothing else commits.
+    // release without views) is brought up to date even when nothing else commits, and the
+    // catalog told of its metadata.
     if crate::iceberg_view::enabled() {
         if past_deadline() {
             report.skipped.push("iceberg");
         } else {
             let view = async {
                 let mirrored = crate::iceberg_view::mirror(uri, &table, crate::iceberg_view::DEFAULT_HISTORY).await?;
+                // A catalog entry an earlier announcement failed to move is moved now.
+                if mirrored.is_none() {
+                    crate::iceberg_view::publish_current(uri, &table).await?;
+                }
                 crate::iceberg_view::remove_orphans(uri, &table, crate::iceberg_view::DEFAULT_HISTORY).await?;
                 Ok::<_, crate::error::LakeError>(mirrored)
             };

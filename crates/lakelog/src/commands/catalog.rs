@@ -1,5 +1,6 @@
-//! `lakelog catalog sync`: register tables in the AWS Glue Data Catalog, as the functions do for
-//! the tables they create, so that Athena can query tables created before the catalog was set up.
+//! `lakelog catalog sync`: register tables and their Iceberg views in the AWS Glue Data Catalog,
+//! as the functions do for the tables they create, so that Athena can query tables created before
+//! the catalog was set up.
 
 use std::process::ExitCode;
 
@@ -18,12 +19,15 @@ pub struct CatalogArgs {
 /// The `catalog` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum CatalogCommand {
-    /// Register (or update) tables in a Glue database as Delta tables Athena reads.
+    /// Register (or update) tables in a Glue database as Delta tables Athena reads, and their
+    /// Iceberg views as Iceberg tables.
     ///
     /// Each TABLE is a table's location (s3://bucket/prefix), or PREFIX/* for every table directly
     /// under the prefix (the per-bucket access-log tables, registered as PARENT_BUCKET). Names
     /// are the locations' last segments: game_events, access_logs_web_assets,
-    /// access_logs_rejects. Credentials and region come from the AWS environment.
+    /// access_logs_rejects; a view is NAME_iceberg, naming the view's newest metadata file (run
+    /// sync again after commits made outside the functions, such as `lakelog forget`).
+    /// Credentials and region come from the AWS environment.
     Sync(SyncArgs),
 }
 
@@ -58,16 +62,19 @@ pub fn run(args: &CatalogArgs) -> anyhow::Result<ExitCode> {
                     let done = catalog.register(&name, &table).await?;
                     anyhow::Ok(done)
                 };
+                let said = |done: catalog::Registered| match done {
+                    catalog::Registered::Created => "created",
+                    catalog::Registered::Updated => "updated",
+                    catalog::Registered::Unchanged => "unchanged",
+                };
                 match registered.await {
-                    Ok(done) => println!(
-                        "{}.{name}: {uri} ({})",
-                        args.database,
-                        match done {
-                            catalog::Registered::Created => "created",
-                            catalog::Registered::Updated => "updated",
-                            catalog::Registered::Unchanged => "unchanged",
+                    Ok(done) => {
+                        println!("{}.{name}: {uri} ({})", args.database, said(done.table));
+                        if let Some(view) = done.view {
+                            let view_name = catalog::view_name(&name);
+                            println!("{}.{view_name}: {uri} (Iceberg view, {})", args.database, said(view));
                         }
-                    ),
+                    }
                     Err(e) => {
                         failed += 1;
                         eprintln!("{uri}: {e:#}");
