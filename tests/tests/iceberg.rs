@@ -2,7 +2,7 @@
 //! PyIceberg and compared row for row with DuckDB's Delta reader after each change lakelog makes:
 //! redelivered appends, the maintenance pass's compaction and deduplication, a committer killed
 //! between its Delta commit and the view's snapshot, an added column, an erasure and its purge,
-//! and a retention expiry.
+//! and a retention expiry; and after a thousand small commits with packing and compaction.
 
 use std::sync::Arc;
 
@@ -29,15 +29,6 @@ async fn view_objects(standin: &StandIn, bucket: &str, path: &str) -> Vec<String
         .iter()
         .filter_map(|o| o.key().map(str::to_owned))
         .collect()
-}
-
-fn metadata_number(key: &str) -> Option<u64> {
-    key.rsplit('/')
-        .next()?
-        .strip_prefix('v')?
-        .strip_suffix(".metadata.json")?
-        .parse()
-        .ok()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -70,7 +61,11 @@ async fn every_change_reaches_the_iceberg_view_and_both_readers_find_the_delta_r
     // it would have written is missing and the hint names the one before.
     table(&uri, &storage, "eventDate", 1, &[5]).await;
     let keys = view_objects(&standin, &lake, "game_events").await;
-    let newest = keys.iter().filter_map(|k| metadata_number(k)).max().unwrap();
+    let newest = keys
+        .iter()
+        .filter_map(|k| lake::iceberg_view::metadata_number(k))
+        .max()
+        .unwrap();
     let s3 = standin.s3();
     s3.delete_object()
         .bucket(&lake)
@@ -133,7 +128,10 @@ async fn every_change_reaches_the_iceberg_view_and_both_readers_find_the_delta_r
     wider.purge(&erasure).await.unwrap();
     assert_views_mirror(endpoint, &tables, Some(6));
     let keys = view_objects(&standin, &lake, "game_events").await;
-    let metadata_files: Vec<_> = keys.iter().filter(|k| metadata_number(k).is_some()).collect();
+    let metadata_files: Vec<_> = keys
+        .iter()
+        .filter(|k| lake::iceberg_view::metadata_number(k).is_some())
+        .collect();
     assert_eq!(
         metadata_files.len(),
         1,
@@ -150,4 +148,54 @@ async fn every_change_reaches_the_iceberg_view_and_both_readers_find_the_delta_r
     let expired = wider.expire(30, &lake::Retry::default()).await.unwrap();
     assert!(format!("{expired:?}").contains("2024-06-01"), "{expired:?}");
     assert_views_mirror(endpoint, &tables, Some(0));
+}
+
+/// A thousand small commits, as the sink makes them on a quiet stream (one record a batch, each
+/// batch committed), with the sink packing small files beside its commits once 50 are there, then
+/// the maintenance pass compacting and deduplicating the closed day: both Iceberg readers find the
+/// Delta rows after the commits and after the compaction, and the view's metadata stays bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_small_commits_with_packing_and_compaction_read_the_same() {
+    use chrono::TimeZone as _;
+
+    const COMMITS: u64 = 1000;
+    let dir = tempfile::tempdir().unwrap();
+    let uri = format!("{}/game_events", dir.path().display());
+    let config = game_sink::Config::new(&uri, None)
+        .unwrap()
+        .with_settle(Some(game_sink::Settle::after(50)));
+    let sink = game_sink::Sink::open(&config, &StorageConfig::default()).await.unwrap();
+    // A closed day, so that the maintenance pass compacts it.
+    let day = chrono::Utc.with_ymd_and_hms(2024, 6, 1, 0, 0, 0).unwrap();
+    for i in 0..COMMITS {
+        let time = day + chrono::Duration::seconds(i64::try_from(i).unwrap() * 60);
+        let records = lakelog_tests::level_ups("g1", &[format!("device-{}", i % 40)], i + 1, time);
+        let report = sink.process(&records, &lake::Retry::default()).await;
+        assert_eq!((report.rows, &report.retry_from), (1, &None), "batch {i}: {report:?}");
+    }
+    sink.settled().await;
+    let table = Table::open(&uri, &StorageConfig::default()).await.unwrap();
+    let version = table.delta().version().unwrap_or_default();
+    assert!(version >= COMMITS, "one version a batch: {version}");
+    let files = table.file_stats().unwrap().files;
+    assert!(files < 100, "the sink packed the small files: {files} left");
+    let tables = [uri.clone()];
+    assert_views_mirror(None, &tables, Some(COMMITS as i64));
+
+    let lake_tables = format!("{uri}#dedup=gameId+eventId");
+    let config = Config::from_vars(|name| (name == "LAKE_TABLES").then(|| lake_tables.clone())).unwrap();
+    let maintainer = Maintainer::new(config, StorageConfig::default());
+    let report = handle(LambdaEvent::new(scheduled_event(), context()), &maintainer)
+        .await
+        .unwrap();
+    assert_eq!(report.tables[0].files_after, 1, "{report:?}");
+    assert_views_mirror(None, &tables, Some(COMMITS as i64));
+
+    // Bounded: at most 20 snapshots, 16 manifests each and 11 metadata files, whatever the commits.
+    let folder = dir.path().join("game_events").join(lake::iceberg_view::METADATA_FOLDER);
+    let objects = std::fs::read_dir(&folder).unwrap().count();
+    assert!(
+        objects < 100,
+        "{objects} objects in the view's metadata after {COMMITS} commits"
+    );
 }
