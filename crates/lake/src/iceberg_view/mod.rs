@@ -209,7 +209,8 @@ pub async fn mirror(uri: &str, table: &DeltaTable, history: Duration) -> Result<
 }
 
 /// The newest metadata file of the view at `uri`: its number, URI and content.
-pub async fn current_metadata(
+#[cfg(test)]
+pub(crate) async fn current_metadata(
     uri: &str,
     table: &DeltaTable,
 ) -> Result<Option<(u64, String, TableMetadata)>, LakeError> {
@@ -276,14 +277,9 @@ async fn latest(uri: &str, store: &ObjectStoreRef) -> Result<Option<Latest>, Lak
 }
 
 async fn read(uri: &str, store: &ObjectStoreRef, name: &str) -> Result<Bytes, LakeError> {
-    let object = store
-        .get(&Path::from(name))
-        .await
-        .map_err(|e| iceberg_error(uri, format!("reading {name}: {e}")))?;
-    object
-        .bytes()
-        .await
-        .map_err(|e| iceberg_error(uri, format!("reading {name}: {e}")))
+    crate::files::read_object(uri, store, name)
+        .await?
+        .ok_or_else(|| iceberg_error(uri, format!("{name} is missing")))
 }
 
 async fn put(uri: &str, store: &ObjectStoreRef, name: &str, bytes: Bytes) -> Result<(), LakeError> {
@@ -320,19 +316,6 @@ type LiveEntries = (
     Vec<(ManifestFile, Vec<iceberg::spec::ManifestEntryRef>)>,
     HashMap<String, LiveEntry>,
 );
-
-/// The bytes of `name`; `None` when it is missing.
-async fn read_if_present(uri: &str, store: &ObjectStoreRef, name: &str) -> Result<Option<Bytes>, LakeError> {
-    match store.get(&Path::from(name)).await {
-        Ok(object) => object
-            .bytes()
-            .await
-            .map(Some)
-            .map_err(|e| iceberg_error(uri, format!("reading {name}: {e}"))),
-        Err(object_store::Error::NotFound { .. }) => Ok(None),
-        Err(e) => Err(iceberg_error(uri, format!("reading {name}: {e}"))),
-    }
-}
 
 /// A data file the view's current snapshot holds, with the entry that holds it.
 struct LiveEntry {
@@ -376,58 +359,7 @@ async fn try_mirror(uri: &str, table: &DeltaTable, history: Duration) -> Result<
     )
     .map_err(|e| iceberg_error(uri, e.to_string()))?;
 
-    let mut expired_metadata = Vec::new();
-    let base = match previous {
-        None => {
-            let mut spec = UnboundPartitionSpec::builder().with_spec_id(0);
-            for column in &partition_columns {
-                let source = schema
-                    .field_id_by_name(column)
-                    .ok_or_else(|| iceberg_error(uri, format!("partition column {column} is not in the schema")))?;
-                spec = spec
-                    .add_partition_field(source, column, Transform::Identity)
-                    .map_err(failed(uri))?;
-            }
-            let properties = HashMap::from([
-                (
-                    "write.metadata.previous-versions-max".to_owned(),
-                    PREVIOUS_VERSIONS_MAX.to_string(),
-                ),
-                (
-                    "write.metadata.delete-after-commit.enabled".to_owned(),
-                    "true".to_owned(),
-                ),
-                ("write.parquet.compression-codec".to_owned(), "snappy".to_owned()),
-            ]);
-            TableMetadataBuilder::new(
-                schema,
-                spec.build(),
-                SortOrder::unsorted_order(),
-                root.clone(),
-                FormatVersion::V2,
-                properties,
-            )
-            .map_err(failed(uri))?
-            .build()
-            .map_err(failed(uri))?
-            .metadata
-        }
-        Some(previous) => {
-            let latest = latest.as_ref().ok_or_else(|| iceberg_error(uri, "no metadata"))?;
-            let mut builder =
-                TableMetadataBuilder::new_from_metadata(previous.clone(), Some(format!("{root}/{}", latest.name)));
-            if !behind && schema.as_struct() != previous.current_schema().as_struct() {
-                info!(
-                    table = uri,
-                    "the Delta schema changed: the Iceberg view takes the new schema"
-                );
-                builder = builder.add_current_schema(schema).map_err(failed(uri))?;
-            }
-            let built = builder.build().map_err(failed(uri))?;
-            expired_metadata.extend(built.expired_metadata_logs.into_iter().map(|m| m.metadata_file));
-            built.metadata
-        }
-    };
+    let (base, mut expired_metadata) = base_metadata(uri, &root, latest.as_ref(), schema, &partition_columns, behind)?;
     let schema = base.current_schema().clone();
     let spec = base.default_partition_spec().clone();
 
@@ -491,6 +423,8 @@ async fn try_mirror(uri: &str, table: &DeltaTable, history: Duration) -> Result<
             Ok((writer, name))
         };
         let mut rewritten: Vec<(iceberg::spec::ManifestWriter, String)> = Vec::new();
+        // The manifest the added files go into: the merged one, or a new one.
+        let mut adding = None;
         if merge {
             let (mut writer, name) = writer_for(0)?;
             for (file, entries) in &manifests {
@@ -499,15 +433,7 @@ async fn try_mirror(uri: &str, table: &DeltaTable, history: Duration) -> Result<
                     carry(uri, &mut writer, entry, removed_paths.contains(entry.file_path()))?;
                 }
             }
-            add_files(
-                uri,
-                &mut writer,
-                &added,
-                &partition_columns,
-                &partition_type,
-                sequence_number,
-            )?;
-            rewritten.push((writer, name));
+            adding = Some((writer, name));
         } else {
             for (index, (file, entries)) in manifests.iter().enumerate() {
                 if !touched.contains(&index) {
@@ -522,17 +448,19 @@ async fn try_mirror(uri: &str, table: &DeltaTable, history: Duration) -> Result<
                 rewritten.push((writer, name));
             }
             if !added.is_empty() {
-                let (mut writer, name) = writer_for(0)?;
-                add_files(
-                    uri,
-                    &mut writer,
-                    &added,
-                    &partition_columns,
-                    &partition_type,
-                    sequence_number,
-                )?;
-                rewritten.push((writer, name));
+                adding = Some(writer_for(0)?);
             }
+        }
+        if let Some((mut writer, name)) = adding {
+            add_files(
+                uri,
+                &mut writer,
+                &added,
+                &partition_columns,
+                &partition_type,
+                sequence_number,
+            )?;
+            rewritten.push((writer, name));
         }
         // The manifests and the manifest list, written at once: nothing names them until the
         // metadata file does.
@@ -725,6 +653,73 @@ async fn try_mirror(uri: &str, table: &DeltaTable, history: Duration) -> Result<
     })))
 }
 
+/// The metadata the next snapshot builds on: a new table of `schema` partitioned by
+/// `partition_columns` when there is no view yet, else the latest metadata with `schema` as its
+/// current schema if it changed (unless this writer is `behind`); and the metadata files it
+/// drops from its log.
+fn base_metadata(
+    uri: &str,
+    root: &str,
+    latest: Option<&Latest>,
+    schema: iceberg::spec::Schema,
+    partition_columns: &[String],
+    behind: bool,
+) -> Result<(TableMetadata, Vec<String>), LakeError> {
+    let mut expired_metadata = Vec::new();
+    let base = match latest {
+        None => {
+            let mut spec = UnboundPartitionSpec::builder().with_spec_id(0);
+            for column in partition_columns {
+                let source = schema
+                    .field_id_by_name(column)
+                    .ok_or_else(|| iceberg_error(uri, format!("partition column {column} is not in the schema")))?;
+                spec = spec
+                    .add_partition_field(source, column, Transform::Identity)
+                    .map_err(failed(uri))?;
+            }
+            let properties = HashMap::from([
+                (
+                    "write.metadata.previous-versions-max".to_owned(),
+                    PREVIOUS_VERSIONS_MAX.to_string(),
+                ),
+                (
+                    "write.metadata.delete-after-commit.enabled".to_owned(),
+                    "true".to_owned(),
+                ),
+                ("write.parquet.compression-codec".to_owned(), "snappy".to_owned()),
+            ]);
+            TableMetadataBuilder::new(
+                schema,
+                spec.build(),
+                SortOrder::unsorted_order(),
+                root.to_owned(),
+                FormatVersion::V2,
+                properties,
+            )
+            .map_err(failed(uri))?
+            .build()
+            .map_err(failed(uri))?
+            .metadata
+        }
+        Some(latest) => {
+            let previous = &latest.metadata;
+            let mut builder =
+                TableMetadataBuilder::new_from_metadata(previous.clone(), Some(format!("{root}/{}", latest.name)));
+            if !behind && schema.as_struct() != previous.current_schema().as_struct() {
+                info!(
+                    table = uri,
+                    "the Delta schema changed: the Iceberg view takes the new schema"
+                );
+                builder = builder.add_current_schema(schema).map_err(failed(uri))?;
+            }
+            let built = builder.build().map_err(failed(uri))?;
+            expired_metadata.extend(built.expired_metadata_logs.into_iter().map(|m| m.metadata_file));
+            built.metadata
+        }
+    };
+    Ok((base, expired_metadata))
+}
+
 /// Deletes the objects of the view's metadata folder that nothing kept names and that are older
 /// than `grace`: what a writer stopped between its manifests and its metadata file left behind.
 /// Kept: the newest metadata file and those its log names, the hint, the manifest list of every
@@ -875,7 +870,7 @@ async fn live_entries(
     root: &str,
     list: &str,
 ) -> Result<Option<LiveEntries>, LakeError> {
-    let Some(bytes) = read_if_present(uri, store, &relative(uri, root, list)?).await? else {
+    let Some(bytes) = crate::files::read_object(uri, store, &relative(uri, root, list)?).await? else {
         return Ok(None);
     };
     let list = ManifestList::parse_with_version(&bytes, FormatVersion::V2).map_err(failed(uri))?;
@@ -886,7 +881,8 @@ async fn live_entries(
             if let Some(entries) = cached(&file.manifest_path) {
                 return Ok::<_, LakeError>(Some((file.clone(), entries)));
             }
-            let Some(bytes) = read_if_present(uri, store, &relative(uri, root, &file.manifest_path)?).await? else {
+            let Some(bytes) = crate::files::read_object(uri, store, &relative(uri, root, &file.manifest_path)?).await?
+            else {
                 return Ok(None);
             };
             io.new_output(&file.manifest_path)
