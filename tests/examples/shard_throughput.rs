@@ -24,6 +24,11 @@
 //! MODE `pass` measures the committer alone: for each number given in place of SHARDS, that many
 //! links (batches of BATCH records over 32 shards) are staged first, then one committer pass (no
 //! packing) commits them all, timed.
+//! MODE `requests` counts the S3 requests of committer passes, by how S3 prices them: a batch is
+//! staged and a pass (no packing) commits it, as many times as the number given in place of SHARDS
+//! (default 20); printed, the mean per batch and per pass after the first (which creates the
+//! Iceberg view), the view's share, and the requests of a pass that finds nothing staged. Run it
+//! with `ICEBERG_VIEW=off` for the passes without the view.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,7 +40,7 @@ use fixtures::game::{Synth, SynthConfig};
 use game_events::Envelope;
 use game_sink::{Config, Sink};
 use lake::Retry;
-use lakelog_tests::faults::{FaultProxy, FaultRates};
+use lakelog_tests::faults::{FaultProxy, FaultRates, PricedCounts, Target};
 use lakelog_tests::{StandIn, percentile};
 
 /// Encoded events for one shard's writer, reused batch after batch with new sequence numbers.
@@ -154,9 +159,9 @@ async fn main() -> anyhow::Result<()> {
         vec![1, 4, 16, 32]
     };
     let commit_each = match mode.as_str() {
-        "staged" | "staged-nopack" | "pass" => false,
+        "staged" | "staged-nopack" | "pass" | "requests" => false,
         "commit-each" => true,
-        other => anyhow::bail!("MODE is staged, commit-each or pass, not {other}"),
+        other => anyhow::bail!("MODE is staged, staged-nopack, commit-each, pass or requests, not {other}"),
     };
     let standin = StandIn::connect().await?;
     let proxy = FaultProxy::start(standin.endpoint(), 1, FaultRates::held(latency)).await?;
@@ -166,6 +171,68 @@ async fn main() -> anyhow::Result<()> {
         latency.as_millis(),
         interval.as_millis()
     );
+    if mode == "requests" {
+        let passes = if args.len() > 5 { shard_counts[0] } else { 20 };
+        let bucket = standin.create_bucket("requests").await?;
+        let table = StandIn::s3_uri(&bucket, "game_events");
+        let config = Config::new(&table, None)?.with_settle(None);
+        let sink = Sink::open(&config, &storage).await?;
+        let pool = payloads(0, size);
+        let (mut batches, mut passes_seen) = (Vec::new(), Vec::new());
+        let targets = |proxy: &FaultProxy| Target::ALL.map(|t| proxy.counts_for(t).requests);
+        let mut by_target = [0u64; 5];
+        for i in 0..passes.max(2) {
+            let before = proxy.priced();
+            let report = sink.stage(&batch(0, (i * size) as u64, &pool)).await;
+            anyhow::ensure!(report.retry_from.is_none(), "staging failed: {report:?}");
+            let staged = proxy.priced();
+            let targets_before = targets(&proxy);
+            let pass = sink.commit_staged(&Retry::default()).await.both()?;
+            anyhow::ensure!(pass.events.links == 1, "a pass commits the batch: {pass:?}");
+            if i > 0 {
+                batches.push(staged.since(&before));
+                passes_seen.push(proxy.priced().since(&staged));
+                for (sum, (after, before)) in by_target.iter_mut().zip(targets(&proxy).iter().zip(targets_before)) {
+                    *sum += after - before;
+                }
+            }
+        }
+        let view = if lake::iceberg_view::enabled() { "on" } else { "off" };
+        for (what, counts) in [("sink batch", &batches), ("committer pass", &passes_seen)] {
+            let n = counts.len() as f64;
+            let mean = |f: fn(&PricedCounts) -> u64| counts.iter().map(f).sum::<u64>() as f64 / n;
+            println!(
+                "Iceberg view {view}: per {what} (mean of {} after the first): {:.2} PUT-priced, {:.2} GET, {:.2} DELETE; of which the view's: {:.2} PUT-priced, {:.2} GET, {:.2} DELETE",
+                counts.len(),
+                mean(|c| c.put),
+                mean(|c| c.get),
+                mean(|c| c.delete),
+                mean(|c| c.view_put),
+                mean(|c| c.view_get),
+                mean(|c| c.view_delete),
+            );
+        }
+        // A pass that finds nothing staged, as a committer's tick makes every minute.
+        let before = proxy.priced();
+        let pass = sink.commit_staged(&Retry::default()).await.both()?;
+        anyhow::ensure!(pass.events.links == 0, "nothing was staged: {pass:?}");
+        let idle = proxy.priced().since(&before);
+        println!(
+            "Iceberg view {view}: an idle pass: {} PUT-priced, {} GET, {} DELETE",
+            idle.put, idle.get, idle.delete
+        );
+        let n = passes_seen.len() as f64;
+        println!(
+            "per committer pass, by target: {}",
+            Target::ALL
+                .iter()
+                .zip(by_target)
+                .map(|(t, sum)| format!("{t:?} {:.2}", sum as f64 / n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return Ok(());
+    }
     if mode == "pass" {
         println!("links  records  pass ms  ms per link  rows checked");
         for links in shard_counts {

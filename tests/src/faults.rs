@@ -262,6 +262,69 @@ impl Counters {
     }
 }
 
+/// Requests seen, by how S3 prices them, and of those, the requests for the tables' Iceberg views
+/// (a path or a listed prefix under `_iceberg/`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PricedCounts {
+    /// PUT, COPY, POST and LIST requests (S3's higher tier).
+    pub put: u64,
+    /// GET and HEAD requests (the lower tier).
+    pub get: u64,
+    /// DELETE requests (free).
+    pub delete: u64,
+    /// Of `put`, those of the views.
+    pub view_put: u64,
+    /// Of `get`, those of the views.
+    pub view_get: u64,
+    /// Of `delete`, those of the views.
+    pub view_delete: u64,
+}
+
+impl PricedCounts {
+    /// The requests seen since `earlier`.
+    pub fn since(&self, earlier: &PricedCounts) -> PricedCounts {
+        PricedCounts {
+            put: self.put - earlier.put,
+            get: self.get - earlier.get,
+            delete: self.delete - earlier.delete,
+            view_put: self.view_put - earlier.view_put,
+            view_get: self.view_get - earlier.view_get,
+            view_delete: self.view_delete - earlier.view_delete,
+        }
+    }
+}
+
+/// The counters of [`PricedCounts`], in its order.
+#[derive(Debug, Default)]
+struct Priced([AtomicU64; 6]);
+
+impl Priced {
+    fn count(&self, method: &Method, path: &str, query: &str) {
+        let tier = match *method {
+            Method::GET if query.split('&').any(|p| p.starts_with("list-type=")) => 0,
+            Method::GET | Method::HEAD => 1,
+            Method::DELETE => 2,
+            _ => 0,
+        };
+        self.0[tier].fetch_add(1, Ordering::Relaxed);
+        if path.contains("/_iceberg/") || query.contains("_iceberg") {
+            self.0[tier + 3].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn read(&self) -> PricedCounts {
+        let n = |i: usize| self.0[i].load(Ordering::Relaxed);
+        PricedCounts {
+            put: n(0),
+            get: n(1),
+            delete: n(2),
+            view_put: n(3),
+            view_get: n(4),
+            view_delete: n(5),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Shared {
     upstream: String,
@@ -272,6 +335,7 @@ struct Shared {
     counters: Counters,
     /// By [`Target`], in the order of [`Target::ALL`].
     target_counters: [Counters; 5],
+    priced: Priced,
 }
 
 /// What to do with one request.
@@ -319,6 +383,7 @@ impl FaultProxy {
             client,
             counters: Counters::default(),
             target_counters: Default::default(),
+            priced: Priced::default(),
         });
         let accepting = Arc::clone(&shared);
         let task = tokio::spawn(async move {
@@ -362,6 +427,11 @@ impl FaultProxy {
     /// Requests of `target` seen and faulted so far, by kind.
     pub fn counts_for(&self, target: Target) -> FaultCounts {
         self.shared.target_counters[target as usize].read()
+    }
+
+    /// Requests seen so far, by how S3 prices them.
+    pub fn priced(&self) -> PricedCounts {
+        self.shared.priced.read()
     }
 }
 
@@ -446,6 +516,9 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Result<Response<
         counter(&shared.target_counters[target as usize]).fetch_add(1, Ordering::Relaxed);
     };
     count(|c| &c.requests);
+    shared
+        .priced
+        .count(&method, request.uri().path(), request.uri().query().unwrap_or_default());
     let fault = draw(shared, &method, request.uri().path(), target);
     match fault {
         Fault::SlowDown => {
