@@ -148,6 +148,7 @@ fn the_demo_reports_what_its_workload_holds() {
     let compared = season::assert_duckdb_cohorts_are_the_report(&game, &dir.join("lake/game_events"));
     assert!(compared[1] > 0, "no cohort's day 7 is in the range: {compared:?}");
     season::assert_duckdb_sessions_are_the_report(&game, &dir.join("lake/game_events"));
+    season::assert_duckdb_lifecycle_is_the_report(&game, &dir.join("lake/game_events"));
     // The player base grows: later days bring new players, and some come back.
     let all: Vec<_> = truth.cohorts.iter().filter(|c| c.platform.is_none()).collect();
     assert!(all.len() >= 4 && all.iter().all(|c| c.devices > 0));

@@ -103,6 +103,14 @@ async fn a_planned_season_is_reported_as_planned() {
     let report = json_report(table.to_str().unwrap(), &[]);
     let truth = season.truth();
     let day30 = season::assert_report_is_the_season(&report, &truth);
+    // The season moves devices through every lifecycle state and leaves some at risk, so that the
+    // comparison above tells each state apart.
+    let lifecycle = truth.lifecycle(Utc::now().date_naive());
+    for (k, state) in fixtures::game::season::LIFECYCLE_STATES.iter().enumerate() {
+        assert!(lifecycle.days.values().any(|d| d[k] > 0), "no device is ever {state}");
+    }
+    assert!(!lifecycle.at_risk.is_empty(), "no device at risk");
+    assert!(season::assert_duckdb_lifecycle_is_the_report(&report, &table) > 30);
     // Read a few days at a time, and an hour at a time: the same season, sessions that span
     // chunks included.
     for rows in ["1000", "200"] {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use chrono::{Days, NaiveDate};
-use fixtures::game::season::{RETURN_DAYS, SeasonTruth};
+use fixtures::game::season::{LIFECYCLE_STATES, RETURN_DAYS, SeasonTruth};
 use lakelog_reports::game::SESSION_LENGTHS;
 use serde_json::{Value, json};
 
@@ -50,6 +50,28 @@ pub fn assert_report_is_the_season(report: &Value, truth: &SeasonTruth) -> usize
             day30_known += usize::from(known && k == 2);
         }
     }
+
+    // The lifecycle of every ended day, and the devices at risk, from the days each device plays.
+    let lifecycle = truth.lifecycle(chrono::Utc::now().date_naive());
+    assert_eq!(report["lifecycle"]["states"], json!(LIFECYCLE_STATES));
+    let states: BTreeMap<NaiveDate, Vec<u64>> = report["lifecycle"]["days"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let devices = d["devices"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap());
+            (date(&d["date"]), devices.collect())
+        })
+        .collect();
+    let want: BTreeMap<NaiveDate, Vec<u64>> = lifecycle.days.iter().map(|(d, n)| (*d, n.to_vec())).collect();
+    assert_eq!(states, want, "lifecycle");
+    let at_risk: std::collections::BTreeSet<String> = report["lifecycle"]["at_risk"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["device"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(at_risk, lifecycle.at_risk, "devices at risk");
 
     let days = report["revenue"]["days"].as_array().unwrap();
     assert_eq!(days.len(), truth.days.len(), "revenue days");
@@ -159,6 +181,44 @@ pub fn assert_duckdb_cohorts_are_the_report(report: &Value, table: &Path) -> [us
         }
     }
     compared
+}
+
+/// Asserts that the saved lifecycle query, run by DuckDB over `table`, gives the report's devices
+/// in each state on each ended day; returns how many days it compared.
+pub fn assert_duckdb_lifecycle_is_the_report(report: &Value, table: &Path) -> usize {
+    let query = lakelog_tests::athena_query(
+        "GameLifecycleQuery",
+        lakelog_tests::TEMPLATE_GAME_EVENTS,
+        &format!("delta_scan('{}')", table.display()),
+    )
+    .unwrap();
+    let rows = lakelog_tests::duckdb(
+        "http://127.0.0.1:9",
+        &format!("SELECT CAST(day AS VARCHAR), state, devices FROM ({query})"),
+    )
+    .unwrap();
+    let mut by_duckdb: BTreeMap<NaiveDate, Vec<i64>> = BTreeMap::new();
+    for r in &rows {
+        let k = LIFECYCLE_STATES
+            .iter()
+            .position(|s| Some(*s) == r[1].as_str())
+            .unwrap_or_else(|| panic!("a state the report does not have: {r:?}"));
+        by_duckdb.entry(date(&r[0])).or_insert_with(|| vec![0; 6])[k] = r[2].as_i64().unwrap();
+    }
+    let reported: BTreeMap<NaiveDate, Vec<i64>> = report["lifecycle"]["days"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let devices = d["devices"].as_array().unwrap().iter().map(|n| n.as_i64().unwrap());
+            (date(&d["date"]), devices.collect())
+        })
+        .collect();
+    assert_eq!(
+        by_duckdb, reported,
+        "lifecycle: DuckDB over the saved query, then the report"
+    );
+    reported.len()
 }
 
 /// Asserts that the saved sessions query, run by DuckDB over `table`, gives the report's

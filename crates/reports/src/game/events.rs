@@ -115,6 +115,8 @@ pub(super) struct Loaded {
     pub sessions: Sessions,
     /// The events, bookings and late events of each minute in the range.
     pub minutes: Minutes,
+    /// The `device_id` of each device number of [`ACTIVE`] and [`PURCHASES`].
+    pub devices: Vec<Box<str>>,
 }
 
 /// Reads every copy of every event of `table` (a quoted name), chunks of at most `chunk_rows` rows
@@ -213,9 +215,16 @@ pub(super) async fn load(
         ms = started.elapsed().as_millis() as u64,
         "query"
     );
+    let mut devices: Vec<Box<str>> = vec![Box::from(""); held.device_ids.len()];
+    for (id, number) in held.device_ids.drain() {
+        if let Some(slot) = devices.get_mut(number as usize) {
+            *slot = id;
+        }
+    }
     Ok(Loaded {
         sessions: cutter.finish(),
         minutes,
+        devices,
     })
 }
 

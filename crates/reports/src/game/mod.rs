@@ -24,6 +24,7 @@ use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use crate::error::ReportError;
 use crate::range::TimeRange;
 use crate::session::{ReportSession, quote_ident};
+pub use lifecycle::{AtRisk, CHURNED_AFTER, DORMANT_AFTER, LIFECYCLE_STATES, Lifecycle, LifecycleDay, Transition};
 pub use render::live_page;
 pub use retention::Cohort;
 pub use revenue::Revenue;
@@ -34,6 +35,7 @@ pub const WATERMARK_MINUTES: i64 = 180;
 
 mod arrival;
 mod events;
+mod lifecycle;
 mod render;
 pub use events::CHUNK_ROWS;
 use events::{ACTIVE, Minute, Minutes};
@@ -114,6 +116,8 @@ pub struct GameReport {
     pub cohorts: Vec<Cohort>,
     /// How often and how long people play.
     pub sessions: Sessions,
+    /// Where each device stands each day, and who is slipping away.
+    pub lifecycle: Lifecycle,
     /// Events and bookings per minute, when the events span at most [`MINUTE_CHART_HOURS`] hours
     /// (a live session, a short range): the charts are then per minute.
     pub per_minute: Vec<MinuteFigures>,
@@ -190,10 +194,12 @@ pub async fn game_report_with(
         } else {
             Vec::new()
         };
+        let ended = complete_before(range, Utc::now());
         Ok::<_, ReportError>((
             (all, by_platform, minutes),
             revenue::revenue(session).await?,
-            retention::cohorts(session, complete_before(range, Utc::now())).await?,
+            retention::cohorts(session, ended).await?,
+            lifecycle::lifecycle(session, ended, &loaded.devices).await?,
             loaded.sessions,
         ))
     }
@@ -201,7 +207,7 @@ pub async fn game_report_with(
     for table in [EVENTS, events::ACTIVE, events::PURCHASES] {
         events::deregister(session, table)?;
     }
-    let ((all, by_platform, per_minute), revenue, cohorts, sessions) = result?;
+    let ((all, by_platform, per_minute), revenue, cohorts, lifecycle, sessions) = result?;
     // The range the figures cover: the bounds asked for, else the hours the events fall in.
     let hours = || all.events_per_hour.iter().map(|h| h.window_start);
     let covered = TimeRange {
@@ -215,6 +221,7 @@ pub async fn game_report_with(
         revenue,
         cohorts,
         sessions,
+        lifecycle,
         per_minute,
     })
 }

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
 
-use super::{BOOKINGS_CURRENCY, GameReport, Kpis, MinuteFigures, Revenue, WATERMARK_MINUTES, retention, revenue};
+use super::{
+    BOOKINGS_CURRENCY, GameReport, Kpis, MinuteFigures, Revenue, WATERMARK_MINUTES, lifecycle, retention, revenue,
+};
 use crate::chart::{self, Svg, Unit};
 use crate::error::ReportError;
 use crate::figures;
@@ -112,7 +114,9 @@ impl GameReport {
     /// "late_events": N, "by_platform": {"ios": {the same four}, ...}, "revenue": {"days": [...],
     /// "by_platform": [...], "by_app_version": [...]}, "retention": [{"date", "platform", "devices",
     /// "returned": [day 1, day 7, day 30]}, ...], "sessions": {"gap_minutes", "days": [...],
-    /// "lengths": [[label, sessions], ...]}}`: timestamps RFC 3339 UTC, dates YYYY-MM-DD. The headline has the range (`from`, `to`), `events`, `bookings` (with
+    /// "lengths": [[label, sessions], ...]}, "lifecycle": {"states", "thresholds", "days": [{"date",
+    /// "devices": [per state]}], "transitions": [{"from", "to", "devices"}], "at_risk_week_ending",
+    /// "at_risk": [{"device", "platform", "last_seen", "days_active"}]}}`: timestamps RFC 3339 UTC, dates YYYY-MM-DD. The headline has the range (`from`, `to`), `events`, `bookings` (with
     /// its `currency`), `peak_dau` (`date`, `users`) and `late_events`.
     pub fn to_json(&self) -> Value {
         let mut out = self.all.to_json();
@@ -139,6 +143,7 @@ impl GameReport {
             map.insert("revenue".to_owned(), value(serde_json::to_value(&self.revenue)));
             map.insert("retention".to_owned(), value(serde_json::to_value(&self.cohorts)));
             map.insert("sessions".to_owned(), value(serde_json::to_value(&self.sessions)));
+            map.insert("lifecycle".to_owned(), value(serde_json::to_value(&self.lifecycle)));
         }
         out
     }
@@ -171,6 +176,16 @@ impl GameReport {
             self.sessions.gap_minutes
         ));
         out.push_str(&self.sessions.days_table().render());
+        out.push_str(&format!(
+            "\nLifecycle (devices by days since their last event: dormant after {}, churned after {})\n",
+            lifecycle::DORMANT_AFTER,
+            lifecycle::CHURNED_AFTER
+        ));
+        out.push_str(&self.lifecycle.days_table().render());
+        out.push_str("\nLifecycle moves, day to day\n");
+        out.push_str(&self.lifecycle.transitions_table().render());
+        out.push_str(&format!("\nAt risk: {}\n", self.lifecycle.at_risk_summary()));
+        out.push_str(&self.lifecycle.at_risk_table().render());
         out.push_str("\nRevenue per day\n");
         out.push_str(&self.revenue.days_table(BOOKINGS_CURRENCY).render());
         out.push_str("\nRevenue by game\n");
@@ -198,7 +213,8 @@ impl GameReport {
     }
 
     /// The charts a person looks at: events per hour (bars), bookings per hour (line), DAU
-    /// (bars), day-1 retention by first-seen day (lines), session lengths (bars), revenue by app
+    /// (bars), day-1 retention by first-seen day (lines), devices by lifecycle state (lines),
+    /// session lengths (bars), revenue by app
     /// version (bars) and bookings per hour by platform (lines).
     pub fn charts(&self) -> Result<Vec<(&'static str, Svg)>, ReportError> {
         let hourly_bars: Vec<(String, f64)> = self
@@ -315,6 +331,7 @@ impl GameReport {
                     &self.retention_series(),
                 )?,
             ),
+            ("lifecycle.svg", self.lifecycle.chart()?),
             (
                 "session_lengths.svg",
                 chart::histogram(
@@ -439,6 +456,19 @@ impl GameReport {
             self.sessions.gap_minutes
         ));
         page.table(&self.sessions.days_table());
+        page.heading("Lifecycle");
+        page.paragraph(&format!(
+            "Each ended day, each device seen by then is new (its first day), active (an event within the last {d} \
+             days), returning (back after {d1} to {c} days away), resurrected (back after more than {c}), dormant \
+             ({d1} to {c} days without an event) or churned (more than {c}).",
+            d = lifecycle::DORMANT_AFTER,
+            d1 = lifecycle::DORMANT_AFTER + 1,
+            c = lifecycle::CHURNED_AFTER
+        ));
+        page.table(&self.lifecycle.days_table());
+        page.table(&self.lifecycle.transitions_table());
+        page.paragraph(&format!("At risk: {}.", self.lifecycle.at_risk_summary()));
+        page.table(&self.lifecycle.at_risk_table());
         page.heading("Revenue");
         page.paragraph(&format!(
             "Revenue is bookings per day; a paying user is a device with a counted purchase that day; conversion is \
@@ -517,6 +547,7 @@ mod tests {
             by_platform: BTreeMap::from([("android".to_owned(), kpis(2)), ("ios".to_owned(), kpis(1))]),
             revenue: Revenue::default(),
             cohorts: Vec::new(),
+            lifecycle: crate::game::Lifecycle::default(),
             sessions: Sessions::default(),
             per_minute: Vec::new(),
         }
