@@ -54,16 +54,21 @@ pub fn assert_report_is_the_season(report: &Value, truth: &SeasonTruth) -> usize
     // The lifecycle of every ended day, and the devices at risk, from the days each device plays.
     let lifecycle = truth.lifecycle(chrono::Utc::now().date_naive());
     assert_eq!(report["lifecycle"]["states"], json!(LIFECYCLE_STATES));
-    let states: BTreeMap<NaiveDate, Vec<u64>> = report["lifecycle"]["days"]
+    let states: BTreeMap<(Option<String>, NaiveDate), Vec<u64>> = report["lifecycle"]["days"]
         .as_array()
         .unwrap()
         .iter()
         .map(|d| {
             let devices = d["devices"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap());
-            (date(&d["date"]), devices.collect())
+            let platform = d["platform"].as_str().map(str::to_owned);
+            ((platform, date(&d["date"])), devices.collect())
         })
         .collect();
-    let want: BTreeMap<NaiveDate, Vec<u64>> = lifecycle.days.iter().map(|(d, n)| (*d, n.to_vec())).collect();
+    let want: BTreeMap<(Option<String>, NaiveDate), Vec<u64>> = lifecycle
+        .days
+        .iter()
+        .map(|((platform, d), n)| ((platform.map(str::to_owned), *d), n.to_vec()))
+        .collect();
     assert_eq!(states, want, "lifecycle");
     let at_risk: std::collections::BTreeSet<String> = report["lifecycle"]["at_risk"]
         .as_array()
@@ -194,24 +199,29 @@ pub fn assert_duckdb_lifecycle_is_the_report(report: &Value, table: &Path) -> us
     .unwrap();
     let rows = lakelog_tests::duckdb(
         "http://127.0.0.1:9",
-        &format!("SELECT CAST(day AS VARCHAR), state, devices FROM ({query})"),
+        &format!("SELECT CAST(day AS VARCHAR), platform, state, devices FROM ({query})"),
     )
     .unwrap();
-    let mut by_duckdb: BTreeMap<NaiveDate, Vec<i64>> = BTreeMap::new();
+    type Days = BTreeMap<(Option<String>, NaiveDate), Vec<i64>>;
+    let mut by_duckdb: Days = BTreeMap::new();
     for r in &rows {
         let k = LIFECYCLE_STATES
             .iter()
-            .position(|s| Some(*s) == r[1].as_str())
+            .position(|s| Some(*s) == r[2].as_str())
             .unwrap_or_else(|| panic!("a state the report does not have: {r:?}"));
-        by_duckdb.entry(date(&r[0])).or_insert_with(|| vec![0; 6])[k] = r[2].as_i64().unwrap();
+        let key = (r[1].as_str().map(str::to_owned), date(&r[0]));
+        by_duckdb.entry(key).or_insert_with(|| vec![0; 6])[k] = r[3].as_i64().unwrap();
     }
-    let reported: BTreeMap<NaiveDate, Vec<i64>> = report["lifecycle"]["days"]
+    let reported: Days = report["lifecycle"]["days"]
         .as_array()
         .unwrap()
         .iter()
         .map(|d| {
             let devices = d["devices"].as_array().unwrap().iter().map(|n| n.as_i64().unwrap());
-            (date(&d["date"]), devices.collect())
+            (
+                (d["platform"].as_str().map(str::to_owned), date(&d["date"])),
+                devices.collect(),
+            )
         })
         .collect();
     assert_eq!(

@@ -14,7 +14,8 @@
 //! - `dormant`: no event for more than [`DORMANT_AFTER`] and at most [`CHURNED_AFTER`] days;
 //! - `churned`: no event for more than [`CHURNED_AFTER`] days.
 //!
-//! The transitions count, over the range, the devices in one state on a day and in another (or
+//! The days are counted for all platforms, then by the platform of each device's first day (the
+//! smallest name, if several), as retention counts its cohorts. The transitions count, over the range, the devices in one state on a day and in another (or
 //! the same) on the next day with events. The devices at risk are those with an event in the week
 //! before the last ended day's week and none in that week (the last ended day and the six
 //! before): a list a studio can act on. Days that have not ended (by the end of the range and by
@@ -46,6 +47,9 @@ pub struct LifecycleDay {
     /// The day.
     #[serde(serialize_with = "super::date_text")]
     pub date: NaiveDate,
+    /// The platform of the devices' first day (the smallest name, if several), or `None` for all
+    /// platforms together.
+    pub platform: Option<String>,
     /// Devices per state, in the order of [`LIFECYCLE_STATES`].
     pub devices: [i64; 6],
 }
@@ -82,7 +86,7 @@ pub struct Lifecycle {
     pub states: Vec<&'static str>,
     /// Days away after which an active device is dormant, and after which it has churned.
     pub thresholds: [i64; 2],
-    /// Each ended day with events.
+    /// Each ended day with events, all platforms first, then by platform.
     pub days: Vec<LifecycleDay>,
     /// The moves between states, most first.
     pub transitions: Vec<Transition>,
@@ -111,6 +115,8 @@ pub(super) async fn lifecycle(
         "WITH active AS (SELECT DISTINCT device, day FROM {ACTIVE} WHERE day < DATE '{complete_before}'), \
          days AS (SELECT DISTINCT day FROM active), \
          firsts AS (SELECT device, min(day) AS first_day FROM active GROUP BY device), \
+         first_platform AS (SELECT f.device, min(p.platform) AS platform FROM firsts f \
+           JOIN {ACTIVE} p ON p.device = f.device AND p.day = f.first_day GROUP BY f.device), \
          grid AS (SELECT f.device, d.day, f.first_day, a.device IS NOT NULL AS seen \
            FROM firsts f JOIN days d ON d.day >= f.first_day \
            LEFT JOIN active a ON a.device = f.device AND a.day = d.day), \
@@ -129,10 +135,20 @@ pub(super) async fn lifecycle(
     let rows = session
         .query(
             "lifecycle states per day",
-            &format!("{states} SELECT day, state, count(*) AS devices FROM states GROUP BY day, state ORDER BY day"),
+            &format!(
+                "{states} SELECT s.day, f.platform, s.state, count(*) AS devices \
+                 FROM states s JOIN first_platform f ON f.device = s.device \
+                 GROUP BY GROUPING SETS ((s.day, s.state), (s.day, f.platform, s.state)) \
+                 ORDER BY f.platform NULLS FIRST, s.day"
+            ),
         )
         .await?;
-    let (dates, names, counts) = (rows.dates("day")?, rows.strings("state")?, rows.i64s("devices")?);
+    let (dates, platforms, names, counts) = (
+        rows.dates("day")?,
+        rows.strings("platform")?,
+        rows.strings("state")?,
+        rows.i64s("devices")?,
+    );
     let mut days: Vec<LifecycleDay> = Vec::new();
     for i in 0..rows.len() {
         let (Some(date), Some(name)) = (dates[i], names[i].as_deref()) else {
@@ -141,8 +157,13 @@ pub(super) async fn lifecycle(
         let Some(k) = LIFECYCLE_STATES.iter().position(|s| *s == name) else {
             continue;
         };
-        if days.last().is_none_or(|d| d.date != date) {
-            days.push(LifecycleDay { date, devices: [0; 6] });
+        let platform = &platforms[i];
+        if days.last().is_none_or(|d| d.date != date || &d.platform != platform) {
+            days.push(LifecycleDay {
+                date,
+                platform: platform.clone(),
+                devices: [0; 6],
+            });
         }
         if let Some(day) = days.last_mut() {
             day.devices[k] = counts[i].unwrap_or(0);
@@ -208,7 +229,7 @@ pub(super) async fn lifecycle(
             })
         })
         .collect();
-    let at_risk_week_ending = days.last().map(|d| d.date);
+    let at_risk_week_ending = days.iter().map(|d| d.date).max();
     Ok(Lifecycle {
         states: LIFECYCLE_STATES.to_vec(),
         thresholds: [DORMANT_AFTER, CHURNED_AFTER],
@@ -220,10 +241,10 @@ pub(super) async fn lifecycle(
 }
 
 impl Lifecycle {
-    /// The devices in each state per day, for people.
+    /// The devices in each state per day, all platforms, for people.
     pub(super) fn days_table(&self) -> TextTable {
         let mut table = TextTable::new(std::iter::once("day").chain(LIFECYCLE_STATES).map(str::to_owned));
-        for day in &self.days {
+        for day in self.days.iter().filter(|d| d.platform.is_none()) {
             table.push(
                 std::iter::once(day.date.to_string())
                     .chain(day.devices.iter().map(|n| figures::count((*n).max(0) as u64))),
@@ -271,14 +292,19 @@ impl Lifecycle {
         }
     }
 
-    /// The devices in each state per day, one line per state.
+    /// The devices in each state per day, all platforms, one line per state.
     pub(super) fn chart(&self) -> Result<Svg, ReportError> {
         let series: Vec<Series> = LIFECYCLE_STATES
             .iter()
             .enumerate()
             .map(|(k, name)| Series {
                 name: (*name).to_owned(),
-                points: self.days.iter().map(|d| (d.date, d.devices[k] as f64)).collect(),
+                points: self
+                    .days
+                    .iter()
+                    .filter(|d| d.platform.is_none())
+                    .map(|d| (d.date, d.devices[k] as f64))
+                    .collect(),
             })
             .collect();
         chart::line_chart("Devices by lifecycle state", Unit::Count("devices"), &series)
