@@ -139,7 +139,8 @@ pub enum ReportCommand {
     /// archive tier), each class when the price table has it (the built-in one has all five; see
     /// --prices), and prints the plan that saves the most a month with its lifecycle configuration.
     Access(AccessReportArgs),
-    /// Game KPIs: events, bookings, DAU, revenue, retention and sessions, by game and platform.
+    /// Game KPIs: events, bookings, DAU, revenue, retention, sessions and lifecycle, by game and
+    /// platform.
     ///
     /// Events and bookings (the sum of amount of purchaseEvents, in USD) per hour, in windows that
     /// follow the seed's 180-minute watermark: an event more than 180 minutes older than the latest
@@ -148,7 +149,10 @@ pub enum ReportCommand {
     /// per day active and paying users, conversion, ARPDAU, ARPPU; revenue by game, by item bought
     /// (extraParams.item_sku), by platform and by app version. Retention: devices by first-seen day
     /// and the share seen again 1, 7 and 30 days later, once that day has ended. Sessions: cut at
-    /// sessionStart, after sessionEnd or after --session-gap minutes without an event. Every
+    /// sessionStart, after sessionEnd or after --session-gap minutes without an event. Lifecycle:
+    /// each ended day, the devices new, active (an event within 7 days), returning (back after 8
+    /// to 14 days away), resurrected (after more than 14), dormant or churned, the moves between
+    /// states, and the devices at risk (active the week before the last, not in it). Every
     /// figure counts each game's eventId once. --out writes SVG charts, index.html and report.json
     /// (the --format json document).
     Game(GameReportArgs),
