@@ -40,6 +40,9 @@ pub const CHURNED_AFTER: i64 = 14;
 pub const LIFECYCLE_STATES: [&str; 6] = ["new", "active", "returning", "resurrected", "dormant", "churned"];
 /// Devices at risk the text report lists (the JSON has them all).
 const AT_RISK_SHOWN: usize = 20;
+/// The in-memory table of each device's state on each ended day since its first: `device`, `day`,
+/// `state`, and `platform` (of its first day); computed once, read by the day counts and the moves.
+pub(super) const STATES: &str = "__game_kpi_lifecycle";
 
 /// The devices in each state on one day.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -111,35 +114,41 @@ pub(super) async fn lifecycle(
     complete_before: NaiveDate,
     devices: &[Box<str>],
 ) -> Result<Lifecycle, ReportError> {
-    let states = format!(
-        "WITH active AS (SELECT DISTINCT device, day FROM {ACTIVE} WHERE day < DATE '{complete_before}'), \
-         days AS (SELECT DISTINCT day FROM active), \
-         firsts AS (SELECT device, min(day) AS first_day FROM active GROUP BY device), \
-         first_platform AS (SELECT f.device, min(p.platform) AS platform FROM firsts f \
-           JOIN {ACTIVE} p ON p.device = f.device AND p.day = f.first_day GROUP BY f.device), \
-         grid AS (SELECT f.device, d.day, f.first_day, a.device IS NOT NULL AS seen \
-           FROM firsts f JOIN days d ON d.day >= f.first_day \
-           LEFT JOIN active a ON a.device = f.device AND a.day = d.day), \
-         gaps AS (SELECT device, day, first_day, seen, \
-           max(CASE WHEN seen THEN day END) OVER (PARTITION BY device ORDER BY day \
-             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before FROM grid), \
-         states AS (SELECT device, day, CASE \
-           WHEN day = first_day THEN 'new' \
-           WHEN seen AND before < day - INTERVAL '{CHURNED_AFTER} days' THEN 'resurrected' \
-           WHEN seen AND before < day - INTERVAL '{DORMANT_AFTER} days' THEN 'returning' \
-           WHEN seen THEN 'active' \
-           WHEN before < day - INTERVAL '{CHURNED_AFTER} days' THEN 'churned' \
-           WHEN before < day - INTERVAL '{DORMANT_AFTER} days' THEN 'dormant' \
-           ELSE 'active' END AS state FROM gaps)"
-    );
+    session
+        .execute(
+            "lifecycle states",
+            &format!(
+                "CREATE OR REPLACE TABLE {STATES} AS \
+                 WITH active AS (SELECT DISTINCT device, day FROM {ACTIVE} WHERE day < DATE '{complete_before}'), \
+                 days AS (SELECT DISTINCT day FROM active), \
+                 firsts AS (SELECT device, min(day) AS first_day FROM active GROUP BY device), \
+                 first_platform AS (SELECT f.device, min(p.platform) AS platform FROM firsts f \
+                   JOIN {ACTIVE} p ON p.device = f.device AND p.day = f.first_day GROUP BY f.device), \
+                 grid AS (SELECT f.device, d.day, f.first_day, a.device IS NOT NULL AS seen \
+                   FROM firsts f JOIN days d ON d.day >= f.first_day \
+                   LEFT JOIN active a ON a.device = f.device AND a.day = d.day), \
+                 gaps AS (SELECT device, day, first_day, seen, \
+                   max(CASE WHEN seen THEN day END) OVER (PARTITION BY device ORDER BY day \
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before FROM grid), \
+                 states AS (SELECT device, day, CASE \
+                   WHEN day = first_day THEN 'new' \
+                   WHEN seen AND before < day - INTERVAL '{CHURNED_AFTER} days' THEN 'resurrected' \
+                   WHEN seen AND before < day - INTERVAL '{DORMANT_AFTER} days' THEN 'returning' \
+                   WHEN seen THEN 'active' \
+                   WHEN before < day - INTERVAL '{CHURNED_AFTER} days' THEN 'churned' \
+                   WHEN before < day - INTERVAL '{DORMANT_AFTER} days' THEN 'dormant' \
+                   ELSE 'active' END AS state FROM gaps) \
+                 SELECT s.device, s.day, s.state, f.platform FROM states s JOIN first_platform f ON f.device = s.device"
+            ),
+        )
+        .await?;
     let rows = session
         .query(
             "lifecycle states per day",
             &format!(
-                "{states} SELECT s.day, f.platform, s.state, count(*) AS devices \
-                 FROM states s JOIN first_platform f ON f.device = s.device \
-                 GROUP BY GROUPING SETS ((s.day, s.state), (s.day, f.platform, s.state)) \
-                 ORDER BY f.platform NULLS FIRST, s.day"
+                "SELECT day, platform, state, count(*) AS devices FROM {STATES} \
+                 GROUP BY GROUPING SETS ((day, state), (day, platform, state)) \
+                 ORDER BY platform NULLS FIRST, day"
             ),
         )
         .await?;
@@ -174,8 +183,8 @@ pub(super) async fn lifecycle(
         .query(
             "lifecycle transitions",
             &format!(
-                "{states}, moves AS (SELECT lag(state) OVER (PARTITION BY device ORDER BY day) AS from_state, \
-                 state AS to_state FROM states) \
+                "WITH moves AS (SELECT lag(state) OVER (PARTITION BY device ORDER BY day) AS from_state, \
+                 state AS to_state FROM {STATES}) \
                  SELECT from_state, to_state, count(*) AS devices FROM moves WHERE from_state IS NOT NULL \
                  GROUP BY from_state, to_state ORDER BY devices DESC, from_state, to_state"
             ),
@@ -203,7 +212,7 @@ pub(super) async fn lifecycle(
                 "WITH active AS (SELECT DISTINCT device, platform, day FROM {ACTIVE} WHERE day < DATE '{complete_before}'), \
                  span AS (SELECT max(day) AS last_day FROM active) \
                  SELECT a.device, min(a.platform) AS platform, max(a.day) AS last_seen, \
-                   count(DISTINCT a.day) AS days_active, s.last_day \
+                   count(DISTINCT a.day) AS days_active \
                  FROM active a CROSS JOIN span s \
                  WHERE a.day >= s.last_day - INTERVAL '13 days' \
                  GROUP BY a.device, s.last_day \

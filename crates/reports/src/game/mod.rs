@@ -204,7 +204,7 @@ pub async fn game_report_with(
         ))
     }
     .await;
-    for table in [EVENTS, events::ACTIVE, events::PURCHASES] {
+    for table in [EVENTS, events::ACTIVE, events::PURCHASES, lifecycle::STATES] {
         events::deregister(session, table)?;
     }
     let ((all, by_platform, per_minute), revenue, cohorts, lifecycle, sessions) = result?;
