@@ -174,7 +174,7 @@ pub struct Catalog {
     client: aws_sdk_glue::Client,
     database: String,
     /// The tables registered through this catalog (root URI without a trailing `/`) and their
-    /// entries' names: the views whose entries [`Catalog::publish`] moves.
+    /// entries' names: the views whose entries [`Catalog::publish_view`] moves.
     registered: Arc<Mutex<HashMap<String, String>>>,
 }
 
@@ -224,7 +224,7 @@ impl Catalog {
     /// Registers `table` as `name` (see [`table_name`]): its location, schema and partition
     /// columns; an entry of that name is replaced. Its Iceberg view, if it has one, is registered as
     /// [`view_name`]`(name)`, naming the view's newest metadata file, and its entry is moved by
-    /// every later metadata file this process writes (see [`Catalog::publish`]).
+    /// every later metadata file this process writes (see [`Catalog::publish_view`]).
     pub async fn register(&self, name: &str, table: &lake::Table) -> Result<Registration, CatalogError> {
         let unreadable = |source| CatalogError::TableUnreadable {
             location: table.uri().to_owned(),
@@ -345,7 +345,7 @@ impl Catalog {
     }
 
     /// Moves the view entry of the table at `uri`, registered as `name`, with each metadata file
-    /// this process writes (see [`Catalog::publish`]), without registering it now: for a process
+    /// this process writes (see [`Catalog::publish_view`]), without registering it now: for a process
     /// that commits to tables it does not open itself (the maintenance pass).
     pub fn follow(&self, uri: &str, name: &str) {
         if let Ok(mut names) = self.registered.lock() {

@@ -98,10 +98,8 @@ pub trait Publisher: Send + Sync {
 /// A metadata file announced to the [`Publisher`].
 #[derive(Debug)]
 pub struct Published<'a> {
-    /// The table's URI, as the committer opened it.
+    /// The table's URI, as the committer opened it (the Iceberg table's location).
     pub table: &'a str,
-    /// The table's root URI (the Iceberg table's location), without a trailing slash.
-    pub location: &'a str,
     /// The metadata file's URI (`<location>/_iceberg/metadata/v<N>.metadata.json`).
     pub metadata: &'a str,
     /// The schema of the Delta version mirrored.
@@ -137,10 +135,8 @@ async fn publish(uri: &str, table: &DeltaTable, metadata: &str) {
         return;
     };
     let schema = state.snapshot().arrow_schema();
-    let location = root(table);
     let view = Published {
         table: uri,
-        location: &location,
         metadata,
         schema: &schema,
         partition_columns: state.metadata().partition_columns(),
