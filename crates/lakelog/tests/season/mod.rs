@@ -141,6 +141,18 @@ pub fn assert_report_is_the_season(report: &Value, truth: &SeasonTruth) -> usize
     day30_known
 }
 
+/// The `columns` of the rows of the template's saved game query `id`, run by DuckDB over the local
+/// table `table`.
+fn saved_query_rows(id: &str, table: &Path, columns: &str) -> Vec<Vec<Value>> {
+    let query = lakelog_tests::athena_query(
+        id,
+        lakelog_tests::TEMPLATE_GAME_EVENTS,
+        &format!("delta_scan('{}')", table.display()),
+    )
+    .unwrap();
+    lakelog_tests::duckdb("http://127.0.0.1:9", &format!("SELECT {columns} FROM ({query})")).unwrap()
+}
+
 /// A cohort's first-seen day and platform (`None`: all platforms).
 pub type CohortKey = (NaiveDate, Option<String>);
 
@@ -148,17 +160,11 @@ pub type CohortKey = (NaiveDate, Option<String>);
 /// `table`: devices and day-1, day-7 and day-30 returns (`None` where that day has not ended or
 /// has no events), by first-seen day and platform (`None`: all platforms).
 pub fn duckdb_cohorts(table: &Path) -> BTreeMap<CohortKey, (i64, [Option<i64>; 3])> {
-    let query = lakelog_tests::athena_query(
+    let rows = saved_query_rows(
         "GameRetentionQuery",
-        lakelog_tests::TEMPLATE_GAME_EVENTS,
-        &format!("delta_scan('{}')", table.display()),
-    )
-    .unwrap();
-    let rows = lakelog_tests::duckdb(
-        "http://127.0.0.1:9",
-        &format!("SELECT CAST(cohort AS VARCHAR), platform, devices, day_1, day_7, day_30 FROM ({query})"),
-    )
-    .unwrap();
+        table,
+        "CAST(cohort AS VARCHAR), platform, devices, day_1, day_7, day_30",
+    );
     rows.iter()
         .map(|r| {
             (
@@ -191,17 +197,11 @@ pub fn assert_duckdb_cohorts_are_the_report(report: &Value, table: &Path) -> [us
 /// Asserts that the saved lifecycle query, run by DuckDB over `table`, gives the report's devices
 /// in each state on each ended day; returns how many days it compared.
 pub fn assert_duckdb_lifecycle_is_the_report(report: &Value, table: &Path) -> usize {
-    let query = lakelog_tests::athena_query(
+    let rows = saved_query_rows(
         "GameLifecycleQuery",
-        lakelog_tests::TEMPLATE_GAME_EVENTS,
-        &format!("delta_scan('{}')", table.display()),
-    )
-    .unwrap();
-    let rows = lakelog_tests::duckdb(
-        "http://127.0.0.1:9",
-        &format!("SELECT CAST(day AS VARCHAR), platform, state, devices FROM ({query})"),
-    )
-    .unwrap();
+        table,
+        "CAST(day AS VARCHAR), platform, state, devices",
+    );
     type Days = BTreeMap<(Option<String>, NaiveDate), Vec<i64>>;
     let mut by_duckdb: Days = BTreeMap::new();
     for r in &rows {
