@@ -224,8 +224,8 @@ pub struct AccessReportArgs {
 #[derive(Debug, Args)]
 pub struct GameReportArgs {
     /// The game_events table: a local path or s3://bucket/prefix.
-    #[arg(long, value_name = "URI")]
-    pub table: String,
+    #[arg(long, value_name = "URI", required_unless_present = "print_sql")]
+    pub table: Option<String>,
     /// Minutes without an event after which a device's next event starts a new session.
     #[arg(long, value_name = "MINUTES", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=10080))]
     pub session_gap: u32,
@@ -237,6 +237,27 @@ pub struct GameReportArgs {
     #[arg(long, value_name = "ROWS", default_value_t = lakelog_reports::game::CHUNK_ROWS,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub chunk_rows: usize,
+    /// A funnel to follow the devices through: steps separated by `>`, each an eventName and
+    /// optional PARAM=VALUE conditions, e.g. "tutorialBegin > tutorialStep step=1 >
+    /// tutorialComplete". May be given more than once.
+    #[arg(long, value_name = "STEPS")]
+    pub funnel: Vec<String>,
+    /// The hours after a device's first step within which its last step must come, for --funnel.
+    #[arg(long, value_name = "HOURS", default_value_t = lakelog_reports::game::funnel::DEFAULT_WINDOW_HOURS,
+          value_parser = clap::value_parser!(u32).range(1..=8760))]
+    pub funnel_window: u32,
+    /// loose: other events may come between two steps; strict: each step is the device's very
+    /// next event after the one before. For --funnel.
+    #[arg(long, value_name = "ORDER", default_value = "loose")]
+    pub funnel_order: lakelog_reports::game::Order,
+    /// A JSON file of funnels a studio keeps: {"funnels": [{"name", "steps": ["EVENT PARAM=VALUE",
+    /// ...], "window_hours", "order"}]}. May be given more than once.
+    #[arg(long, value_name = "FILE")]
+    pub funnels: Vec<PathBuf>,
+    /// Print each funnel as Athena SQL (date-scoped: the first and last eventDate are its two
+    /// parameters) instead of the report.
+    #[arg(long)]
+    pub print_sql: bool,
     /// Range, format and output directory.
     #[command(flatten)]
     pub output: ReportOutputArgs,

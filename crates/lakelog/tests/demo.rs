@@ -149,6 +149,14 @@ fn the_demo_reports_what_its_workload_holds() {
     assert!(compared[1] > 0, "no cohort's day 7 is in the range: {compared:?}");
     season::assert_duckdb_sessions_are_the_report(&game, &dir.join("lake/game_events"));
     season::assert_duckdb_lifecycle_is_the_report(&game, &dir.join("lake/game_events"));
+    // The onboarding funnel of the demo's funnels file: the plan's tutorial, and the saved query's
+    // answer in DuckDB.
+    let funnel = &game["funnels"][0];
+    assert_eq!(funnel["name"], "onboarding");
+    assert!(season::assert_funnel_is_the_season(funnel, &truth) > 0);
+    let saved =
+        lakelog_tests::athena_query("GameFunnelQuery", lakelog_tests::TEMPLATE_GAME_EVENTS, "game_events").unwrap();
+    season::assert_duckdb_funnel_is_the_report(funnel, &saved, &dir.join("lake/game_events"));
     // The player base grows: later days bring new players, and some come back.
     let all: Vec<_> = truth.cohorts.iter().filter(|c| c.platform.is_none()).collect();
     assert!(all.len() >= 4 && all.iter().all(|c| c.devices > 0));

@@ -6,10 +6,11 @@ use crate::common::lakelog;
 use aws_lambda_events::encodings::SecondTimestamp;
 use aws_lambda_events::event::kinesis::{KinesisEventRecord, KinesisRecord};
 use chrono::{DateTime, TimeZone, Utc};
-use fixtures::game::season::{Season, SeasonConfig};
+use fixtures::game::season::{Season, SeasonConfig, TUTORIAL_FUNNEL};
 use game_events::{Envelope, GameEvent, StampedEvent};
 use game_sink::{Config, Sink};
 use lake::StorageConfig;
+use lakelog_reports::game::{Funnel, Order};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -100,9 +101,41 @@ async fn a_planned_season_is_reported_as_planned() {
         assert_eq!(report.rows, batch.len() as u64);
     }
 
-    let report = json_report(table.to_str().unwrap(), &[]);
+    let report = json_report(table.to_str().unwrap(), &["--funnel", TUTORIAL_FUNNEL]);
     let truth = season.truth();
     let day30 = season::assert_report_is_the_season(&report, &truth);
+    // The tutorial funnel: the plan's conversions, and DuckDB running the template's saved query
+    // (the library's SQL of the same funnel) finds the same devices and times.
+    let funnel = &report["funnels"][0];
+    assert!(season::assert_funnel_is_the_season(funnel, &truth) > 30);
+    assert_eq!(funnel["all"]["provisional"], false, "a season of 2024 is final");
+    let saved =
+        lakelog_tests::athena_query("GameFunnelQuery", lakelog_tests::TEMPLATE_GAME_EVENTS, "game_events").unwrap();
+    let onboarding = Funnel::parse("onboarding", TUTORIAL_FUNNEL, 24, Order::Loose, "test").unwrap();
+    let mut ours = onboarding.athena_sql("game_events");
+    for bound in lakelog_tests::WHOLE_RANGE {
+        ours = ours.replacen("CAST(? AS DATE)", bound, 1);
+    }
+    let comments = saved.lines().take_while(|l| l.starts_with("--")).count();
+    assert_eq!(
+        saved.lines().skip(comments).collect::<Vec<_>>(),
+        ours.lines().collect::<Vec<_>>(),
+        "the template's GameFunnelQuery is the report's SQL of the onboarding funnel"
+    );
+    season::assert_duckdb_funnel_is_the_report(funnel, &saved, &table);
+    // In strict order, any other event between two steps ends a device's funnel: fewer finish,
+    // and DuckDB over the strict SQL agrees.
+    let strict = json_report(
+        table.to_str().unwrap(),
+        &["--funnel", TUTORIAL_FUNNEL, "--funnel-order", "strict"],
+    );
+    let strict = &strict["funnels"][0];
+    let finished = |f: &serde_json::Value| f["all"]["steps"][3]["reached"].as_u64().unwrap();
+    assert!(finished(strict) < finished(funnel), "{strict}");
+    let sql = Funnel::parse("strict", TUTORIAL_FUNNEL, 24, Order::Strict, "test")
+        .unwrap()
+        .athena_sql("game_events");
+    season::assert_duckdb_funnel_is_the_report(strict, &sql, &table);
     // The season moves devices through every lifecycle state and leaves some at risk, so that the
     // comparison above tells each state apart.
     let lifecycle = truth.lifecycle(Utc::now().date_naive());
@@ -187,31 +220,37 @@ async fn kpis_count_each_event_once_and_leave_late_events_out() {
     assert_eq!(
         report["events_per_hour"],
         json!([
-            {"window_start": "2024-06-01T10:00:00Z", "count": 3},
-            {"window_start": "2024-06-01T11:00:00Z", "count": 2},
-            {"window_start": "2024-06-01T14:00:00Z", "count": 1},
+            {"window_start": "2024-06-01T10:00:00Z", "count": 3, "provisional": false},
+            {"window_start": "2024-06-01T11:00:00Z", "count": 2, "provisional": false},
+            {"window_start": "2024-06-01T14:00:00Z", "count": 1, "provisional": false},
         ])
     );
     assert_eq!(
         report["bookings_per_hour"],
         json!([
-            {"window_start": "2024-06-01T10:00:00Z", "amount": 2.5},
-            {"window_start": "2024-06-01T11:00:00Z", "amount": 1.25},
+            {"window_start": "2024-06-01T10:00:00Z", "amount": 2.5, "provisional": false},
+            {"window_start": "2024-06-01T11:00:00Z", "amount": 1.25, "provisional": false},
         ])
     );
     // Every event counts for DAU, the late one's device included.
-    assert_eq!(report["dau"], json!([{"date": "2024-06-01", "users": 5}]));
+    assert_eq!(
+        report["dau"],
+        json!([{"date": "2024-06-01", "users": 5, "provisional": false}])
+    );
     assert_eq!(report["late_events"], json!(1));
     let ios = &report["by_platform"]["ios"];
     assert_eq!(
         ios["events_per_hour"],
         json!([
-            {"window_start": "2024-06-01T10:00:00Z", "count": 2},
-            {"window_start": "2024-06-01T11:00:00Z", "count": 1},
+            {"window_start": "2024-06-01T10:00:00Z", "count": 2, "provisional": false},
+            {"window_start": "2024-06-01T11:00:00Z", "count": 1, "provisional": false},
         ])
     );
     assert_eq!(ios["late_events"], json!(1));
-    assert_eq!(ios["dau"], json!([{"date": "2024-06-01", "users": 3}]));
+    assert_eq!(
+        ios["dau"],
+        json!([{"date": "2024-06-01", "users": 3, "provisional": false}])
+    );
     assert_eq!(
         report["by_platform"]["android"]["bookings_per_hour"][0]["amount"],
         json!(1.25)
@@ -222,7 +261,7 @@ async fn kpis_count_each_event_once_and_leave_late_events_out() {
         report["revenue"]["days"],
         json!([{
             "date": "2024-06-01", "active_users": 5, "paying_users": 2, "revenue": 3.75,
-            "conversion": 0.4, "arpdau": 0.75, "arppu": 1.875
+            "conversion": 0.4, "arpdau": 0.75, "arppu": 1.875, "provisional": false
         }])
     );
     assert_eq!(
@@ -242,9 +281,9 @@ async fn kpis_count_each_event_once_and_leave_late_events_out() {
     assert_eq!(
         report["retention"],
         json!([
-            {"date": "2024-06-01", "platform": null, "devices": 5, "returned": unknown},
-            {"date": "2024-06-01", "platform": "android", "devices": 2, "returned": unknown},
-            {"date": "2024-06-01", "platform": "ios", "devices": 3, "returned": unknown},
+            {"date": "2024-06-01", "platform": null, "devices": 5, "returned": unknown, "provisional": false},
+            {"date": "2024-06-01", "platform": "android", "devices": 2, "returned": unknown, "provisional": false},
+            {"date": "2024-06-01", "platform": "ios", "devices": 3, "returned": unknown, "provisional": false},
         ])
     );
 
@@ -254,7 +293,7 @@ async fn kpis_count_each_event_once_and_leave_late_events_out() {
     assert_eq!(sessions["gap_minutes"], 30);
     assert_eq!(
         sessions["days"],
-        json!([{"date": "2024-06-01", "sessions": 7, "devices": 5, "sessions_per_user": 1.4, "median_seconds": 0.0}])
+        json!([{"date": "2024-06-01", "sessions": 7, "devices": 5, "sessions_per_user": 1.4, "median_seconds": 0.0, "provisional": false}])
     );
     assert_eq!(sessions["lengths"][0], json!(["under 1 min", 7]));
     // With an hour's gap, D2's two events are one session of 50 minutes.
@@ -270,7 +309,7 @@ async fn kpis_count_each_event_once_and_leave_late_events_out() {
     );
     assert_eq!(
         report["events_per_hour"],
-        json!([{"window_start": "2024-06-01T11:00:00Z", "count": 2}])
+        json!([{"window_start": "2024-06-01T11:00:00Z", "count": 2, "provisional": false}])
     );
     assert_eq!(report["late_events"], json!(1));
 
@@ -314,4 +353,48 @@ fn a_missing_table_is_a_clear_error() {
     let (ok, _, stderr) = lakelog(&["report", "game", "--table", missing.to_str().unwrap()]);
     assert!(!ok);
     assert!(stderr.contains(missing.to_str().unwrap()), "{stderr}");
+}
+
+/// Events of two days ago and of the last hour: the recent hour, today and the figures over the
+/// whole range are provisional (an event may still arrive on time for them); the hours and the
+/// day of two days ago are final; a range that ends before the watermark makes its figures final.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn figures_are_provisional_until_no_event_can_arrive_on_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("game_events").to_str().unwrap().to_owned();
+    let sink = Sink::open(&Config::new(&table, None).unwrap(), &StorageConfig::default())
+        .await
+        .unwrap();
+    let now = Utc::now();
+    let (old, recent) = (now - chrono::TimeDelta::days(2), now - chrono::TimeDelta::minutes(10));
+    let batch = [
+        record(1, 1, "sessionStart", old, play("D1", "ios"), old),
+        record(2, 2, "sessionStart", recent, play("D2", "ios"), recent),
+    ];
+    assert_eq!(sink.process(&batch, &lake::Retry::default()).await.retry_from, None);
+
+    let report = json_report(&table, &[]);
+    let flags = |rows: &Value| -> Vec<bool> {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["provisional"].as_bool().unwrap())
+            .collect()
+    };
+    assert_eq!(flags(&report["events_per_hour"]), [false, true], "{report:#}");
+    assert_eq!(flags(&report["dau"]), [false, true]);
+    assert_eq!(flags(&report["sessions"]["days"]), [false, true]);
+    assert_eq!(report["headline"]["provisional"], true);
+    assert_eq!(report["revenue"]["provisional"], true);
+    assert_eq!(report["lifecycle"]["provisional"], true);
+    let (ok, text, stderr) = lakelog(&["report", "game", "--table", &table]);
+    assert!(ok, "{stderr}");
+    assert!(text.contains("Rows marked * are provisional"), "{text}");
+    assert!(text.contains(&format!("{} *", recent.date_naive())), "{text}");
+
+    // Up to the hour after the old event: everything in the range is final.
+    let to = (old + chrono::TimeDelta::hours(1)).to_rfc3339();
+    let closed = json_report(&table, &["--to", &to]);
+    assert_eq!(flags(&closed["events_per_hour"]), [false]);
+    assert_eq!(closed["headline"]["provisional"], false);
 }

@@ -137,6 +137,11 @@ fn printable(text: &str) -> String {
         .collect()
 }
 
+/// A row's label, marked ` *` when its figures are provisional.
+pub(crate) fn marked(label: String, provisional: bool) -> String {
+    if provisional { label + " *" } else { label }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

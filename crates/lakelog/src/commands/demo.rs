@@ -23,6 +23,7 @@ use anyhow::{Context, bail};
 use chrono::{DateTime, Days, NaiveDate, Utc};
 use clap::Args;
 use fixtures::game::demo::{DEMO_GAMES, EVENTS_PER_REQUEST, game_season};
+use fixtures::game::season::TUTORIAL_FUNNEL;
 use game_api::{Game, Games, LocalStream};
 use lake::StorageConfig;
 use lake::maintenance::{CompactOptions, MaintenanceOptions, TableReport, discover_tables, maintain};
@@ -31,7 +32,7 @@ use local_pipeline::demo::send_season;
 use fixtures::workload::inventory::{self, InventoryFormat};
 use fixtures::workload::{self, MIN_DAYS};
 use lakelog_reports::access::{AccessOptions, Inventory, PriceTable};
-use lakelog_reports::game::{BOOKINGS_CURRENCY, game_report};
+use lakelog_reports::game::{BOOKINGS_CURRENCY, Funnel, GameOptions, game_report_with};
 use lakelog_reports::{ReportDir, ReportSession, TimeRange};
 
 /// A file in the demo folder that marks it as one, so that a second run may replace it.
@@ -121,7 +122,8 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     step("Reports");
     let reports = dir.join("reports");
     let access_page = access_report(&access_tables, &inventories, &reports.join("access"), &storage).await?;
-    let game_page = game_report_pages(&game_table, &reports.join("game"), &storage).await?;
+    let funnels = write_funnels(&dir)?;
+    let game_page = game_report_pages(&game_table, &funnels, &reports.join("game"), &storage).await?;
     println!(
         "\nDone in {:.0} s. Open these in a browser:\n  {}\n  {}\nThe tables are under {}; query them with \
          `lakelog report`, DuckDB's delta_scan or Spark.",
@@ -392,13 +394,38 @@ async fn access_report(
     Ok(page)
 }
 
-/// Writes the game report (HTML, charts, JSON) into `out` and prints its headlines.
-async fn game_report_pages(table: &str, out: &Path, storage: &StorageConfig) -> anyhow::Result<PathBuf> {
+/// Writes the funnels file a studio would keep, with the demo game's tutorial, into `dir` as
+/// `funnels.json`; returns its path.
+fn write_funnels(dir: &Path) -> anyhow::Result<PathBuf> {
+    let path = dir.join("funnels.json");
+    let steps: Vec<&str> = TUTORIAL_FUNNEL.split(" > ").collect();
+    let file = serde_json::json!({"funnels": [{
+        "name": "onboarding",
+        "steps": steps,
+        "window_hours": lakelog_reports::game::funnel::DEFAULT_WINDOW_HOURS,
+        "order": "loose",
+    }]});
+    std::fs::write(&path, format!("{file:#}\n")).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+/// Writes the game report (HTML, charts, JSON) with the funnels of the file `funnels` into `out`
+/// and prints its headlines.
+async fn game_report_pages(
+    table: &str,
+    funnels: &Path,
+    out: &Path,
+    storage: &StorageConfig,
+) -> anyhow::Result<PathBuf> {
     let session = ReportSession::new();
     session
         .register_tables("game_events", std::slice::from_ref(&table.to_owned()), storage)
         .await?;
-    let report = game_report(&session, "game_events", &TimeRange::default()).await?;
+    let options = GameOptions {
+        funnels: Funnel::read_file(funnels)?,
+        ..GameOptions::default()
+    };
+    let report = game_report_with(&session, "game_events", &TimeRange::default(), &options).await?;
     let page = report.write_html(&ReportDir::create(out)?)?;
     let headline = report.all.headline();
     println!(

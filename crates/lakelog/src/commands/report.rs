@@ -6,7 +6,7 @@ use lake::StorageConfig;
 
 use crate::cli::{AccessReportArgs, GameReportArgs, ReportArgs, ReportCommand, ReportOutputArgs};
 use lakelog_reports::access::{AccessOptions, DatasetRule, Inventory, PriceTable};
-use lakelog_reports::game::game_report_with;
+use lakelog_reports::game::{Funnel, GameOptions, game_report_with};
 use lakelog_reports::{Format, ReportDir, ReportError, ReportSession, TimeRange, quote_literal};
 
 /// Runs the report named on the command line.
@@ -20,13 +20,32 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
 
 async fn game_command(args: &GameReportArgs) -> anyhow::Result<ExitCode> {
     let range = range(&args.output)?;
+    let mut funnels = Vec::new();
+    for path in &args.funnels {
+        funnels.extend(Funnel::read_file(path)?);
+    }
+    for (n, steps) in args.funnel.iter().enumerate() {
+        let name = format!("{}", n + 1);
+        funnels.push(Funnel::parse(
+            &name,
+            steps,
+            args.funnel_window,
+            args.funnel_order,
+            "--funnel",
+        )?);
+    }
+    if args.print_sql {
+        for funnel in &funnels {
+            println!("-- Funnel {}\n{}", funnel.name, funnel.athena_sql("game_events"));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(uri) = &args.table else {
+        anyhow::bail!("--table is needed unless --print-sql is given");
+    };
     let session = ReportSession::new();
     session
-        .register_tables(
-            "game_events",
-            std::slice::from_ref(&args.table),
-            &StorageConfig::from_env(),
-        )
+        .register_tables("game_events", std::slice::from_ref(uri), &StorageConfig::from_env())
         .await?;
     // One game: a view of its events, which the report reads as it reads the table.
     let table = match &args.game {
@@ -40,8 +59,12 @@ async fn game_command(args: &GameReportArgs) -> anyhow::Result<ExitCode> {
             "game_events_of_one_game"
         }
     };
-    let gap = chrono::TimeDelta::minutes(i64::from(args.session_gap));
-    let report = game_report_with(&session, table, &range, gap, args.chunk_rows).await?;
+    let options = GameOptions {
+        session_gap: chrono::TimeDelta::minutes(i64::from(args.session_gap)),
+        chunk_rows: args.chunk_rows,
+        funnels,
+    };
+    let report = game_report_with(&session, table, &range, &options).await?;
     match args.output.format {
         Format::Table => print!("{}", report.render_text()),
         Format::Json => println!("{}", serde_json::to_string_pretty(&report.to_json())?),

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use chrono::{Days, NaiveDate};
-use fixtures::game::season::{LIFECYCLE_STATES, RETURN_DAYS, SeasonTruth};
+use fixtures::game::season::{LIFECYCLE_STATES, RETURN_DAYS, SeasonTruth, TUTORIAL_STEPS};
 use lakelog_reports::game::SESSION_LENGTHS;
 use serde_json::{Value, json};
 
@@ -248,4 +248,127 @@ fn reported_lengths(report: &Value) -> Vec<u64> {
         .iter()
         .map(|l| l[1].as_u64().unwrap())
         .collect()
+}
+
+/// A funnel's devices at each step, by platform (`None`: all) and first-seen day.
+type FunnelSteps = BTreeMap<(Option<String>, NaiveDate), Vec<u64>>;
+
+/// The devices at each step of the report's funnel `funnel` (its JSON), by first-seen day (all
+/// platforms), and by platform (all days).
+fn reported_funnel(funnel: &Value) -> (FunnelSteps, BTreeMap<String, Vec<u64>>) {
+    let reached = |figures: &Value| -> Vec<u64> {
+        figures["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["reached"].as_u64().unwrap())
+            .collect()
+    };
+    let days = funnel["by_first_seen"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| ((None, date(&d["date"])), reached(d)))
+        .collect();
+    let platforms = funnel["by_platform"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p[0].as_str().unwrap().to_owned(), reached(&p[1])))
+        .collect();
+    (days, platforms)
+}
+
+/// Asserts that the report's funnel `funnel` (its JSON, of the season's tutorial) finds the
+/// devices that did each tutorial step, by the day each was first seen and by platform, a minute
+/// between steps; returns how many devices entered.
+pub fn assert_funnel_is_the_season(funnel: &Value, truth: &SeasonTruth) -> u64 {
+    let (days, platforms) = reported_funnel(funnel);
+    let want: FunnelSteps = truth
+        .tutorial
+        .iter()
+        .filter(|((platform, _), _)| platform.is_none())
+        .map(|((_, day), reached)| ((None, *day), reached.to_vec()))
+        .collect();
+    assert_eq!(days, want, "the tutorial funnel by first-seen day");
+    let mut want: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for ((platform, _), reached) in &truth.tutorial {
+        if let Some(platform) = platform {
+            let sum = want
+                .entry((*platform).to_owned())
+                .or_insert_with(|| vec![0; TUTORIAL_STEPS]);
+            for (total, n) in sum.iter_mut().zip(reached) {
+                *total += n;
+            }
+        }
+    }
+    assert_eq!(platforms, want, "the tutorial funnel by platform");
+    for step in &funnel["all"]["steps"].as_array().unwrap()[1..] {
+        assert_eq!(step["median_seconds"], json!(60.0), "{step}");
+    }
+    funnel["all"]["steps"][0]["reached"].as_u64().unwrap()
+}
+
+/// Asserts that `sql` (a funnel's Athena SQL, from the template or from the report's
+/// `athena_sql`, over `TEMPLATE_GAME_EVENTS` or `game_events`), run by DuckDB over `table`, gives
+/// the report's funnel `funnel` (its JSON): the devices at each step and the median times, by
+/// first-seen day, and by platform over all days.
+pub fn assert_duckdb_funnel_is_the_report(funnel: &Value, sql: &str, table: &Path) {
+    let steps = funnel["steps"].as_array().unwrap().len();
+    let columns: Vec<String> = ["CAST(first_seen AS VARCHAR)".to_owned(), "platform".to_owned()]
+        .into_iter()
+        .chain((1..=steps).map(|k| format!("step{k}")))
+        .chain((2..=steps).map(|k| format!("median_seconds{k}")))
+        .collect();
+    let query = lakelog_tests::in_duckdb(
+        &sql.replace(lakelog_tests::TEMPLATE_GAME_EVENTS, "game_events")
+            .replace("FROM game_events", &format!("FROM delta_scan('{}')", table.display())),
+    );
+    let mut query = query;
+    for bound in lakelog_tests::WHOLE_RANGE {
+        query = query.replacen("CAST(? AS DATE)", bound, 1);
+    }
+    let rows = lakelog_tests::duckdb(
+        "http://127.0.0.1:9",
+        &format!("SELECT {} FROM ({query})", columns.join(", ")),
+    )
+    .unwrap();
+    let mut days: FunnelSteps = BTreeMap::new();
+    let mut platforms: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for r in &rows {
+        let reached: Vec<u64> = r[2..2 + steps].iter().map(|n| n.as_u64().unwrap()).collect();
+        match r[1].as_str() {
+            None => {
+                days.insert((None, date(&r[0])), reached);
+                // The medians of the day, as the report gives them.
+                let reported = funnel["by_first_seen"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|d| d["date"] == r[0])
+                    .unwrap_or_else(|| panic!("DuckDB's day {} is not in the report", r[0]));
+                for k in 1..steps {
+                    let (ours, theirs) = (&reported["steps"][k]["median_seconds"], &r[1 + steps + k]);
+                    assert!(
+                        ours.as_f64()
+                            .zip(theirs.as_f64())
+                            .map_or(ours.is_null() && theirs.is_null(), |(a, b)| (a - b).abs() < 1e-6),
+                        "median to step {}: report {ours}, DuckDB {theirs}",
+                        k + 1
+                    );
+                }
+            }
+            Some(platform) => {
+                let sum = platforms.entry(platform.to_owned()).or_insert_with(|| vec![0; steps]);
+                for (total, n) in sum.iter_mut().zip(reached) {
+                    *total += n;
+                }
+            }
+        }
+    }
+    assert_eq!(
+        (days, platforms),
+        reported_funnel(funnel),
+        "the funnel: DuckDB, then the report"
+    );
 }

@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{ArrayRef, AsArray, BooleanArray, Date32Array, TimestampMicrosecondArray, UInt32Array};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Date32Array, TimestampMicrosecondArray, UInt32Array};
 use arrow::compute::{cast, filter_record_batch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
@@ -39,8 +39,9 @@ use futures::StreamExt;
 use tracing::debug;
 
 use super::arrival::{ArrivalColumns, Arrivals, Judge};
+use super::funnel::{FunnelReport, Matcher, Walker};
 use super::sessions::{self, Cutter, Play, Sessions};
-use super::{COUNTED_PURCHASE, DAY_MICROS, EVENTS, HOUR_MICROS, PURCHASE, WATERMARK_MINUTES};
+use super::{COUNTED_PURCHASE, Close, DAY_MICROS, EVENTS, GameOptions, HOUR_MICROS, PURCHASE, WATERMARK_MINUTES};
 use crate::error::ReportError;
 use crate::range::TimeRange;
 use crate::range::timestamp_literal;
@@ -79,12 +80,15 @@ const ARRIVAL: ArrivalColumns<'static> = ArrivalColumns {
 const ARRIVAL_SQL: &str = r#"SELECT "gameId" AS game_id, "eventId" AS event_id, "eventTime" AS t,
     "approximateArrivalTime" AS arrival, "shardId" AS shard, "sequenceNumber" AS seq"#;
 
-/// The columns the KPIs read, from the table.
-fn copies_sql() -> String {
+/// The columns the KPIs read, from the table: `extraParams` of purchases and of the events whose
+/// funnel steps read it, and the typed parameters the steps read.
+fn copies_sql(matcher: &Matcher) -> String {
+    let extra_names: String = matcher.extra_names().map(|name| format!(", {name}")).collect();
+    let typed = matcher.typed_columns();
     format!(
         r#"SELECT "gameId" AS game_id, "eventId" AS event_id, "eventName" AS name, "eventTime" AS t,
                   coalesce("gameId", 'unknown') AS game,
-                  CASE WHEN "eventName" = '{PURCHASE}' THEN "extraParams" END AS extra,
+                  CASE WHEN "eventName" IN ('{PURCHASE}'{extra_names}) THEN "extraParams" END AS extra{typed},
                   coalesce("eventParams"['platform'], 'unknown') AS platform,
                   "eventParams"['device_id'] AS device,
                   CASE WHEN "eventName" = '{PURCHASE}' THEN "eventParams"['app_version'] END AS version,
@@ -117,18 +121,24 @@ pub(super) struct Loaded {
     pub minutes: Minutes,
     /// The `device_id` of each device number of [`ACTIVE`] and [`PURCHASES`].
     pub devices: Vec<Box<str>>,
+    /// The funnels asked for.
+    pub funnels: Vec<FunnelReport>,
 }
 
 /// Reads every copy of every event of `table` (a quoted name), chunks of at most `chunk_rows` rows
 /// at a time: judges them, counts the first copies in `range` per minute, registers [`ACTIVE`] and
-/// [`PURCHASES`], and cuts the sessions after `gap` of inactivity.
+/// [`PURCHASES`], cuts the sessions after `gap` of inactivity and follows the devices through
+/// `funnels`, whose figures are final once their windows end by `close`.
 pub(super) async fn load(
     session: &ReportSession,
     table: &str,
     range: &TimeRange,
-    gap: TimeDelta,
-    chunk_rows: usize,
+    options: &GameOptions,
+    close: &Close,
 ) -> Result<Loaded, ReportError> {
+    let (gap, chunk_rows) = (options.session_gap, options.chunk_rows);
+    let matcher = Matcher::new(&options.funnels)?;
+    let mut walker = Walker::new(&options.funnels);
     // Pass 1: by arrival.
     let started = Instant::now();
     let arrival_column = r#""approximateArrivalTime""#;
@@ -169,6 +179,7 @@ pub(super) async fn load(
     let hours = hour_counts(session, time_column, table, &within).await?;
     let mut held = Held {
         arrivals,
+        matcher,
         ..Held::default()
     };
     let mut cutter = Cutter::new(gap);
@@ -178,7 +189,7 @@ pub(super) async fn load(
     for chunk in chunks(&hours, chunk_rows) {
         let sql = format!(
             "{} FROM {table} WHERE {within} AND {}",
-            copies_sql(),
+            copies_sql(&held.matcher),
             chunk.filter(time_column)
         );
         let mut batches = stream(session, COPIES, &sql).await?;
@@ -198,7 +209,9 @@ pub(super) async fn load(
                 });
             }
         }
-        cutter.add(plays, &held.marks, |a, b| held.arrivals.id_order(a, b));
+        sessions::in_order(&mut plays, |a, b| held.arrivals.id_order(a, b));
+        cutter.add(&plays, &held.marks);
+        walker.add(&plays, &held.masks, &held.platforms);
         let batches = held.first_copies(&verdicts.first, &verdicts.late)?;
         events += batches.iter().map(RecordBatch::num_rows).sum::<usize>();
         held.clear();
@@ -225,6 +238,7 @@ pub(super) async fn load(
         sessions: cutter.finish(),
         minutes,
         devices,
+        funnels: walker.finish(&held.platform_names, close),
     })
 }
 
@@ -518,6 +532,14 @@ struct Held {
     device_ids: HashMap<Box<str>, u32, foldhash::fast::RandomState>,
     /// Per row, what its name says about sessions.
     marks: Vec<sessions::Mark>,
+    /// What rows are matched to the funnels' steps with.
+    matcher: Matcher,
+    /// Per row, the funnel steps it is (when there are funnels).
+    masks: Vec<u64>,
+    /// Per row, its platform's number in `platform_names` (when there are funnels).
+    platforms: Vec<u32>,
+    platform_names: Vec<String>,
+    platform_numbers: HashMap<Box<str>, u32, foldhash::fast::RandomState>,
 }
 
 impl Held {
@@ -556,17 +578,68 @@ impl Held {
             };
             self.devices.push(number);
         }
+        let platform = column("platform", &DataType::Utf8)?;
+        let extra = column("extra", &DataType::Utf8)?;
+        if !self.matcher.is_empty() {
+            self.match_steps(batch, &name, &platform, &extra)?;
+        }
         let amount = cast(batch_column(COPIES, batch, "amount")?, &DataType::Float64)
             .map_err(|e| ReportError::column(COPIES, "amount", e.to_string()))?;
         self.columns.push(Columns {
             rows: batch.num_rows(),
             name: cast(&name, &dictionary).map_err(|e| ReportError::column(COPIES, "name", e.to_string()))?,
             game: column("game", &dictionary)?,
-            extra: column("extra", &DataType::Utf8)?,
-            platform: column("platform", &dictionary)?,
+            extra,
+            platform: cast(&platform, &dictionary)
+                .map_err(|e| ReportError::column(COPIES, "platform", e.to_string()))?,
             version: column("version", &dictionary)?,
             amount,
         });
+        Ok(())
+    }
+
+    /// The funnel steps of a batch's rows and their platforms, into `masks` and `platforms`.
+    fn match_steps(
+        &mut self,
+        batch: &RecordBatch,
+        name: &ArrayRef,
+        platform: &ArrayRef,
+        extra: &ArrayRef,
+    ) -> Result<(), ReportError> {
+        let typed: Vec<ArrayRef> = (0..self.matcher.typed_count())
+            .map(|n| {
+                let column = format!("p{n}");
+                cast(batch_column(COPIES, batch, &column)?, &DataType::Utf8)
+                    .map_err(|e| ReportError::column(COPIES, &column, e.to_string()))
+            })
+            .collect::<Result<_, _>>()?;
+        let typed: Vec<_> = typed.iter().map(|a| a.as_string::<i32>()).collect();
+        let (names, extras) = (name.as_string::<i32>(), extra.as_string::<i32>());
+        let mut values: Vec<Option<&str>> = Vec::with_capacity(typed.len());
+        for row in 0..batch.num_rows() {
+            values.clear();
+            values.extend(
+                typed
+                    .iter()
+                    .map(|column| column.is_valid(row).then(|| column.value(row))),
+            );
+            let name = if names.is_valid(row) { names.value(row) } else { "" };
+            let extra = extras.is_valid(row).then(|| extras.value(row));
+            self.masks.push(self.matcher.mask(name, &values, extra));
+        }
+        for p in platform.as_string::<i32>().iter() {
+            let p = p.unwrap_or("unknown");
+            let number = match self.platform_numbers.get(p) {
+                Some(&n) => n,
+                None => {
+                    let n = self.platform_names.len() as u32;
+                    self.platform_names.push(p.to_owned());
+                    self.platform_numbers.insert(p.into(), n);
+                    n
+                }
+            };
+            self.platforms.push(number);
+        }
         Ok(())
     }
 
@@ -616,6 +689,8 @@ impl Held {
         self.columns.clear();
         self.devices.clear();
         self.marks.clear();
+        self.masks.clear();
+        self.platforms.clear();
     }
 }
 

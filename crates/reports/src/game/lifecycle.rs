@@ -55,6 +55,8 @@ pub struct LifecycleDay {
     pub platform: Option<String>,
     /// Devices per state, in the order of [`LIFECYCLE_STATES`].
     pub devices: [i64; 6],
+    /// Whether events may still arrive on time for the day.
+    pub provisional: bool,
 }
 
 /// Devices that moved from one state to another between consecutive days.
@@ -98,6 +100,9 @@ pub struct Lifecycle {
     pub at_risk_week_ending: Option<NaiveDate>,
     /// The devices at risk, most days active first.
     pub at_risk: Vec<AtRisk>,
+    /// Whether events may still arrive on time within the range (for the moves and the devices
+    /// at risk).
+    pub provisional: bool,
 }
 
 fn optional_date<S: serde::Serializer>(date: &Option<NaiveDate>, s: S) -> Result<S::Ok, S::Error> {
@@ -172,6 +177,7 @@ pub(super) async fn lifecycle(
                 date,
                 platform: platform.clone(),
                 devices: [0; 6],
+                provisional: false,
             });
         }
         if let Some(day) = days.last_mut() {
@@ -246,6 +252,7 @@ pub(super) async fn lifecycle(
         transitions,
         at_risk_week_ending,
         at_risk,
+        provisional: false,
     })
 }
 
@@ -255,7 +262,7 @@ impl Lifecycle {
         let mut table = TextTable::new(std::iter::once("day").chain(LIFECYCLE_STATES).map(str::to_owned));
         for day in self.days.iter().filter(|d| d.platform.is_none()) {
             table.push(
-                std::iter::once(day.date.to_string())
+                std::iter::once(crate::text::marked(day.date.to_string(), day.provisional))
                     .chain(day.devices.iter().map(|n| figures::count((*n).max(0) as u64))),
             );
         }

@@ -19,11 +19,12 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, TimeDelta, Utc};
 
 use crate::error::ReportError;
 use crate::range::TimeRange;
 use crate::session::{ReportSession, quote_ident};
+pub use funnel::{Funnel, FunnelDay, FunnelFigures, FunnelReport, FunnelStep, Order};
 pub use lifecycle::{AtRisk, CHURNED_AFTER, DORMANT_AFTER, LIFECYCLE_STATES, Lifecycle, LifecycleDay, Transition};
 pub use render::live_page;
 pub use retention::Cohort;
@@ -35,6 +36,7 @@ pub const WATERMARK_MINUTES: i64 = 180;
 
 mod arrival;
 mod events;
+pub mod funnel;
 mod lifecycle;
 mod render;
 pub use events::CHUNK_ROWS;
@@ -67,6 +69,8 @@ pub struct HourCount {
     pub window_start: DateTime<Utc>,
     /// Events in the window (distinct `eventId`, on-time only).
     pub count: i64,
+    /// Whether events may still arrive on time for it (see [`Close`]).
+    pub provisional: bool,
 }
 
 /// One window of bookings per hour.
@@ -76,6 +80,8 @@ pub struct HourAmount {
     pub window_start: DateTime<Utc>,
     /// Sum of `amount` of the window's `purchaseEvent`s.
     pub amount: f64,
+    /// Whether events may still arrive on time for it (see [`Close`]).
+    pub provisional: bool,
 }
 
 /// Daily active users of one day.
@@ -85,6 +91,8 @@ pub struct DayUsers {
     pub date: NaiveDate,
     /// Distinct `device_id`s with an event that day.
     pub users: i64,
+    /// Whether events may still arrive on time for it (see [`Close`]).
+    pub provisional: bool,
 }
 
 /// The three KPIs over one set of events.
@@ -118,6 +126,12 @@ pub struct GameReport {
     pub sessions: Sessions,
     /// Where each device stands each day, and who is slipping away.
     pub lifecycle: Lifecycle,
+    /// The funnels asked for.
+    pub funnels: Vec<FunnelReport>,
+    /// Whether events may still arrive on time within the range: its figures over the whole range
+    /// (the headline, revenue by game, item, platform and version, session lengths, lifecycle
+    /// moves and devices at risk) may still change.
+    pub provisional: bool,
     /// Events and bookings per minute, when the events span at most [`MINUTE_CHART_HOURS`] hours
     /// (a live session, a short range): the charts are then per minute.
     pub per_minute: Vec<MinuteFigures>,
@@ -135,6 +149,8 @@ pub struct MinuteFigures {
     pub events: i64,
     /// Bookings, in [`BOOKINGS_CURRENCY`].
     pub bookings: f64,
+    /// Whether events may still arrive on time for it (see [`Close`]).
+    pub provisional: bool,
 }
 
 /// The counted events and bookings per minute, all platforms together.
@@ -148,6 +164,7 @@ fn per_minute(minutes: &Minutes) -> Vec<MinuteFigures> {
                 window_start: DateTime::from_timestamp_micros(start)?,
                 events: minute.events,
                 bookings: minute.bookings.unwrap_or(0.0),
+                provisional: false,
             })
         })
         .collect()
@@ -166,23 +183,102 @@ pub struct Headline {
     pub late_events: i64,
 }
 
-/// Computes the report over the `game_events` table(s) registered in `session` as `table`.
-pub async fn game_report(session: &ReportSession, table: &str, range: &TimeRange) -> Result<GameReport, ReportError> {
-    game_report_with(session, table, range, sessions::DEFAULT_GAP, CHUNK_ROWS).await
+/// What a game report asks for beyond its range.
+#[derive(Debug, Clone)]
+pub struct GameOptions {
+    /// The inactivity after which a device's next event starts a new session.
+    pub session_gap: TimeDelta,
+    /// The most rows read and held at once (see [`CHUNK_ROWS`]).
+    pub chunk_rows: usize,
+    /// The funnels to follow the devices through.
+    pub funnels: Vec<Funnel>,
 }
 
-/// [`game_report`] with sessions cut after `session_gap` of inactivity, reading at most
-/// `chunk_rows` rows at a time (see [`CHUNK_ROWS`]).
+impl Default for GameOptions {
+    fn default() -> Self {
+        Self {
+            session_gap: sessions::DEFAULT_GAP,
+            chunk_rows: CHUNK_ROWS,
+            funnels: Vec::new(),
+        }
+    }
+}
+
+/// When figures become final: a figure is provisional while its window ends after the report's
+/// close, the end of its range or, if earlier, the watermark ([`WATERMARK_MINUTES`]) before now.
+/// Until then an event may still arrive on time for it; after it, only late ones. A figure over
+/// the whole range has the range's window: up to its end, or without one, up to the last event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Close {
+    /// The close, in microseconds since the epoch.
+    micros: i64,
+    /// The end of the range asked for, if one was.
+    range_end: Option<i64>,
+}
+
+impl Close {
+    /// The close of a report of `range` made at `now`.
+    fn new(range: &TimeRange, now: DateTime<Utc>) -> Self {
+        let watermark = (now - TimeDelta::minutes(WATERMARK_MINUTES)).timestamp_micros();
+        let range_end = range.to.map(|to| to.timestamp_micros());
+        Self {
+            micros: range_end.map_or(watermark, |end| end.min(watermark)),
+            range_end,
+        }
+    }
+
+    /// A close at `micros`, without a range asked for.
+    #[cfg(test)]
+    pub(crate) fn at_micros(micros: i64) -> Self {
+        Self {
+            micros,
+            range_end: None,
+        }
+    }
+
+    /// Whether a window ending at `end` (microseconds) is final.
+    pub(crate) fn is_final_micros(&self, end: i64) -> bool {
+        end <= self.micros
+    }
+
+    /// Whether a figure of the UTC day `date` is final: the day ended by the close.
+    pub(crate) fn is_final_date_end(&self, date: NaiveDate) -> bool {
+        let end = i64::from(date.num_days_from_ce() - crate::session::UNIX_EPOCH_DAYS_FROM_CE + 1) * DAY_MICROS;
+        self.is_final_micros(end)
+    }
+
+    /// Whether a figure over the whole range, whose last event is at `last` (microseconds), is
+    /// final.
+    pub(crate) fn is_final_range(&self, last: i64) -> bool {
+        self.is_final_micros(self.range_end.unwrap_or(last))
+    }
+}
+
+/// The text of a parameter's value, as a person reads it and SQL's `json_extract_scalar` gives
+/// it: a string as itself, anything else as its JSON.
+fn value_text(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Computes the report over the `game_events` table(s) registered in `session` as `table`.
+pub async fn game_report(session: &ReportSession, table: &str, range: &TimeRange) -> Result<GameReport, ReportError> {
+    game_report_with(session, table, range, &GameOptions::default()).await
+}
+
+/// [`game_report`] with `options`.
 pub async fn game_report_with(
     session: &ReportSession,
     table: &str,
     range: &TimeRange,
-    session_gap: TimeDelta,
-    chunk_rows: usize,
+    options: &GameOptions,
 ) -> Result<GameReport, ReportError> {
+    let close = Close::new(range, Utc::now());
     // Every query over what the chunks left, then the tables they left dropped whatever they gave.
     let result = async {
-        let loaded = events::load(session, &quote_ident(table), range, session_gap, chunk_rows).await?;
+        let loaded = events::load(session, &quote_ident(table), range, options, &close).await?;
         let (all, by_platform) = kpis(session, &loaded.minutes).await?;
         let hours = &all.events_per_hour;
         let span = match (hours.first(), hours.last()) {
@@ -201,20 +297,21 @@ pub async fn game_report_with(
             retention::cohorts(session, ended).await?,
             lifecycle::lifecycle(session, ended, &loaded.devices).await?,
             loaded.sessions,
+            loaded.funnels,
         ))
     }
     .await;
     for table in [EVENTS, events::ACTIVE, events::PURCHASES, lifecycle::STATES] {
         events::deregister(session, table)?;
     }
-    let ((all, by_platform, per_minute), revenue, cohorts, lifecycle, sessions) = result?;
+    let ((all, by_platform, per_minute), revenue, cohorts, lifecycle, sessions, funnels) = result?;
     // The range the figures cover: the bounds asked for, else the hours the events fall in.
     let hours = || all.events_per_hour.iter().map(|h| h.window_start);
     let covered = TimeRange {
         from: range.from.or_else(|| hours().min()),
         to: range.to.or_else(|| hours().max().map(|h| h + TimeDelta::hours(1))),
     };
-    Ok(GameReport {
+    let mut report = GameReport {
         covered,
         all,
         by_platform,
@@ -222,8 +319,73 @@ pub async fn game_report_with(
         cohorts,
         sessions,
         lifecycle,
+        funnels,
+        provisional: false,
         per_minute,
-    })
+    };
+    report.mark_provisional(&close, options.session_gap);
+    Ok(report)
+}
+
+impl GameReport {
+    /// Marks the figures whose windows have not closed by `close` provisional (the funnels are
+    /// marked as they are counted): an hour, a minute or a day after its end; a cohort once the
+    /// days its returns are counted on ended; a day's sessions once the gap after it passed (a
+    /// session started that day may go on after midnight); the rest with the range.
+    fn mark_provisional(&mut self, close: &Close, session_gap: TimeDelta) {
+        let open = |end: DateTime<Utc>| !close.is_final_micros(end.timestamp_micros());
+        let day_open = |date: NaiveDate| !close.is_final_date_end(date);
+        for kpis in std::iter::once(&mut self.all).chain(self.by_platform.values_mut()) {
+            for h in &mut kpis.events_per_hour {
+                h.provisional = open(h.window_start + TimeDelta::hours(1));
+            }
+            for h in &mut kpis.bookings_per_hour {
+                h.provisional = open(h.window_start + TimeDelta::hours(1));
+            }
+            for d in &mut kpis.dau {
+                d.provisional = day_open(d.date);
+            }
+        }
+        for m in &mut self.per_minute {
+            m.provisional = open(m.window_start + TimeDelta::minutes(1));
+        }
+        for d in &mut self.revenue.days {
+            d.provisional = day_open(d.date);
+        }
+        for c in &mut self.cohorts {
+            let last_known = retention::RETENTION_DAYS
+                .iter()
+                .zip(c.returned)
+                .filter(|(_, r)| r.is_some())
+                .map(|(n, _)| *n)
+                .max()
+                .unwrap_or(0);
+            c.provisional = c
+                .date
+                .checked_add_signed(TimeDelta::days(last_known))
+                .is_none_or(day_open);
+        }
+        for d in &mut self.sessions.days {
+            let end = d
+                .date
+                .succ_opt()
+                .map(|next| next.and_time(chrono::NaiveTime::MIN).and_utc());
+            d.provisional = end.is_none_or(|end| open(end + session_gap));
+        }
+        for d in &mut self.lifecycle.days {
+            d.provisional = day_open(d.date);
+        }
+        let whole = self.covered.to.is_none_or(open);
+        self.provisional = whole;
+        self.revenue.provisional = whole;
+        self.sessions.provisional = whole;
+        self.lifecycle.provisional = whole;
+    }
+
+    /// Whether any figure of the report is provisional.
+    pub fn any_provisional(&self) -> bool {
+        self.provisional || self.funnels.iter().any(|f| f.all.provisional)
+    }
 }
 
 /// The first day that has not ended by the end of `range` or by `now`, whichever is first.
@@ -258,10 +420,15 @@ async fn kpis(session: &ReportSession, minutes: &Minutes) -> Result<(Kpis, BTree
                 kpis.events_per_hour.push(HourCount {
                     window_start,
                     count: hour.events,
+                    provisional: false,
                 });
             }
             if let Some(amount) = hour.bookings {
-                kpis.bookings_per_hour.push(HourAmount { window_start, amount });
+                kpis.bookings_per_hour.push(HourAmount {
+                    window_start,
+                    amount,
+                    provisional: false,
+                });
             }
         }
         kpis.late_events = late_events;
@@ -290,7 +457,11 @@ async fn kpis(session: &ReportSession, minutes: &Minutes) -> Result<(Kpis, BTree
             None => &mut all,
             Some(p) => by_platform.entry(p).or_default(),
         };
-        kpis.dau.push(DayUsers { date, users });
+        kpis.dau.push(DayUsers {
+            date,
+            users,
+            provisional: false,
+        });
     }
     Ok((all, by_platform))
 }
@@ -319,6 +490,65 @@ impl Kpis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn figures_are_provisional_until_the_watermark_passed_their_window() {
+        let at = |t: &str| DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&Utc);
+        let day = |d| NaiveDate::from_ymd_opt(2026, 12, d).unwrap();
+        let hour = |t: &str| HourCount {
+            window_start: at(t),
+            count: 1,
+            provisional: true,
+        };
+        let mut report = GameReport {
+            covered: TimeRange::between(at("2026-12-02T00:00:00Z"), at("2026-12-03T06:00:00Z")),
+            all: Kpis {
+                events_per_hour: vec![hour("2026-12-03T01:00:00Z"), hour("2026-12-03T02:00:00Z")],
+                dau: [2, 3]
+                    .map(|d| DayUsers {
+                        date: day(d),
+                        users: 1,
+                        provisional: true,
+                    })
+                    .to_vec(),
+                ..Kpis::default()
+            },
+            cohorts: vec![Cohort {
+                date: day(1),
+                platform: None,
+                devices: 3,
+                returned: [Some(1), None, None],
+                provisional: false,
+            }],
+            ..GameReport::default()
+        };
+        // Made at 05:30: the watermark is at 02:30, so the hour ending at 02:00 is final and the
+        // one ending at 03:00 is not; 2 December ended before it, 3 December did not; the cohort
+        // of 1 December counted its day 1 on 2 December: final.
+        report.mark_provisional(
+            &Close::new(&TimeRange::default(), at("2026-12-03T05:30:00Z")),
+            TimeDelta::minutes(30),
+        );
+        let flags = |r: &GameReport| {
+            (
+                r.all.events_per_hour.iter().map(|h| h.provisional).collect::<Vec<_>>(),
+                r.all.dau.iter().map(|d| d.provisional).collect::<Vec<_>>(),
+                r.cohorts[0].provisional,
+                r.provisional,
+            )
+        };
+        assert_eq!(flags(&report), (vec![false, true], vec![false, true], false, true));
+        // A day later, everything is final.
+        report.mark_provisional(
+            &Close::new(&TimeRange::default(), at("2026-12-04T05:30:00Z")),
+            TimeDelta::minutes(30),
+        );
+        assert_eq!(flags(&report), (vec![false, false], vec![false, false], false, false));
+        // A range that ends before the watermark closes its figures at its end.
+        let range = TimeRange::between(at("2026-12-02T00:00:00Z"), at("2026-12-03T02:00:00Z"));
+        report.mark_provisional(&Close::new(&range, at("2026-12-03T05:30:00Z")), TimeDelta::minutes(30));
+        assert_eq!(flags(&report).0, vec![false, true]);
+    }
 
     #[test]
     fn a_day_is_complete_once_it_ended_by_the_range_and_by_now() {

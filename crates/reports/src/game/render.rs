@@ -52,6 +52,23 @@ fn revenue_bars(title: &str, of: &[revenue::RevenueOf]) -> Result<Svg, ReportErr
     chart::bar_chart(title, Unit::Money("revenue", BOOKINGS_CURRENCY), &bars)
 }
 
+/// What the report says of its provisional figures, when it has some.
+fn provisional_legend() -> String {
+    format!(
+        "Rows marked * are provisional: their window ends within the watermark ({WATERMARK_MINUTES} minutes) of now, \
+         or after the range, so events may still arrive on time for them; the others are final."
+    )
+}
+
+/// What a section says when its figures are provisional.
+fn provisional_note(provisional: bool) -> &'static str {
+    if provisional {
+        " (provisional: its window has not closed, events may still arrive on time)"
+    } else {
+        ""
+    }
+}
+
 fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
@@ -65,13 +82,13 @@ impl Kpis {
     fn to_json(&self) -> Value {
         json!({
             "events_per_hour": self.events_per_hour.iter()
-                .map(|h| json!({"window_start": rfc3339(h.window_start), "count": h.count}))
+                .map(|h| json!({"window_start": rfc3339(h.window_start), "count": h.count, "provisional": h.provisional}))
                 .collect::<Vec<_>>(),
             "bookings_per_hour": self.bookings_per_hour.iter()
-                .map(|h| json!({"window_start": rfc3339(h.window_start), "amount": h.amount}))
+                .map(|h| json!({"window_start": rfc3339(h.window_start), "amount": h.amount, "provisional": h.provisional}))
                 .collect::<Vec<_>>(),
             "dau": self.dau.iter()
-                .map(|d| json!({"date": d.date.to_string(), "users": d.users}))
+                .map(|d| json!({"date": d.date.to_string(), "users": d.users, "provisional": d.provisional}))
                 .collect::<Vec<_>>(),
             "late_events": self.late_events,
         })
@@ -79,16 +96,24 @@ impl Kpis {
 
     /// Events and bookings side by side, one row per window.
     fn hourly_table(&self) -> TextTable {
-        let mut hours: BTreeMap<DateTime<Utc>, (i64, f64)> = BTreeMap::new();
+        let mut hours: BTreeMap<DateTime<Utc>, (i64, f64, bool)> = BTreeMap::new();
         for h in &self.events_per_hour {
-            hours.entry(h.window_start).or_default().0 = h.count;
+            let hour = hours.entry(h.window_start).or_default();
+            hour.0 = h.count;
+            hour.2 |= h.provisional;
         }
         for h in &self.bookings_per_hour {
-            hours.entry(h.window_start).or_default().1 = h.amount;
+            let hour = hours.entry(h.window_start).or_default();
+            hour.1 = h.amount;
+            hour.2 |= h.provisional;
         }
         let mut table = TextTable::new(["window_start", "events", "bookings"]);
-        for (start, (events, bookings)) in hours {
-            table.push([rfc3339(start), events.to_string(), format!("{bookings:.2}")]);
+        for (start, (events, bookings, provisional)) in hours {
+            table.push([
+                crate::text::marked(rfc3339(start), provisional),
+                events.to_string(),
+                format!("{bookings:.2}"),
+            ]);
         }
         table
     }
@@ -96,7 +121,10 @@ impl Kpis {
     fn dau_table(&self) -> TextTable {
         let mut table = TextTable::new(["date", "users"]);
         for d in &self.dau {
-            table.push([d.date.to_string(), d.users.to_string()]);
+            table.push([
+                crate::text::marked(d.date.to_string(), d.provisional),
+                d.users.to_string(),
+            ]);
         }
         table
     }
@@ -129,6 +157,7 @@ impl GameReport {
             "currency": BOOKINGS_CURRENCY,
             "peak_dau": headline.peak_dau.map(|d| json!({"date": d.date.to_string(), "users": d.users})),
             "late_events": headline.late_events,
+            "provisional": self.provisional,
         });
         let platforms: serde_json::Map<String, Value> = self
             .by_platform
@@ -144,6 +173,7 @@ impl GameReport {
             map.insert("retention".to_owned(), value(serde_json::to_value(&self.cohorts)));
             map.insert("sessions".to_owned(), value(serde_json::to_value(&self.sessions)));
             map.insert("lifecycle".to_owned(), value(serde_json::to_value(&self.lifecycle)));
+            map.insert("funnels".to_owned(), value(serde_json::to_value(&self.funnels)));
         }
         out
     }
@@ -158,9 +188,14 @@ impl GameReport {
             .map(|(what, value)| format!("{what}: {value}"))
             .collect();
         let mut out = format!(
-            "Game KPIs, {}\n\n{}.\n\nEvents and bookings per hour\n",
+            "Game KPIs, {}\n\n{}.\n{}\nEvents and bookings per hour\n",
             self.range_label(),
-            figures.join(". ")
+            figures.join(". "),
+            if self.any_provisional() {
+                format!("{}\n", provisional_legend())
+            } else {
+                String::new()
+            }
         );
         out.push_str(&self.all.hourly_table().render());
         out.push_str("\nDaily active users\n");
@@ -186,6 +221,15 @@ impl GameReport {
         out.push_str(&self.lifecycle.transitions_table().render());
         out.push_str(&format!("\nAt risk: {}\n", self.lifecycle.at_risk_summary()));
         out.push_str(&self.lifecycle.at_risk_table().render());
+        for funnel in &self.funnels {
+            out.push_str(&format!(
+                "\n{}{}\n",
+                funnel.title(),
+                provisional_note(funnel.all.provisional)
+            ));
+            out.push_str(&funnel.steps_table().render());
+            out.push_str(&funnel.by_table().render());
+        }
         out.push_str("\nRevenue per day\n");
         out.push_str(&self.revenue.days_table(BOOKINGS_CURRENCY).render());
         out.push_str("\nRevenue by game\n");
@@ -433,7 +477,12 @@ impl GameReport {
         page.paragraph(&format!(
             "Every figure counts each game's eventId once. Events more than {WATERMARK_MINUTES} minutes behind the latest \
              eventTime that arrived before them are late and not counted in their window. Bookings are the sum of \
-             amount of purchaseEvent, in {BOOKINGS_CURRENCY}."
+             amount of purchaseEvent, in {BOOKINGS_CURRENCY}.{}",
+            if self.any_provisional() {
+                format!(" {}", provisional_legend())
+            } else {
+                String::new()
+            }
         ));
         for (name, svg) in &charts {
             dir.write_chart(name, svg)?;
@@ -469,6 +518,26 @@ impl GameReport {
         page.table(&self.lifecycle.transitions_table());
         page.paragraph(&format!("At risk: {}.", self.lifecycle.at_risk_summary()));
         page.table(&self.lifecycle.at_risk_table());
+        for (k, funnel) in self.funnels.iter().enumerate() {
+            page.heading(&funnel.title());
+            page.paragraph(&format!(
+                "Each device's first {} and, after it in its events' order, the earliest next step within {} hours{}. \
+                 Conversion is the share of the devices that entered; rows marked * may still change.{}",
+                funnel.steps.first().map_or("", String::as_str),
+                funnel.window_hours,
+                if funnel.order == crate::game::Order::Strict {
+                    ", with no other event between two steps"
+                } else {
+                    ""
+                },
+                provisional_note(funnel.all.provisional)
+            ));
+            let svg = funnel.chart()?;
+            dir.write_chart(&format!("funnel_{}.svg", k + 1), &svg)?;
+            page.chart(&svg);
+            page.table(&funnel.steps_table());
+            page.table(&funnel.by_table());
+        }
         page.heading("Revenue");
         page.paragraph(&format!(
             "Revenue is bookings per day; a paying user is a device with a counted purchase that day; conversion is \
@@ -522,18 +591,21 @@ mod tests {
                 .map(|h| HourCount {
                     window_start: start + TimeDelta::hours(h),
                     count: scale * (10 + (h % 24 - 12).abs()),
+                    provisional: false,
                 })
                 .collect(),
             bookings_per_hour: (0..96)
                 .map(|h| HourAmount {
                     window_start: start + TimeDelta::hours(h),
                     amount: scale as f64 * 1.99 * (h % 5) as f64,
+                    provisional: false,
                 })
                 .collect(),
             dau: (0..4)
                 .map(|d| DayUsers {
                     date: NaiveDate::from_ymd_opt(2024, 6, 1 + d).unwrap(),
                     users: scale * [120, 180, 150, 90][d as usize],
+                    provisional: false,
                 })
                 .collect(),
             late_events: scale,
@@ -548,7 +620,9 @@ mod tests {
             revenue: Revenue::default(),
             cohorts: Vec::new(),
             lifecycle: crate::game::Lifecycle::default(),
+            funnels: Vec::new(),
             sessions: Sessions::default(),
+            provisional: false,
             per_minute: Vec::new(),
         }
     }
@@ -623,6 +697,7 @@ mod tests {
                 window_start: start + TimeDelta::minutes(m),
                 events: 10 + m % 7,
                 bookings: (m % 3) as f64,
+                provisional: false,
             })
             .collect();
         let charts = short.charts().unwrap();

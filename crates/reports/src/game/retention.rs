@@ -32,6 +32,9 @@ pub struct Cohort {
     /// Of them, those seen again on day 1, 7 and 30 after (`None` when that day has not ended
     /// within the range).
     pub returned: [Option<i64>; 3],
+    /// Whether events may still arrive on time for the cohort's first day or a day its returns
+    /// are counted on.
+    pub provisional: bool,
 }
 
 impl Cohort {
@@ -85,6 +88,7 @@ pub(super) async fn cohorts(session: &ReportSession, complete_before: NaiveDate)
                 platform: platforms[i].clone(),
                 devices: devices[i].unwrap_or(0),
                 returned: [returned[0][i], returned[1][i], returned[2][i]],
+                provisional: false,
             })
         })
         .collect())
@@ -100,9 +104,12 @@ pub(super) fn cohort_table(cohorts: &[Cohort]) -> TextTable {
     );
     for c in cohorts.iter().filter(|c| c.platform.is_none()) {
         table.push(
-            [c.date.to_string(), figures::count(c.devices.max(0) as u64)]
-                .into_iter()
-                .chain((0..RETENTION_DAYS.len()).map(|k| figures::percent(c.retention(k)))),
+            [
+                crate::text::marked(c.date.to_string(), c.provisional),
+                figures::count(c.devices.max(0) as u64),
+            ]
+            .into_iter()
+            .chain((0..RETENTION_DAYS.len()).map(|k| figures::percent(c.retention(k)))),
         );
     }
     table

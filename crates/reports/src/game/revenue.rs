@@ -37,6 +37,8 @@ pub struct DayRevenue {
     pub arpdau: Option<f64>,
     /// Average revenue per paying user.
     pub arppu: Option<f64>,
+    /// Whether events may still arrive on time for it.
+    pub provisional: bool,
 }
 
 /// Revenue of one platform or app version over the range.
@@ -69,6 +71,9 @@ pub struct Revenue {
     pub by_platform: Vec<RevenueOf>,
     /// By app version, most revenue first.
     pub by_app_version: Vec<RevenueOf>,
+    /// Whether events may still arrive on time within the range (for the figures by game, item,
+    /// platform and app version).
+    pub provisional: bool,
 }
 
 impl Revenue {
@@ -86,7 +91,7 @@ impl Revenue {
         let per = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.4} {currency}"));
         for d in &self.days {
             table.push([
-                d.date.to_string(),
+                crate::text::marked(d.date.to_string(), d.provisional),
                 figures::count(d.active_users.max(0) as u64),
                 figures::count(d.paying_users.max(0) as u64),
                 figures::percent(d.conversion),
@@ -155,6 +160,7 @@ pub(super) async fn revenue(session: &ReportSession) -> Result<Revenue, ReportEr
                 conversion: ratio(paying as f64, active),
                 arpdau: ratio(revenue, active),
                 arppu: ratio(revenue, paying),
+                provisional: false,
             })
         })
         .collect();
@@ -192,16 +198,8 @@ pub(super) async fn revenue(session: &ReportSession) -> Result<Revenue, ReportEr
         by_item: by_item(session).await?,
         by_platform: by("platform").await?,
         by_app_version: by("coalesce(version, 'unknown')").await?,
+        provisional: false,
     })
-}
-
-/// The text of a parameter's value, as a person reads it: a string as itself, anything else as
-/// its JSON.
-fn value_text(value: &serde_json::Value) -> String {
-    match value {
-        serde_json::Value::String(text) => text.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// Revenue by the item bought: [`ITEM_PARAM`] of each counted purchase's `extraParams`, read in
@@ -220,7 +218,7 @@ async fn by_item(session: &ReportSession) -> Result<Vec<RevenueOf>, ReportError>
         let item = extra[i]
             .as_deref()
             .and_then(|text| serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text).ok())
-            .and_then(|params| params.get(ITEM_PARAM).map(value_text))
+            .and_then(|params| params.get(ITEM_PARAM).map(super::value_text))
             .unwrap_or_else(|| "unknown".to_owned());
         let entry = items.entry(item).or_default();
         entry.0 += amount[i].unwrap_or(0.0);

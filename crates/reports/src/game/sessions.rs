@@ -48,6 +48,8 @@ pub struct DaySessions {
     pub sessions_per_user: Option<f64>,
     /// Their median length, in seconds.
     pub median_seconds: Option<f64>,
+    /// Whether events may still arrive on time for the day's sessions.
+    pub provisional: bool,
 }
 
 /// The sessions KPIs.
@@ -59,6 +61,8 @@ pub struct Sessions {
     pub days: Vec<DaySessions>,
     /// Sessions by length, in the buckets of [`SESSION_LENGTHS`].
     pub lengths: Vec<(String, i64)>,
+    /// Whether events may still arrive on time within the range (for the lengths).
+    pub provisional: bool,
 }
 
 /// What an event's name says about sessions.
@@ -92,6 +96,16 @@ pub(super) struct Play {
     pub t: i64,
     /// The event's row, in `marks` and in the tie order.
     pub row: u32,
+}
+
+/// Puts a chunk's `plays` in each device's order: by device, then time, ties in `tie`'s order of
+/// their rows.
+pub(super) fn in_order(plays: &mut [Play], tie: impl Fn(usize, usize) -> std::cmp::Ordering) {
+    plays.sort_unstable_by(|a, b| {
+        (a.device, a.t)
+            .cmp(&(b.device, b.t))
+            .then_with(|| tie(a.row as usize, b.row as usize))
+    });
 }
 
 /// Cuts sessions from plays given a chunk of time at a time: each chunk's plays must all be later
@@ -150,20 +164,9 @@ impl Cutter {
         }
     }
 
-    /// Cuts the next chunk's `plays`: each device's events in time order, ties in `tie`'s order of
-    /// their rows; `marks` is each row's [`Mark`].
-    pub(super) fn add(
-        &mut self,
-        mut plays: Vec<Play>,
-        marks: &[Mark],
-        tie: impl Fn(usize, usize) -> std::cmp::Ordering,
-    ) {
-        plays.sort_unstable_by(|a, b| {
-            (a.device, a.t)
-                .cmp(&(b.device, b.t))
-                .then_with(|| tie(a.row as usize, b.row as usize))
-        });
-        for play in &plays {
+    /// Cuts the next chunk's `plays`, [`in_order`]; `marks` is each row's [`Mark`].
+    pub(super) fn add(&mut self, plays: &[Play], marks: &[Mark]) {
+        for play in plays {
             let mark = marks.get(play.row as usize).copied().unwrap_or(Mark::Play);
             let device = play.device as usize;
             if self.devices.len() <= device {
@@ -236,6 +239,7 @@ impl Cutter {
                     devices: d.devices,
                     sessions_per_user: (d.devices > 0).then(|| d.sessions as f64 / d.devices as f64),
                     median_seconds,
+                    provisional: false,
                 })
             })
             .collect();
@@ -247,6 +251,7 @@ impl Cutter {
                 .zip(self.buckets)
                 .map(|((label, _), n)| ((*label).to_owned(), n))
                 .collect(),
+            provisional: false,
         }
     }
 }
@@ -257,7 +262,7 @@ impl Sessions {
         let mut table = TextTable::new(["date", "sessions", "devices", "sessions per user", "median length"]);
         for d in &self.days {
             table.push([
-                d.date.to_string(),
+                crate::text::marked(d.date.to_string(), d.provisional),
                 figures::count(d.sessions.max(0) as u64),
                 figures::count(d.devices.max(0) as u64),
                 d.sessions_per_user
@@ -286,7 +291,7 @@ mod tests {
         let marks: Vec<Mark> = events.iter().map(|e| Mark::of(e.2)).collect();
         let mut cutter = Cutter::new(DEFAULT_GAP);
         for &(from, to) in chunks {
-            let plays = events
+            let mut plays: Vec<Play> = events
                 .iter()
                 .enumerate()
                 .filter(|(_, e)| (from..to).contains(&e.1))
@@ -296,7 +301,8 @@ mod tests {
                     row: row as u32,
                 })
                 .collect();
-            cutter.add(plays, &marks, |a, b| a.cmp(&b));
+            in_order(&mut plays, |a, b| a.cmp(&b));
+            cutter.add(&plays, &marks);
         }
         cutter.finish()
     }
