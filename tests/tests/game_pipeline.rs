@@ -501,7 +501,7 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
 }
 
 /// The saved queries of `game_events` in template.yaml.
-const SAVED_GAME_QUERIES: [&str; 12] = [
+const SAVED_GAME_QUERIES: [&str; 13] = [
     "GameEventsPerHourQuery",
     "GameEventsPerHourByPlatformQuery",
     "GameEventsPerMinuteQuery",
@@ -514,6 +514,7 @@ const SAVED_GAME_QUERIES: [&str; 12] = [
     "GameSessionsPerDayQuery",
     "GameLifecycleQuery",
     "GameFunnelQuery",
+    "GameAcquisitionQuery",
 ];
 
 /// The answers of one game's requests in the fair-share test: status and `Retry-After` of each,

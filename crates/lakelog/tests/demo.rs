@@ -157,6 +157,8 @@ fn the_demo_reports_what_its_workload_holds() {
     let saved =
         lakelog_tests::athena_query("GameFunnelQuery", lakelog_tests::TEMPLATE_GAME_EVENTS, "game_events").unwrap();
     season::assert_duckdb_funnel_is_the_report(funnel, &saved, &dir.join("lake/game_events"));
+    season::assert_acquisition_is_the_season(&game, &truth);
+    season::assert_duckdb_acquisition_is_the_report(&game, &dir.join("lake/game_events"));
     // The player base grows: later days bring new players, and some come back.
     let all: Vec<_> = truth.cohorts.iter().filter(|c| c.platform.is_none()).collect();
     assert!(all.len() >= 4 && all.iter().all(|c| c.devices > 0));

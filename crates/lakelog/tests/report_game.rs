@@ -136,6 +136,15 @@ async fn a_planned_season_is_reported_as_planned() {
         .unwrap()
         .athena_sql("game_events");
     season::assert_duckdb_funnel_is_the_report(strict, &sql, &table);
+    // Acquisition: the plan's sources, campaigns and countries, their payers and lifetime values;
+    // the source whose players were made likelier to pay is worth the most, the least likely the
+    // least; DuckDB over the saved query agrees.
+    let ltv = season::assert_acquisition_is_the_season(&report, &truth);
+    assert!(
+        ltv["ads_network"] > ltv["organic"] && ltv["organic"] > ltv["influencer"],
+        "{ltv:?}"
+    );
+    season::assert_duckdb_acquisition_is_the_report(&report, &table);
     // The season moves devices through every lifecycle state and leaves some at risk, so that the
     // comparison above tells each state apart.
     let lifecycle = truth.lifecycle(Utc::now().date_naive());

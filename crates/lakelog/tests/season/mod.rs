@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use chrono::{Days, NaiveDate};
-use fixtures::game::season::{LIFECYCLE_STATES, RETURN_DAYS, SeasonTruth, TUTORIAL_STEPS};
+use fixtures::game::season::{LIFECYCLE_STATES, LTV_DAYS, RETURN_DAYS, SeasonTruth, TUTORIAL_STEPS};
 use lakelog_reports::game::SESSION_LENGTHS;
 use serde_json::{Value, json};
 
@@ -150,6 +150,7 @@ fn saved_query_rows(id: &str, table: &Path, columns: &str) -> Vec<Vec<Value>> {
         &format!("delta_scan('{}')", table.display()),
     )
     .unwrap();
+    let query = lakelog_tests::in_duckdb(&query);
     lakelog_tests::duckdb("http://127.0.0.1:9", &format!("SELECT {columns} FROM ({query})")).unwrap()
 }
 
@@ -370,5 +371,139 @@ pub fn assert_duckdb_funnel_is_the_report(funnel: &Value, sql: &str, table: &Pat
         (days, platforms),
         reported_funnel(funnel),
         "the funnel: DuckDB, then the report"
+    );
+}
+
+/// An acquisition group's figures: devices, payers, revenue, and per LTV day the devices counted
+/// and the lifetime value.
+type Worth = (i64, i64, f64, Vec<(i64, Option<f64>)>);
+
+/// The report's acquisition groups (its JSON), by `(by, name)`.
+fn reported_acquisition(report: &Value) -> BTreeMap<(String, String), Worth> {
+    report["acquisition"]["cohorts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let ltv = (0..LTV_DAYS.len())
+                .map(|k| (c["ltv_devices"][k].as_i64().unwrap(), c["ltv"][k].as_f64()))
+                .collect();
+            (
+                (
+                    c["by"].as_str().unwrap().to_owned(),
+                    c["name"].as_str().unwrap().to_owned(),
+                ),
+                (
+                    c["devices"].as_i64().unwrap(),
+                    c["payers"].as_i64().unwrap(),
+                    c["revenue"].as_f64().unwrap(),
+                    ltv,
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Asserts that two sets of acquisition groups agree, money to the cent's hundredth.
+fn assert_worth_eq(a: &BTreeMap<(String, String), Worth>, b: &BTreeMap<(String, String), Worth>, what: &str) {
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        b.keys().collect::<Vec<_>>(),
+        "{what}: the groups"
+    );
+    let close = |x: f64, y: f64| (x - y).abs() < 1e-6;
+    for (key, (devices, payers, revenue, ltv)) in a {
+        let (d, p, r, l) = &b[key];
+        assert_eq!((devices, payers), (d, p), "{what}: {key:?}");
+        assert!(close(*revenue, *r), "{what}: revenue of {key:?}: {revenue} and {r}");
+        for ((n, v), (m, w)) in ltv.iter().zip(l) {
+            assert_eq!(n, m, "{what}: LTV devices of {key:?}");
+            assert!(
+                v.zip(*w).map_or(v.is_none() && w.is_none(), |(v, w)| close(v, w)),
+                "{what}: LTV of {key:?}: {ltv:?} and {l:?}"
+            );
+        }
+    }
+}
+
+/// Asserts that the report's acquisition groups are the season's: each source, campaign, country
+/// and platform with its devices, payers, revenue and lifetime values at day 1, 7, 30 and 90 over
+/// the devices whose day has ended. Returns the lifetime values by source at the longest day known
+/// for every source.
+pub fn assert_acquisition_is_the_season(report: &Value, truth: &SeasonTruth) -> BTreeMap<String, f64> {
+    let want: BTreeMap<(String, String), Worth> = truth
+        .acquisition(chrono::Utc::now().date_naive())
+        .into_iter()
+        .map(|(key, t)| {
+            let ltv = t
+                .ltv
+                .iter()
+                .map(|(n, cents)| (*n as i64, (*n > 0).then(|| dollars(*cents) / *n as f64)))
+                .collect();
+            (key, (t.devices as i64, t.payers as i64, dollars(t.revenue_cents), ltv))
+        })
+        .collect();
+    let reported = reported_acquisition(report);
+    assert_worth_eq(&reported, &want, "acquisition: the report, then the season");
+    let k = (0..LTV_DAYS.len())
+        .rev()
+        .find(|&k| {
+            reported
+                .iter()
+                .filter(|((by, _), _)| by == "source")
+                .all(|(_, w)| w.3[k].1.is_some())
+        })
+        .unwrap_or(0);
+    reported
+        .iter()
+        .filter(|((by, _), _)| by == "source")
+        .map(|((_, name), w)| (name.clone(), w.3[k].1.unwrap_or(0.0)))
+        .collect()
+}
+
+/// Asserts that the saved acquisition query, run by DuckDB over `table`, gives the report's groups.
+pub fn assert_duckdb_acquisition_is_the_report(report: &Value, table: &Path) {
+    let days: Vec<String> = LTV_DAYS.iter().map(|n| format!("devices{n}, revenue{n}")).collect();
+    let rows = saved_query_rows(
+        "GameAcquisitionQuery",
+        table,
+        &format!(
+            "grouped_by, source, campaign, country, platform, devices, payers, revenue, {}",
+            days.join(", ")
+        ),
+    );
+    let by_duckdb: BTreeMap<(String, String), Worth> = rows
+        .iter()
+        .map(|r| {
+            let by = r[0].as_str().unwrap().to_owned();
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+            let name = match by.as_str() {
+                "source" => text(&r[1]),
+                "campaign" => format!("{} / {}", text(&r[1]), text(&r[2])),
+                "country" => text(&r[3]),
+                "platform" => text(&r[4]),
+                _ => String::new(),
+            };
+            let ltv = (0..LTV_DAYS.len())
+                .map(|k| {
+                    let n = r[8 + 2 * k].as_i64().unwrap();
+                    (n, (n > 0).then(|| r[9 + 2 * k].as_f64().unwrap_or(0.0) / n as f64))
+                })
+                .collect();
+            (
+                (by, name),
+                (
+                    r[5].as_i64().unwrap(),
+                    r[6].as_i64().unwrap(),
+                    r[7].as_f64().unwrap(),
+                    ltv,
+                ),
+            )
+        })
+        .collect();
+    assert_worth_eq(
+        &reported_acquisition(report),
+        &by_duckdb,
+        "acquisition: the report, then DuckDB",
     );
 }

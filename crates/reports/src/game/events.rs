@@ -39,6 +39,7 @@ use futures::StreamExt;
 use tracing::debug;
 
 use super::arrival::{ArrivalColumns, Arrivals, Judge};
+use super::attribution::{self, ACQUISITION, Attribution, EXPOSURES, MAY_CARRY};
 use super::funnel::{FunnelReport, Matcher, Walker};
 use super::sessions::{self, Cutter, Play, Sessions};
 use super::{COUNTED_PURCHASE, Close, DAY_MICROS, EVENTS, GameOptions, HOUR_MICROS, PURCHASE, WATERMARK_MINUTES};
@@ -80,15 +81,16 @@ const ARRIVAL: ArrivalColumns<'static> = ArrivalColumns {
 const ARRIVAL_SQL: &str = r#"SELECT "gameId" AS game_id, "eventId" AS event_id, "eventTime" AS t,
     "approximateArrivalTime" AS arrival, "shardId" AS shard, "sequenceNumber" AS seq"#;
 
-/// The columns the KPIs read, from the table: `extraParams` of purchases and of the events whose
-/// funnel steps read it, and the typed parameters the steps read.
+/// The columns the KPIs read, from the table: `extraParams` of purchases, of the events whose
+/// funnel steps read it and of those that may carry an acquisition or an exposure, and the typed
+/// parameters the steps read.
 fn copies_sql(matcher: &Matcher) -> String {
     let extra_names: String = matcher.extra_names().map(|name| format!(", {name}")).collect();
     let typed = matcher.typed_columns();
     format!(
         r#"SELECT "gameId" AS game_id, "eventId" AS event_id, "eventName" AS name, "eventTime" AS t,
                   coalesce("gameId", 'unknown') AS game,
-                  CASE WHEN "eventName" IN ('{PURCHASE}'{extra_names}) THEN "extraParams" END AS extra{typed},
+                  CASE WHEN "eventName" IN ('{PURCHASE}'{extra_names}) OR {MAY_CARRY} THEN "extraParams" END AS extra{typed},
                   coalesce("eventParams"['platform'], 'unknown') AS platform,
                   "eventParams"['device_id'] AS device,
                   CASE WHEN "eventName" = '{PURCHASE}' THEN "eventParams"['app_version'] END AS version,
@@ -211,6 +213,7 @@ pub(super) async fn load(
         }
         sessions::in_order(&mut plays, |a, b| held.arrivals.id_order(a, b));
         cutter.add(&plays, &held.marks);
+        held.attribution.walk(&plays);
         walker.add(&plays, &held.masks, &held.platforms);
         let batches = held.first_copies(&verdicts.first, &verdicts.late)?;
         events += batches.iter().map(RecordBatch::num_rows).sum::<usize>();
@@ -222,6 +225,9 @@ pub(super) async fn load(
     }
     register(session, ACTIVE, active_schema(), active)?;
     register(session, PURCHASES, purchases_schema(), purchases)?;
+    let (acquisition, exposures) = std::mem::take(&mut held.attribution).batches()?;
+    register(session, ACQUISITION, attribution::acquisition_schema(), acquisition)?;
+    register(session, EXPOSURES, attribution::exposures_schema(), exposures)?;
     debug!(
         query = "events by minute, active devices, purchases and sessions",
         rows = events,
@@ -534,6 +540,8 @@ struct Held {
     marks: Vec<sessions::Mark>,
     /// What rows are matched to the funnels' steps with.
     matcher: Matcher,
+    /// The devices' acquisitions and exposures found so far.
+    attribution: Attribution,
     /// Per row, the funnel steps it is (when there are funnels).
     masks: Vec<u64>,
     /// Per row, its platform's number in `platform_names` (when there are funnels).
@@ -544,6 +552,7 @@ struct Held {
 
 impl Held {
     fn push(&mut self, batch: &RecordBatch) -> Result<(), ReportError> {
+        let first_row = self.devices.len();
         self.arrivals.push(COPIES, batch, ARRIVAL)?;
         let column = |name: &str, to: &DataType| -> Result<ArrayRef, ReportError> {
             let array = batch_column(COPIES, batch, name)?;
@@ -582,6 +591,11 @@ impl Held {
         let extra = column("extra", &DataType::Utf8)?;
         if !self.matcher.is_empty() {
             self.match_steps(batch, &name, &platform, &extra)?;
+        }
+        for (i, text) in extra.as_string::<i32>().iter().enumerate() {
+            if let Some(text) = text {
+                self.attribution.read((first_row + i) as u32, text);
+            }
         }
         let amount = cast(batch_column(COPIES, batch, "amount")?, &DataType::Float64)
             .map_err(|e| ReportError::column(COPIES, "amount", e.to_string()))?;

@@ -24,6 +24,7 @@ use chrono::{DateTime, Datelike, NaiveDate, TimeDelta, Utc};
 use crate::error::ReportError;
 use crate::range::TimeRange;
 use crate::session::{ReportSession, quote_ident};
+pub use acquisition::{Acquisition, AcquisitionCohort, LTV_DAYS};
 pub use funnel::{Funnel, FunnelDay, FunnelFigures, FunnelReport, FunnelStep, Order};
 pub use lifecycle::{AtRisk, CHURNED_AFTER, DORMANT_AFTER, LIFECYCLE_STATES, Lifecycle, LifecycleDay, Transition};
 pub use render::live_page;
@@ -34,7 +35,9 @@ pub use sessions::{SESSION_LENGTHS, Sessions};
 /// How much older than the latest `eventTime` seen an event may be and still count.
 pub const WATERMARK_MINUTES: i64 = 180;
 
+mod acquisition;
 mod arrival;
+pub mod attribution;
 mod events;
 pub mod funnel;
 mod lifecycle;
@@ -128,6 +131,8 @@ pub struct GameReport {
     pub lifecycle: Lifecycle,
     /// The funnels asked for.
     pub funnels: Vec<FunnelReport>,
+    /// What the devices of each acquisition source, campaign, country and platform are worth.
+    pub acquisition: Acquisition,
     /// Whether events may still arrive on time within the range: its figures over the whole range
     /// (the headline, revenue by game, item, platform and version, session lengths, lifecycle
     /// moves and devices at risk) may still change.
@@ -298,13 +303,21 @@ pub async fn game_report_with(
             lifecycle::lifecycle(session, ended, &loaded.devices).await?,
             loaded.sessions,
             loaded.funnels,
+            acquisition::acquisition(session, ended).await?,
         ))
     }
     .await;
-    for table in [EVENTS, events::ACTIVE, events::PURCHASES, lifecycle::STATES] {
+    for table in [
+        EVENTS,
+        events::ACTIVE,
+        events::PURCHASES,
+        attribution::ACQUISITION,
+        attribution::EXPOSURES,
+        lifecycle::STATES,
+    ] {
         events::deregister(session, table)?;
     }
-    let ((all, by_platform, per_minute), revenue, cohorts, lifecycle, sessions, funnels) = result?;
+    let ((all, by_platform, per_minute), revenue, cohorts, lifecycle, sessions, funnels, acquisition) = result?;
     // The range the figures cover: the bounds asked for, else the hours the events fall in.
     let hours = || all.events_per_hour.iter().map(|h| h.window_start);
     let covered = TimeRange {
@@ -320,6 +333,7 @@ pub async fn game_report_with(
         sessions,
         lifecycle,
         funnels,
+        acquisition,
         provisional: false,
         per_minute,
     };
@@ -380,6 +394,9 @@ impl GameReport {
         self.revenue.provisional = whole;
         self.sessions.provisional = whole;
         self.lifecycle.provisional = whole;
+        for c in &mut self.acquisition.cohorts {
+            c.provisional = whole;
+        }
     }
 
     /// Whether any figure of the report is provisional.

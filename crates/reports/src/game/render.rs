@@ -174,6 +174,7 @@ impl GameReport {
             map.insert("sessions".to_owned(), value(serde_json::to_value(&self.sessions)));
             map.insert("lifecycle".to_owned(), value(serde_json::to_value(&self.lifecycle)));
             map.insert("funnels".to_owned(), value(serde_json::to_value(&self.funnels)));
+            map.insert("acquisition".to_owned(), value(serde_json::to_value(&self.acquisition)));
         }
         out
     }
@@ -230,6 +231,11 @@ impl GameReport {
             out.push_str(&funnel.steps_table().render());
             out.push_str(&funnel.by_table().render());
         }
+        out.push_str(&format!(
+            "\nAcquisition and lifetime value (by {} of each device's earliest event with source)\n",
+            crate::game::attribution::ACQUISITION_PARAMS.join(", ")
+        ));
+        out.push_str(&self.acquisition.table(BOOKINGS_CURRENCY).render());
         out.push_str("\nRevenue per day\n");
         out.push_str(&self.revenue.days_table(BOOKINGS_CURRENCY).render());
         out.push_str("\nRevenue by game\n");
@@ -538,6 +544,20 @@ impl GameReport {
             page.table(&funnel.steps_table());
             page.table(&funnel.by_table());
         }
+        page.heading("Acquisition and lifetime value");
+        page.paragraph(&format!(
+            "Devices by the {} of their earliest event with source (unknown without one), and by the platform of \
+             their first day. Payer conversion is the share with a counted purchase; ARPU is revenue per device, ARPPU \
+             per paying device; lifetime value at day N is revenue per device from its first day to N days after, over \
+             the devices whose day N has ended (- while none has); in {BOOKINGS_CURRENCY}.",
+            crate::game::attribution::ACQUISITION_PARAMS.join(", ")
+        ));
+        if self.acquisition.cohorts.iter().any(|c| c.by == "source") {
+            let svg = self.acquisition.chart(BOOKINGS_CURRENCY)?;
+            dir.write_chart("lifetime_value.svg", &svg)?;
+            page.chart(&svg);
+        }
+        page.table(&self.acquisition.table(BOOKINGS_CURRENCY));
         page.heading("Revenue");
         page.paragraph(&format!(
             "Revenue is bookings per day; a paying user is a device with a counted purchase that day; conversion is \
@@ -621,6 +641,7 @@ mod tests {
             cohorts: Vec::new(),
             lifecycle: crate::game::Lifecycle::default(),
             funnels: Vec::new(),
+            acquisition: crate::game::Acquisition::default(),
             sessions: Sessions::default(),
             provisional: false,
             per_minute: Vec::new(),
