@@ -254,6 +254,9 @@ pub struct GameReportArgs {
     /// ...], "window_hours", "order"}]}. May be given more than once.
     #[arg(long, value_name = "FILE")]
     pub funnels: Vec<PathBuf>,
+    /// The event an experiment's devices convert by doing, at or after their exposure.
+    #[arg(long, value_name = "EVENT", default_value = "purchaseEvent")]
+    pub experiment_conversion: String,
     /// Print each funnel as Athena SQL (date-scoped: the first and last eventDate are its two
     /// parameters) instead of the report.
     #[arg(long)]

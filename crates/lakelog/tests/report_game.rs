@@ -145,6 +145,10 @@ async fn a_planned_season_is_reported_as_planned() {
         "{ltv:?}"
     );
     season::assert_duckdb_acquisition_is_the_report(&report, &table);
+    // The experiment: each variant's devices, conversion, revenue and returns are the plan's, and
+    // DuckDB over the saved query agrees.
+    season::assert_experiment_is_the_season(&report, &season);
+    season::assert_duckdb_experiment_is_the_report(&report, &table);
     // The season moves devices through every lifecycle state and leaves some at risk, so that the
     // comparison above tells each state apart.
     let lifecycle = truth.lifecycle(Utc::now().date_naive());
@@ -406,4 +410,55 @@ async fn figures_are_provisional_until_no_event_can_arrive_on_time() {
     let closed = json_report(&table, &["--to", &to]);
     assert_eq!(flags(&closed["events_per_hour"]), [false]);
     assert_eq!(closed["headline"]["provisional"], false);
+}
+
+/// Seasons of three seeds, each with the experiment: the variant given a lift shows it (its
+/// conversion's always-valid p-value under 0.05), the variant without one does not, in any seed,
+/// and the split passes the sample-ratio check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_experiment_finds_the_lift_where_it_was_put_and_none_elsewhere() {
+    for seed in [1, 2, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let table = dir.path().join("game_events");
+        let start = Utc.with_ymd_and_hms(2024, 3, 1, 0, 0, 0).unwrap();
+        let season = Season::plan(&SeasonConfig {
+            seed,
+            players: 1200,
+            start,
+            end: start + chrono::TimeDelta::days(21),
+            events: 1,
+        });
+        let sink = Sink::open(
+            &Config::new(table.to_str().unwrap(), None).unwrap(),
+            &StorageConfig::default(),
+        )
+        .await
+        .unwrap();
+        let records: Vec<KinesisEventRecord> = (1..)
+            .zip(season.events())
+            .map(|(seq, e)| kinesis_record(seq, e.event.stamp(e.at), e.at))
+            .collect();
+        for batch in records.chunks(20_000) {
+            assert_eq!(sink.process(batch, &lake::Retry::default()).await.retry_from, None);
+        }
+        let report = json_report(table.to_str().unwrap(), &[]);
+        season::assert_experiment_is_the_season(&report, &season);
+        let experiment = &report["experiments"][0];
+        assert_eq!(experiment["control"], "control");
+        assert_eq!(experiment["sample_ratio_mismatch"], false, "{seed}: {experiment:#}");
+        let p = |variant: &str, measure: &str| {
+            experiment["variants"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["name"] == variant)
+                .unwrap()[measure]["always_valid_p_value"]
+                .as_f64()
+                .unwrap()
+        };
+        assert!(p("discount", "conversion") < 0.05, "{seed}: {experiment:#}");
+        for measure in ["conversion", "revenue_per_device", "revenue_per_device_cuped"] {
+            assert!(p("new_icon", measure) >= 0.05, "{seed} {measure}: {experiment:#}");
+        }
+    }
 }

@@ -63,6 +63,7 @@ async fn game_command(args: &GameReportArgs) -> anyhow::Result<ExitCode> {
         session_gap: chrono::TimeDelta::minutes(i64::from(args.session_gap)),
         chunk_rows: args.chunk_rows,
         funnels,
+        conversion: args.experiment_conversion.clone(),
     };
     let report = game_report_with(&session, table, &range, &options).await?;
     match args.output.format {

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use chrono::{Days, NaiveDate};
-use fixtures::game::season::{LIFECYCLE_STATES, LTV_DAYS, RETURN_DAYS, SeasonTruth, TUTORIAL_STEPS};
+use fixtures::game::season::{
+    EXPERIMENT, LIFECYCLE_STATES, LTV_DAYS, RETURN_DAYS, Season, SeasonTruth, TUTORIAL_STEPS,
+};
 use lakelog_reports::game::SESSION_LENGTHS;
 use serde_json::{Value, json};
 
@@ -506,4 +508,149 @@ pub fn assert_duckdb_acquisition_is_the_report(report: &Value, table: &Path) {
         &by_duckdb,
         "acquisition: the report, then DuckDB",
     );
+}
+
+/// A variant's figures: devices, conversion, revenue per device, and per return day the devices
+/// counted and the share back.
+type VariantFigures = (i64, f64, f64, Vec<(i64, Option<f64>)>);
+
+/// The report's variants of the season's experiment (its JSON), by name.
+fn reported_variants(report: &Value) -> BTreeMap<String, VariantFigures> {
+    let experiment = report["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == EXPERIMENT.0)
+        .unwrap_or_else(|| panic!("no experiment {} in {}", EXPERIMENT.0, report["experiments"]));
+    experiment["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            let returned = v["retention"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| (r["devices"].as_i64().unwrap(), r["value"].as_f64()))
+                .collect();
+            (
+                v["name"].as_str().unwrap().to_owned(),
+                (
+                    v["devices"].as_i64().unwrap(),
+                    v["conversion"]["value"].as_f64().unwrap(),
+                    v["revenue_per_device"]["value"].as_f64().unwrap(),
+                    returned,
+                ),
+            )
+        })
+        .collect()
+}
+
+fn assert_variants_eq(a: &BTreeMap<String, VariantFigures>, b: &BTreeMap<String, VariantFigures>, what: &str) {
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        b.keys().collect::<Vec<_>>(),
+        "{what}: the variants"
+    );
+    let close = |x: f64, y: f64| (x - y).abs() < 1e-9;
+    for (name, (devices, conversion, revenue, returned)) in a {
+        let (d, c, r, back) = &b[name];
+        assert_eq!(devices, d, "{what}: devices of {name}");
+        assert!(
+            close(*conversion, *c) && close(*revenue, *r),
+            "{what}: {name}: {a:?} and {b:?}"
+        );
+        for ((n, v), (m, w)) in returned.iter().zip(back) {
+            assert_eq!(n, m, "{what}: return devices of {name}");
+            assert!(
+                v.zip(*w).map_or(v.is_none() && w.is_none(), |(v, w)| close(v, w)),
+                "{what}: {name}: {returned:?} and {back:?}"
+            );
+        }
+    }
+}
+
+/// Asserts that the report's experiment is the season's: per variant the devices shown it, the
+/// share that bought from then on, the revenue per device from then on, and the returns 1 and 7
+/// days after the day it was shown.
+pub fn assert_experiment_is_the_season(report: &Value, season: &Season) {
+    let want: BTreeMap<String, VariantFigures> = season
+        .experiment(chrono::Utc::now().date_naive())
+        .into_iter()
+        .map(|(name, v)| {
+            let returned = v
+                .returned
+                .iter()
+                .map(|(n, back)| (*n as i64, (*n > 0).then(|| *back as f64 / *n as f64)))
+                .collect();
+            let devices = v.devices as f64;
+            (
+                name.to_owned(),
+                (
+                    v.devices as i64,
+                    v.converted as f64 / devices,
+                    dollars(v.after_cents) / devices,
+                    returned,
+                ),
+            )
+        })
+        .collect();
+    assert_variants_eq(
+        &reported_variants(report),
+        &want,
+        "the experiment: the report, then the season",
+    );
+}
+
+/// Asserts that the saved experiment query, run by DuckDB over `table`, gives the report's
+/// variants, and their CUPED-adjusted revenue per device.
+pub fn assert_duckdb_experiment_is_the_report(report: &Value, table: &Path) {
+    let rows = saved_query_rows(
+        "GameExperimentQuery",
+        table,
+        "experiment, variant, devices, converted, revenue_per_device, cuped_revenue_per_device, known1, back1, known7, back7",
+    );
+    let mut cuped = BTreeMap::new();
+    let by_duckdb: BTreeMap<String, VariantFigures> = rows
+        .iter()
+        .filter(|r| r[0] == EXPERIMENT.0)
+        .map(|r| {
+            let devices = r[2].as_i64().unwrap();
+            let share = |known: &Value, back: &Value| {
+                let n = known.as_i64().unwrap();
+                (n, (n > 0).then(|| back.as_f64().unwrap_or(0.0) / n as f64))
+            };
+            let name = r[1].as_str().unwrap().to_owned();
+            cuped.insert(name.clone(), r[5].as_f64().unwrap());
+            (
+                name,
+                (
+                    devices,
+                    r[3].as_f64().unwrap() / devices as f64,
+                    r[4].as_f64().unwrap(),
+                    vec![share(&r[6], &r[7]), share(&r[8], &r[9])],
+                ),
+            )
+        })
+        .collect();
+    assert_variants_eq(
+        &reported_variants(report),
+        &by_duckdb,
+        "the experiment: the report, then DuckDB",
+    );
+    let experiment = report["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == EXPERIMENT.0)
+        .unwrap();
+    for v in experiment["variants"].as_array().unwrap() {
+        let ours = v["revenue_per_device_cuped"]["value"].as_f64().unwrap();
+        let theirs = cuped[v["name"].as_str().unwrap()];
+        assert!(
+            (ours - theirs).abs() < 1e-6,
+            "CUPED revenue of {}: {ours} and {theirs}",
+            v["name"]
+        );
+    }
 }

@@ -21,6 +21,7 @@ use arrow::array::{ArrayRef, StringArray, TimestampMicrosecondArray, UInt32Array
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 
+use super::DAY_MICROS;
 use super::sessions::Play;
 use crate::error::ReportError;
 
@@ -30,6 +31,8 @@ pub const ACQUISITION_PARAMS: [&str; 3] = ["source", "campaign", "country"];
 pub const EXPERIMENT_PARAM: &str = "experiment";
 /// The parameter naming the variant of that experiment the device was given.
 pub const VARIANT_PARAM: &str = "variant";
+/// The days after an exposure's day its device's return is counted on.
+pub const RETURN_DAYS: [i64; 2] = [1, 7];
 /// What an acquisition parameter or variant reads when it was not sent.
 pub const UNKNOWN: &str = "unknown";
 
@@ -64,8 +67,46 @@ pub(super) struct Attribution {
     rows: HashMap<u32, Tags, foldhash::fast::RandomState>,
     /// Per device number, its acquisition once found.
     acquisition: Vec<Option<[u32; 3]>>,
-    /// Per device and experiment, the variant and the exposure's time (microseconds).
-    exposures: HashMap<(u32, u32), (u32, i64), foldhash::fast::RandomState>,
+    /// Every exposure, in the order found.
+    exposures: Vec<Exposure>,
+    /// The exposure of each device and experiment, by its index in `exposures`.
+    exposure_of: HashMap<(u32, u32), usize, foldhash::fast::RandomState>,
+    /// The exposures of each exposed device.
+    exposures_of: HashMap<u32, Vec<usize>, foldhash::fast::RandomState>,
+    /// Per device number, its counted purchases so far.
+    spent: Vec<f64>,
+    /// The time of the last play walked, in microseconds.
+    last: i64,
+}
+
+/// A device's exposure to an experiment, and what it did from it on.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Exposure {
+    /// The device's number.
+    pub device: u32,
+    /// The experiment, as a text number.
+    pub experiment: u32,
+    /// The variant, as a text number.
+    pub variant: u32,
+    /// The exposure's time, in microseconds.
+    pub t: i64,
+    /// Its counted purchases before the exposure (the pre-period).
+    pub before: f64,
+    /// Its counted purchases from the exposure on.
+    pub after: f64,
+    /// Whether it did the conversion event at or after the exposure.
+    pub converted: bool,
+    /// Whether it had an event [`RETURN_DAYS`] after the exposure's day.
+    pub returned: [bool; 2],
+}
+
+/// What the walk reads of each row of a chunk besides its tags.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RowFacts<'a> {
+    /// The amount of the row's counted purchase (0 for any other row).
+    pub spend: &'a [f64],
+    /// Whether the row is the experiments' conversion event.
+    pub converts: &'a [bool],
 }
 
 impl Attribution {
@@ -104,31 +145,68 @@ impl Attribution {
     }
 
     /// Walks one chunk's `plays`, in each device's order: the first acquisition and the first
-    /// exposure to each experiment of each device are kept. The chunk's rows are then forgotten.
-    pub(super) fn walk(&mut self, plays: &[Play]) {
-        if self.rows.is_empty() {
-            return;
-        }
+    /// exposure to each experiment of each device are kept, and each exposed device's purchases,
+    /// conversion and returns after it are counted (`facts` by row). The chunk's rows are then
+    /// forgotten.
+    pub(super) fn walk(&mut self, plays: &[Play], facts: RowFacts<'_>) {
         for play in plays {
-            let Some(tags) = self.rows.get(&play.row) else { continue };
-            let device = play.device as usize;
-            if let Some(acquisition) = tags.acquisition {
-                if self.acquisition.len() <= device {
-                    self.acquisition.resize(device + 1, None);
-                }
-                self.acquisition[device].get_or_insert(acquisition);
+            let (device, row) = (play.device as usize, play.row as usize);
+            self.last = self.last.max(play.t);
+            if self.spent.len() <= device {
+                self.spent.resize(device + 1, 0.0);
             }
-            if let Some((experiment, variant)) = tags.exposure {
-                self.exposures
-                    .entry((play.device, experiment))
-                    .or_insert((variant, play.t));
+            if let Some(tags) = self.rows.get(&play.row) {
+                if let Some(acquisition) = tags.acquisition {
+                    if self.acquisition.len() <= device {
+                        self.acquisition.resize(device + 1, None);
+                    }
+                    self.acquisition[device].get_or_insert(acquisition);
+                }
+                if let Some((experiment, variant)) = tags.exposure
+                    && !self.exposure_of.contains_key(&(play.device, experiment))
+                {
+                    self.exposure_of.insert((play.device, experiment), self.exposures.len());
+                    self.exposures_of
+                        .entry(play.device)
+                        .or_default()
+                        .push(self.exposures.len());
+                    self.exposures.push(Exposure {
+                        device: play.device,
+                        experiment,
+                        variant,
+                        t: play.t,
+                        before: self.spent[device],
+                        after: 0.0,
+                        converted: false,
+                        returned: [false; 2],
+                    });
+                }
+            }
+            let spend = facts.spend.get(row).copied().unwrap_or(0.0);
+            self.spent[device] += spend;
+            if let Some(exposed) = self.exposures_of.get(&play.device) {
+                let day = play.t.div_euclid(DAY_MICROS);
+                for &k in exposed {
+                    let exposure = &mut self.exposures[k];
+                    exposure.after += spend;
+                    exposure.converted |= facts.converts.get(row).copied().unwrap_or(false);
+                    let since = day - exposure.t.div_euclid(DAY_MICROS);
+                    for (returned, n) in exposure.returned.iter_mut().zip(RETURN_DAYS) {
+                        *returned |= since == n;
+                    }
+                }
             }
         }
         self.rows.clear();
     }
 
+    /// The exposures found, the texts their numbers name, and the time of the last event.
+    pub(super) fn exposures(&self) -> (&[Exposure], &[Box<str>], i64) {
+        (&self.exposures, &self.texts, self.last)
+    }
+
     /// The acquisitions and the exposures, as batches of [`ACQUISITION`] and [`EXPOSURES`].
-    pub(super) fn batches(self) -> Result<(Vec<RecordBatch>, Vec<RecordBatch>), ReportError> {
+    pub(super) fn batches(&self) -> Result<(Vec<RecordBatch>, Vec<RecordBatch>), ReportError> {
         let error = |e: arrow::error::ArrowError| ReportError::column(ACQUISITION, "", e.to_string());
         let text = |n: u32| self.texts.get(n as usize).map(|t| &**t);
         let known: Vec<(u32, [u32; 3])> = self
@@ -142,16 +220,12 @@ impl Attribution {
             columns.push(Arc::new(StringArray::from_iter(known.iter().map(|(_, a)| text(a[k])))));
         }
         let acquisition = RecordBatch::try_new(acquisition_schema(), columns).map_err(error)?;
-        let mut exposures: Vec<((u32, u32), (u32, i64))> = self.exposures.iter().map(|(k, v)| (*k, *v)).collect();
-        exposures.sort_unstable();
+        let exposures = &self.exposures;
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(UInt32Array::from_iter_values(exposures.iter().map(|((d, _), _)| *d))),
-            Arc::new(StringArray::from_iter(exposures.iter().map(|((_, e), _)| text(*e)))),
-            Arc::new(StringArray::from_iter(exposures.iter().map(|(_, (v, _))| text(*v)))),
-            Arc::new(
-                TimestampMicrosecondArray::from_iter_values(exposures.iter().map(|(_, (_, t))| *t))
-                    .with_timezone("UTC"),
-            ),
+            Arc::new(UInt32Array::from_iter_values(exposures.iter().map(|e| e.device))),
+            Arc::new(StringArray::from_iter(exposures.iter().map(|e| text(e.experiment)))),
+            Arc::new(StringArray::from_iter(exposures.iter().map(|e| text(e.variant)))),
+            Arc::new(TimestampMicrosecondArray::from_iter_values(exposures.iter().map(|e| e.t)).with_timezone("UTC")),
         ];
         let exposures = RecordBatch::try_new(exposures_schema(), columns).map_err(error)?;
         Ok((vec![acquisition], vec![exposures]))
@@ -198,17 +272,15 @@ mod tests {
         attribution.read(4, r#"{"experiment":"shop","variant":2}"#);
         attribution.read(5, "not json \"source\"");
         let play = |device, t, row| Play { device, t, row };
-        attribution.walk(&[
-            play(0, 1, 0),
-            play(0, 2, 1),
-            play(1, 1, 2),
-            play(1, 2, 3),
-            play(1, 3, 4),
-            play(1, 4, 5),
-        ]);
+        let nothing = RowFacts {
+            spend: &[],
+            converts: &[],
+        };
+        let plays = [(0, 1, 0), (0, 2, 1), (1, 1, 2), (1, 2, 3), (1, 3, 4), (1, 4, 5)].map(|(d, t, r)| play(d, t, r));
+        attribution.walk(&plays, nothing);
         // Chunk 2: a later source does not replace device 0's.
         attribution.read(0, r#"{"source":"organic"}"#);
-        attribution.walk(&[play(0, 10, 0)]);
+        attribution.walk(&[play(0, 10, 0)], nothing);
         let (acquisition, exposures) = attribution.batches().unwrap();
         let a = &acquisition[0];
         assert_eq!(a.num_rows(), 1);
@@ -227,5 +299,40 @@ mod tests {
         let e = &exposures[0];
         assert_eq!(texts(e, 1), ["price", "shop"]);
         assert_eq!(texts(e, 2), ["b", "2"]);
+    }
+
+    #[test]
+    fn an_exposure_counts_what_its_device_did_before_and_after_it() {
+        const DAY: i64 = DAY_MICROS;
+        let mut attribution = Attribution::default();
+        // Device 0: buys for 5 before its exposure (row 1), for 2 and 3 after, converts on day 1
+        // after and comes back then, not on day 7. Device 1 is never exposed.
+        attribution.read(1, r#"{"experiment":"offer","variant":"b"}"#);
+        let spend = [5.0, 0.0, 2.0, 3.0, 7.0];
+        let converts = [true, false, false, true, true];
+        let facts = RowFacts {
+            spend: &spend,
+            converts: &converts,
+        };
+        let play = |device, t, row| Play { device, t, row };
+        attribution.walk(
+            &[
+                play(0, 10, 0),
+                play(0, 20, 1),
+                play(0, 30, 2),
+                play(0, DAY + 5, 3),
+                play(1, 40, 4),
+            ],
+            facts,
+        );
+        let (exposures, texts, last) = attribution.exposures();
+        assert_eq!(last, DAY + 5);
+        assert_eq!(exposures.len(), 1);
+        let e = &exposures[0];
+        assert_eq!(&*texts[e.variant as usize], "b");
+        assert_eq!(
+            (e.t, e.before, e.after, e.converted, e.returned),
+            (20, 5.0, 5.0, true, [true, false])
+        );
     }
 }

@@ -39,7 +39,7 @@ use futures::StreamExt;
 use tracing::debug;
 
 use super::arrival::{ArrivalColumns, Arrivals, Judge};
-use super::attribution::{self, ACQUISITION, Attribution, EXPOSURES, MAY_CARRY};
+use super::attribution::{self, ACQUISITION, Attribution, EXPOSURES, MAY_CARRY, RowFacts};
 use super::funnel::{FunnelReport, Matcher, Walker};
 use super::sessions::{self, Cutter, Play, Sessions};
 use super::{COUNTED_PURCHASE, Close, DAY_MICROS, EVENTS, GameOptions, HOUR_MICROS, PURCHASE, WATERMARK_MINUTES};
@@ -125,6 +125,8 @@ pub(super) struct Loaded {
     pub devices: Vec<Box<str>>,
     /// The funnels asked for.
     pub funnels: Vec<FunnelReport>,
+    /// The devices' acquisitions and exposures.
+    pub attribution: Attribution,
 }
 
 /// Reads every copy of every event of `table` (a quoted name), chunks of at most `chunk_rows` rows
@@ -182,6 +184,7 @@ pub(super) async fn load(
     let mut held = Held {
         arrivals,
         matcher,
+        conversion: options.conversion.clone(),
         ..Held::default()
     };
     let mut cutter = Cutter::new(gap);
@@ -213,7 +216,18 @@ pub(super) async fn load(
         }
         sessions::in_order(&mut plays, |a, b| held.arrivals.id_order(a, b));
         cutter.add(&plays, &held.marks);
-        held.attribution.walk(&plays);
+        // A purchase counts for the experiments as for revenue: when it came on time.
+        let spend: Vec<f64> = held
+            .purchases
+            .iter()
+            .zip(&verdicts.late)
+            .map(|(&amount, &late)| if late { 0.0 } else { amount })
+            .collect();
+        let facts = RowFacts {
+            spend: &spend,
+            converts: &held.converts,
+        };
+        held.attribution.walk(&plays, facts);
         walker.add(&plays, &held.masks, &held.platforms);
         let batches = held.first_copies(&verdicts.first, &verdicts.late)?;
         events += batches.iter().map(RecordBatch::num_rows).sum::<usize>();
@@ -225,7 +239,7 @@ pub(super) async fn load(
     }
     register(session, ACTIVE, active_schema(), active)?;
     register(session, PURCHASES, purchases_schema(), purchases)?;
-    let (acquisition, exposures) = std::mem::take(&mut held.attribution).batches()?;
+    let (acquisition, exposures) = held.attribution.batches()?;
     register(session, ACQUISITION, attribution::acquisition_schema(), acquisition)?;
     register(session, EXPOSURES, attribution::exposures_schema(), exposures)?;
     debug!(
@@ -245,6 +259,7 @@ pub(super) async fn load(
         minutes,
         devices,
         funnels: walker.finish(&held.platform_names, close),
+        attribution: std::mem::take(&mut held.attribution),
     })
 }
 
@@ -542,6 +557,11 @@ struct Held {
     matcher: Matcher,
     /// The devices' acquisitions and exposures found so far.
     attribution: Attribution,
+    /// The event an experiment's conversion is, and per row whether it is that event.
+    conversion: String,
+    converts: Vec<bool>,
+    /// Per row, the amount of its purchase (0 for any other row), late or not.
+    purchases: Vec<f64>,
     /// Per row, the funnel steps it is (when there are funnels).
     masks: Vec<u64>,
     /// Per row, its platform's number in `platform_names` (when there are funnels).
@@ -599,6 +619,12 @@ impl Held {
         }
         let amount = cast(batch_column(COPIES, batch, "amount")?, &DataType::Float64)
             .map_err(|e| ReportError::column(COPIES, "amount", e.to_string()))?;
+        let amounts = amount.as_primitive::<arrow::datatypes::Float64Type>();
+        for (row, name) in name.as_string::<i32>().iter().enumerate() {
+            let purchase = name == Some(PURCHASE) && amounts.is_valid(row);
+            self.purchases.push(if purchase { amounts.value(row) } else { 0.0 });
+            self.converts.push(name == Some(self.conversion.as_str()));
+        }
         self.columns.push(Columns {
             rows: batch.num_rows(),
             name: cast(&name, &dictionary).map_err(|e| ReportError::column(COPIES, "name", e.to_string()))?,
@@ -705,6 +731,8 @@ impl Held {
         self.marks.clear();
         self.masks.clear();
         self.platforms.clear();
+        self.converts.clear();
+        self.purchases.clear();
     }
 }
 

@@ -25,6 +25,7 @@ use crate::error::ReportError;
 use crate::range::TimeRange;
 use crate::session::{ReportSession, quote_ident};
 pub use acquisition::{Acquisition, AcquisitionCohort, LTV_DAYS};
+pub use experiment::{Experiment, Measure, Variant};
 pub use funnel::{Funnel, FunnelDay, FunnelFigures, FunnelReport, FunnelStep, Order};
 pub use lifecycle::{AtRisk, CHURNED_AFTER, DORMANT_AFTER, LIFECYCLE_STATES, Lifecycle, LifecycleDay, Transition};
 pub use render::live_page;
@@ -39,6 +40,7 @@ mod acquisition;
 mod arrival;
 pub mod attribution;
 mod events;
+pub mod experiment;
 pub mod funnel;
 mod lifecycle;
 mod render;
@@ -133,6 +135,8 @@ pub struct GameReport {
     pub funnels: Vec<FunnelReport>,
     /// What the devices of each acquisition source, campaign, country and platform are worth.
     pub acquisition: Acquisition,
+    /// The experiments the events name, variant by variant.
+    pub experiments: Vec<Experiment>,
     /// Whether events may still arrive on time within the range: its figures over the whole range
     /// (the headline, revenue by game, item, platform and version, session lengths, lifecycle
     /// moves and devices at risk) may still change.
@@ -197,6 +201,8 @@ pub struct GameOptions {
     pub chunk_rows: usize,
     /// The funnels to follow the devices through.
     pub funnels: Vec<Funnel>,
+    /// The event an experiment's devices convert by doing.
+    pub conversion: String,
 }
 
 impl Default for GameOptions {
@@ -205,6 +211,7 @@ impl Default for GameOptions {
             session_gap: sessions::DEFAULT_GAP,
             chunk_rows: CHUNK_ROWS,
             funnels: Vec::new(),
+            conversion: PURCHASE.to_owned(),
         }
     }
 }
@@ -304,6 +311,11 @@ pub async fn game_report_with(
             loaded.sessions,
             loaded.funnels,
             acquisition::acquisition(session, ended).await?,
+            {
+                let (exposures, texts, last) = loaded.attribution.exposures();
+                let ended_day = i64::from(ended.num_days_from_ce() - crate::session::UNIX_EPOCH_DAYS_FROM_CE);
+                experiment::experiments(exposures, texts, last, ended_day, &options.conversion, &close)
+            },
         ))
     }
     .await;
@@ -317,7 +329,8 @@ pub async fn game_report_with(
     ] {
         events::deregister(session, table)?;
     }
-    let ((all, by_platform, per_minute), revenue, cohorts, lifecycle, sessions, funnels, acquisition) = result?;
+    let ((all, by_platform, per_minute), revenue, cohorts, lifecycle, sessions, funnels, acquisition, experiments) =
+        result?;
     // The range the figures cover: the bounds asked for, else the hours the events fall in.
     let hours = || all.events_per_hour.iter().map(|h| h.window_start);
     let covered = TimeRange {
@@ -334,6 +347,7 @@ pub async fn game_report_with(
         lifecycle,
         funnels,
         acquisition,
+        experiments,
         provisional: false,
         per_minute,
     };

@@ -175,6 +175,7 @@ impl GameReport {
             map.insert("lifecycle".to_owned(), value(serde_json::to_value(&self.lifecycle)));
             map.insert("funnels".to_owned(), value(serde_json::to_value(&self.funnels)));
             map.insert("acquisition".to_owned(), value(serde_json::to_value(&self.acquisition)));
+            map.insert("experiments".to_owned(), value(serde_json::to_value(&self.experiments)));
         }
         out
     }
@@ -236,6 +237,10 @@ impl GameReport {
             crate::game::attribution::ACQUISITION_PARAMS.join(", ")
         ));
         out.push_str(&self.acquisition.table(BOOKINGS_CURRENCY).render());
+        for experiment in &self.experiments {
+            out.push_str(&format!("\n{}\n", experiment.summary()));
+            out.push_str(&experiment.table(BOOKINGS_CURRENCY).render());
+        }
         out.push_str("\nRevenue per day\n");
         out.push_str(&self.revenue.days_table(BOOKINGS_CURRENCY).render());
         out.push_str("\nRevenue by game\n");
@@ -558,6 +563,11 @@ impl GameReport {
             page.chart(&svg);
         }
         page.table(&self.acquisition.table(BOOKINGS_CURRENCY));
+        for experiment in &self.experiments {
+            page.heading(&format!("Experiment {}", experiment.name));
+            page.paragraph(&experiment.summary());
+            page.table(&experiment.table(BOOKINGS_CURRENCY));
+        }
         page.heading("Revenue");
         page.paragraph(&format!(
             "Revenue is bookings per day; a paying user is a device with a counted purchase that day; conversion is \
@@ -642,6 +652,7 @@ mod tests {
             lifecycle: crate::game::Lifecycle::default(),
             funnels: Vec::new(),
             acquisition: crate::game::Acquisition::default(),
+            experiments: Vec::new(),
             sessions: Sessions::default(),
             provisional: false,
             per_minute: Vec::new(),
