@@ -37,10 +37,12 @@ pub fn athena_query(id: &str, from: &str, with: &str) -> Result<String> {
 
 /// Athena SQL made DuckDB's: the functions the two name differently renamed (`to_unixtime` is
 /// `epoch`, `regexp_like` is `regexp_matches`, `json_extract_scalar` is `json_extract_string`, and
-/// `approx_percentile` becomes the exact `quantile_cont`, which the reports compute).
+/// `approx_percentile` becomes the exact `quantile_cont`, which the reports compute, and
+/// `array_join` is `array_to_string`).
 pub fn in_duckdb(sql: &str) -> String {
     sql.replace("to_unixtime(", "epoch(")
         .replace("regexp_like(", "regexp_matches(")
         .replace("json_extract_scalar(", "json_extract_string(")
         .replace("approx_percentile(", "quantile_cont(")
+        .replace("array_join(", "array_to_string(")
 }

@@ -501,7 +501,7 @@ async fn events_through_api_stream_and_sink_give_the_kpis_of_what_was_sent() -> 
 }
 
 /// The saved queries of `game_events` in template.yaml.
-const SAVED_GAME_QUERIES: [&str; 14] = [
+const SAVED_GAME_QUERIES: [&str; 15] = [
     "GameEventsPerHourQuery",
     "GameEventsPerHourByPlatformQuery",
     "GameEventsPerMinuteQuery",
@@ -516,6 +516,7 @@ const SAVED_GAME_QUERIES: [&str; 14] = [
     "GameFunnelQuery",
     "GameAcquisitionQuery",
     "GameExperimentQuery",
+    "GamePathsQuery",
 ];
 
 /// The answers of one game's requests in the fair-share test: status and `Retry-After` of each,

@@ -257,6 +257,17 @@ pub struct GameReportArgs {
     /// The event an experiment's devices convert by doing, at or after their exposure.
     #[arg(long, value_name = "EVENT", default_value = "purchaseEvent")]
     pub experiment_conversion: String,
+    /// Follow the paths after this event: the --path-steps events each time a device did it, within
+    /// the session.
+    #[arg(long, value_name = "EVENT", conflicts_with = "path_before")]
+    pub path_after: Option<String>,
+    /// Follow the paths before this event: the --path-steps events before each time a device did
+    /// it, within the session.
+    #[arg(long, value_name = "EVENT")]
+    pub path_before: Option<String>,
+    /// Events per path, for --path-after and --path-before.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub path_steps: usize,
     /// Print each funnel as Athena SQL (date-scoped: the first and last eventDate are its two
     /// parameters) instead of the report.
     #[arg(long)]

@@ -161,6 +161,9 @@ fn the_demo_reports_what_its_workload_holds() {
     season::assert_duckdb_acquisition_is_the_report(&game, &dir.join("lake/game_events"));
     season::assert_experiment_is_the_season(&game, &season);
     season::assert_duckdb_experiment_is_the_report(&game, &dir.join("lake/game_events"));
+    let saved =
+        lakelog_tests::athena_query("GamePathsQuery", lakelog_tests::TEMPLATE_GAME_EVENTS, "game_events").unwrap();
+    assert!(season::assert_duckdb_paths_are_the_report(&game["paths"], &saved, &dir.join("lake/game_events")) > 0);
     // The player base grows: later days bring new players, and some come back.
     let all: Vec<_> = truth.cohorts.iter().filter(|c| c.platform.is_none()).collect();
     assert!(all.len() >= 4 && all.iter().all(|c| c.devices > 0));

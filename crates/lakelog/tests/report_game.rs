@@ -10,7 +10,7 @@ use fixtures::game::season::{Season, SeasonConfig, TUTORIAL_FUNNEL};
 use game_events::{Envelope, GameEvent, StampedEvent};
 use game_sink::{Config, Sink};
 use lake::StorageConfig;
-use lakelog_reports::game::{Funnel, Order};
+use lakelog_reports::game::{Direction, Funnel, Order, PathSpec};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -149,6 +149,32 @@ async fn a_planned_season_is_reported_as_planned() {
     // DuckDB over the saved query agrees.
     season::assert_experiment_is_the_season(&report, &season);
     season::assert_duckdb_experiment_is_the_report(&report, &table);
+    // Paths before a purchase (the template's saved query, which is the library's SQL) and after
+    // a session's start: DuckDB cuts the sessions and counts the same paths.
+    let before = json_report(table.to_str().unwrap(), &["--path-before", "purchaseEvent"]);
+    let saved =
+        lakelog_tests::athena_query("GamePathsQuery", lakelog_tests::TEMPLATE_GAME_EVENTS, "game_events").unwrap();
+    let mut ours = PathSpec::new("purchaseEvent", Direction::Before, 3, "test")
+        .unwrap()
+        .athena_sql("game_events", 30);
+    for bound in lakelog_tests::WHOLE_RANGE {
+        ours = ours.replacen("CAST(? AS DATE)", bound, 1);
+    }
+    let comments = saved.lines().take_while(|l| l.starts_with("--")).count();
+    assert_eq!(
+        saved.lines().skip(comments).collect::<Vec<_>>(),
+        ours.lines().collect::<Vec<_>>(),
+        "the template's GamePathsQuery is the report's SQL of the paths before a purchase"
+    );
+    assert!(season::assert_duckdb_paths_are_the_report(&before["paths"], &saved, &table) > 100);
+    let after = json_report(
+        table.to_str().unwrap(),
+        &["--path-after", "sessionStart", "--path-steps", "4"],
+    );
+    let sql = PathSpec::new("sessionStart", Direction::After, 4, "test")
+        .unwrap()
+        .athena_sql("game_events", 30);
+    assert!(season::assert_duckdb_paths_are_the_report(&after["paths"], &sql, &table) > 100);
     // The season moves devices through every lifecycle state and leaves some at risk, so that the
     // comparison above tells each state apart.
     let lifecycle = truth.lifecycle(Utc::now().date_naive());

@@ -32,7 +32,7 @@ use local_pipeline::demo::send_season;
 use fixtures::workload::inventory::{self, InventoryFormat};
 use fixtures::workload::{self, MIN_DAYS};
 use lakelog_reports::access::{AccessOptions, Inventory, PriceTable};
-use lakelog_reports::game::{BOOKINGS_CURRENCY, Funnel, GameOptions, game_report_with};
+use lakelog_reports::game::{BOOKINGS_CURRENCY, Direction, Funnel, GameOptions, PathSpec, game_report_with};
 use lakelog_reports::{ReportDir, ReportSession, TimeRange};
 
 /// A file in the demo folder that marks it as one, so that a second run may replace it.
@@ -421,8 +421,15 @@ async fn game_report_pages(
     session
         .register_tables("game_events", std::slice::from_ref(&table.to_owned()), storage)
         .await?;
+    // What leads to a purchase: the template's saved paths query asks the same.
     let options = GameOptions {
         funnels: Funnel::read_file(funnels)?,
+        paths: Some(PathSpec::new(
+            game_events::PURCHASE_EVENT,
+            Direction::Before,
+            3,
+            "paths",
+        )?),
         ..GameOptions::default()
     };
     let report = game_report_with(&session, "game_events", &TimeRange::default(), &options).await?;

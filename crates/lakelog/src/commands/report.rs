@@ -6,7 +6,7 @@ use lake::StorageConfig;
 
 use crate::cli::{AccessReportArgs, GameReportArgs, ReportArgs, ReportCommand, ReportOutputArgs};
 use lakelog_reports::access::{AccessOptions, DatasetRule, Inventory, PriceTable};
-use lakelog_reports::game::{Funnel, GameOptions, game_report_with};
+use lakelog_reports::game::{Direction, Funnel, GameOptions, PathSpec, game_report_with};
 use lakelog_reports::{Format, ReportDir, ReportError, ReportSession, TimeRange, quote_literal};
 
 /// Runs the report named on the command line.
@@ -34,9 +34,25 @@ async fn game_command(args: &GameReportArgs) -> anyhow::Result<ExitCode> {
             "--funnel",
         )?);
     }
+    let paths = match (&args.path_after, &args.path_before) {
+        (Some(event), _) => Some(PathSpec::new(event, Direction::After, args.path_steps, "--path-after")?),
+        (None, Some(event)) => Some(PathSpec::new(
+            event,
+            Direction::Before,
+            args.path_steps,
+            "--path-before",
+        )?),
+        (None, None) => None,
+    };
     if args.print_sql {
         for funnel in &funnels {
             println!("-- Funnel {}\n{}", funnel.name, funnel.athena_sql("game_events"));
+        }
+        if let Some(paths) = &paths {
+            println!(
+                "-- Paths\n{}",
+                paths.athena_sql("game_events", i64::from(args.session_gap))
+            );
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -64,6 +80,7 @@ async fn game_command(args: &GameReportArgs) -> anyhow::Result<ExitCode> {
         chunk_rows: args.chunk_rows,
         funnels,
         conversion: args.experiment_conversion.clone(),
+        paths,
     };
     let report = game_report_with(&session, table, &range, &options).await?;
     match args.output.format {

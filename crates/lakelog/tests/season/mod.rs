@@ -654,3 +654,39 @@ pub fn assert_duckdb_experiment_is_the_report(report: &Value, table: &Path) {
         );
     }
 }
+
+/// Asserts that `sql` (paths' Athena SQL over `game_events`), run by DuckDB over `table`, gives the
+/// report's paths `paths` (its JSON): as many times and distinct paths, and the same most frequent
+/// paths in the same order. Returns how many times the event was done.
+pub fn assert_duckdb_paths_are_the_report(paths: &Value, sql: &str, table: &Path) -> i64 {
+    let mut query =
+        lakelog_tests::in_duckdb(&sql.replace("FROM game_events", &format!("FROM delta_scan('{}')", table.display())));
+    for bound in lakelog_tests::WHOLE_RANGE {
+        query = query.replacen("CAST(? AS DATE)", bound, 1);
+    }
+    let rows = lakelog_tests::duckdb("http://127.0.0.1:9", &format!("SELECT path, times FROM ({query})")).unwrap();
+    let times: i64 = rows.iter().map(|r| r[1].as_i64().unwrap()).sum();
+    assert_eq!(paths["occurrences"].as_i64(), Some(times), "{paths}");
+    assert_eq!(paths["distinct"].as_u64(), Some(rows.len() as u64), "{paths}");
+    let top: Vec<(String, i64)> = paths["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let events: Vec<&str> = p["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e.as_str().unwrap())
+                .collect();
+            (events.join(" > "), p["times"].as_i64().unwrap())
+        })
+        .collect();
+    let theirs: Vec<(String, i64)> = rows
+        .iter()
+        .take(top.len())
+        .map(|r| (r[0].as_str().unwrap().to_owned(), r[1].as_i64().unwrap()))
+        .collect();
+    assert_eq!(top, theirs, "the paths: the report, then DuckDB");
+    times
+}

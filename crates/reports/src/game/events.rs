@@ -41,6 +41,7 @@ use tracing::debug;
 use super::arrival::{ArrivalColumns, Arrivals, Judge};
 use super::attribution::{self, ACQUISITION, Attribution, EXPOSURES, MAY_CARRY, RowFacts};
 use super::funnel::{FunnelReport, Matcher, Walker};
+use super::paths::{PathWalker, Paths};
 use super::sessions::{self, Cutter, Play, Sessions};
 use super::{COUNTED_PURCHASE, Close, DAY_MICROS, EVENTS, GameOptions, HOUR_MICROS, PURCHASE, WATERMARK_MINUTES};
 use crate::error::ReportError;
@@ -127,6 +128,8 @@ pub(super) struct Loaded {
     pub funnels: Vec<FunnelReport>,
     /// The devices' acquisitions and exposures.
     pub attribution: Attribution,
+    /// The paths asked for.
+    pub paths: Option<Paths>,
 }
 
 /// Reads every copy of every event of `table` (a quoted name), chunks of at most `chunk_rows` rows
@@ -185,6 +188,7 @@ pub(super) async fn load(
         arrivals,
         matcher,
         conversion: options.conversion.clone(),
+        paths: options.paths.clone().map(PathWalker::new),
         ..Held::default()
     };
     let mut cutter = Cutter::new(gap);
@@ -215,7 +219,10 @@ pub(super) async fn load(
             }
         }
         sessions::in_order(&mut plays, |a, b| held.arrivals.id_order(a, b));
-        cutter.add(&plays, &held.marks);
+        let starts = cutter.add(&plays, &held.marks);
+        if let Some(paths) = held.paths.as_mut() {
+            paths.add(&plays, &starts, &held.names);
+        }
         // A purchase counts for the experiments as for revenue: when it came on time.
         let spend: Vec<f64> = held
             .purchases
@@ -260,6 +267,7 @@ pub(super) async fn load(
         devices,
         funnels: walker.finish(&held.platform_names, close),
         attribution: std::mem::take(&mut held.attribution),
+        paths: held.paths.take().map(|walker| walker.finish(false)),
     })
 }
 
@@ -557,6 +565,9 @@ struct Held {
     matcher: Matcher,
     /// The devices' acquisitions and exposures found so far.
     attribution: Attribution,
+    /// The paths followed, if asked for, and per row the number of its name.
+    paths: Option<PathWalker>,
+    names: Vec<u32>,
     /// The event an experiment's conversion is, and per row whether it is that event.
     conversion: String,
     converts: Vec<bool>,
@@ -619,6 +630,11 @@ impl Held {
         }
         let amount = cast(batch_column(COPIES, batch, "amount")?, &DataType::Float64)
             .map_err(|e| ReportError::column(COPIES, "amount", e.to_string()))?;
+        if let Some(paths) = self.paths.as_mut() {
+            for n in name.as_string::<i32>().iter() {
+                self.names.push(paths.number(n.unwrap_or("")));
+            }
+        }
         let amounts = amount.as_primitive::<arrow::datatypes::Float64Type>();
         for (row, name) in name.as_string::<i32>().iter().enumerate() {
             let purchase = name == Some(PURCHASE) && amounts.is_valid(row);
@@ -733,6 +749,7 @@ impl Held {
         self.platforms.clear();
         self.converts.clear();
         self.purchases.clear();
+        self.names.clear();
     }
 }
 

@@ -28,6 +28,7 @@ pub use acquisition::{Acquisition, AcquisitionCohort, LTV_DAYS};
 pub use experiment::{Experiment, Measure, Variant};
 pub use funnel::{Funnel, FunnelDay, FunnelFigures, FunnelReport, FunnelStep, Order};
 pub use lifecycle::{AtRisk, CHURNED_AFTER, DORMANT_AFTER, LIFECYCLE_STATES, Lifecycle, LifecycleDay, Transition};
+pub use paths::{Direction, PathCount, PathSpec, Paths};
 pub use render::live_page;
 pub use retention::Cohort;
 pub use revenue::Revenue;
@@ -43,6 +44,7 @@ mod events;
 pub mod experiment;
 pub mod funnel;
 mod lifecycle;
+pub mod paths;
 mod render;
 pub use events::CHUNK_ROWS;
 use events::{ACTIVE, Minute, Minutes};
@@ -137,6 +139,8 @@ pub struct GameReport {
     pub acquisition: Acquisition,
     /// The experiments the events name, variant by variant.
     pub experiments: Vec<Experiment>,
+    /// The paths asked for.
+    pub paths: Option<Paths>,
     /// Whether events may still arrive on time within the range: its figures over the whole range
     /// (the headline, revenue by game, item, platform and version, session lengths, lifecycle
     /// moves and devices at risk) may still change.
@@ -203,6 +207,8 @@ pub struct GameOptions {
     pub funnels: Vec<Funnel>,
     /// The event an experiment's devices convert by doing.
     pub conversion: String,
+    /// The paths to follow, if any.
+    pub paths: Option<PathSpec>,
 }
 
 impl Default for GameOptions {
@@ -212,6 +218,7 @@ impl Default for GameOptions {
             chunk_rows: CHUNK_ROWS,
             funnels: Vec::new(),
             conversion: PURCHASE.to_owned(),
+            paths: None,
         }
     }
 }
@@ -310,6 +317,7 @@ pub async fn game_report_with(
             lifecycle::lifecycle(session, ended, &loaded.devices).await?,
             loaded.sessions,
             loaded.funnels,
+            loaded.paths,
             acquisition::acquisition(session, ended).await?,
             {
                 let (exposures, texts, last) = loaded.attribution.exposures();
@@ -329,8 +337,17 @@ pub async fn game_report_with(
     ] {
         events::deregister(session, table)?;
     }
-    let ((all, by_platform, per_minute), revenue, cohorts, lifecycle, sessions, funnels, acquisition, experiments) =
-        result?;
+    let (
+        (all, by_platform, per_minute),
+        revenue,
+        cohorts,
+        lifecycle,
+        sessions,
+        funnels,
+        paths,
+        acquisition,
+        experiments,
+    ) = result?;
     // The range the figures cover: the bounds asked for, else the hours the events fall in.
     let hours = || all.events_per_hour.iter().map(|h| h.window_start);
     let covered = TimeRange {
@@ -348,6 +365,7 @@ pub async fn game_report_with(
         funnels,
         acquisition,
         experiments,
+        paths,
         provisional: false,
         per_minute,
     };
@@ -410,6 +428,12 @@ impl GameReport {
         self.lifecycle.provisional = whole;
         for c in &mut self.acquisition.cohorts {
             c.provisional = whole;
+        }
+        for e in &mut self.experiments {
+            e.provisional = whole;
+        }
+        if let Some(paths) = self.paths.as_mut() {
+            paths.provisional = whole;
         }
     }
 

@@ -176,6 +176,7 @@ impl GameReport {
             map.insert("funnels".to_owned(), value(serde_json::to_value(&self.funnels)));
             map.insert("acquisition".to_owned(), value(serde_json::to_value(&self.acquisition)));
             map.insert("experiments".to_owned(), value(serde_json::to_value(&self.experiments)));
+            map.insert("paths".to_owned(), value(serde_json::to_value(&self.paths)));
         }
         out
     }
@@ -240,6 +241,15 @@ impl GameReport {
         for experiment in &self.experiments {
             out.push_str(&format!("\n{}\n", experiment.summary()));
             out.push_str(&experiment.table(BOOKINGS_CURRENCY).render());
+        }
+        if let Some(paths) = &self.paths {
+            out.push_str(&format!(
+                "\n{} ({} times, {} distinct paths)\n",
+                paths.title(),
+                paths.occurrences,
+                paths.distinct
+            ));
+            out.push_str(&paths.table().render());
         }
         out.push_str("\nRevenue per day\n");
         out.push_str(&self.revenue.days_table(BOOKINGS_CURRENCY).render());
@@ -568,6 +578,21 @@ impl GameReport {
             page.paragraph(&experiment.summary());
             page.table(&experiment.table(BOOKINGS_CURRENCY));
         }
+        if let Some(paths) = &self.paths {
+            page.heading(&paths.title());
+            page.paragraph(&format!(
+                "Each time a device did {}, its events {} it within the session, most frequent first: {} times, {} \
+                 distinct paths.",
+                paths.event,
+                match paths.direction {
+                    crate::game::Direction::After => "after",
+                    crate::game::Direction::Before => "before",
+                },
+                figures::count(paths.occurrences.max(0) as u64),
+                figures::count(paths.distinct.max(0) as u64)
+            ));
+            page.table(&paths.table());
+        }
         page.heading("Revenue");
         page.paragraph(&format!(
             "Revenue is bookings per day; a paying user is a device with a counted purchase that day; conversion is \
@@ -653,6 +678,7 @@ mod tests {
             funnels: Vec::new(),
             acquisition: crate::game::Acquisition::default(),
             experiments: Vec::new(),
+            paths: None,
             sessions: Sessions::default(),
             provisional: false,
             per_minute: Vec::new(),

@@ -164,8 +164,10 @@ impl Cutter {
         }
     }
 
-    /// Cuts the next chunk's `plays`, [`in_order`]; `marks` is each row's [`Mark`].
-    pub(super) fn add(&mut self, plays: &[Play], marks: &[Mark]) {
+    /// Cuts the next chunk's `plays`, [`in_order`]; `marks` is each row's [`Mark`]. Returns, per
+    /// play, whether a session starts at it.
+    pub(super) fn add(&mut self, plays: &[Play], marks: &[Mark]) -> Vec<bool> {
+        let mut started = Vec::with_capacity(plays.len());
         for play in plays {
             let mark = marks.get(play.row as usize).copied().unwrap_or(Mark::Play);
             let device = play.device as usize;
@@ -178,6 +180,7 @@ impl Cutter {
                 }
                 None => true,
             };
+            started.push(starts);
             if starts {
                 if let Some(open) = self.devices[device].open {
                     self.close(open);
@@ -200,6 +203,7 @@ impl Cutter {
                 open.ended = mark == Mark::End;
             }
         }
+        started
     }
 
     fn close(&mut self, open: Open) {
