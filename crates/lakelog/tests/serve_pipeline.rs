@@ -134,7 +134,14 @@ fn figure(page: &str, what: &str) -> String {
 fn the_live_page_shows_the_events_as_they_land() {
     let dir = tempfile::tempdir().unwrap();
     let lake_dir = dir.path().join("lake");
-    let (server, url) = common::serve(&lake_dir);
+    // A funnel the generated events go through: the live view charts it.
+    let funnels = dir.path().join("funnels.json");
+    std::fs::write(
+        &funnels,
+        r#"{"funnels": [{"name": "first purchase", "steps": ["sessionStart", "purchaseEvent"]}]}"#,
+    )
+    .unwrap();
+    let (server, url) = common::serve_with(&lake_dir, &["--funnels", funnels.to_str().unwrap()]);
     let page_url = url.trim_end_matches("events").to_owned();
 
     // Before any event: the page's script filled in the headline and the (empty) charts.
@@ -172,5 +179,6 @@ fn the_live_page_shows_the_events_as_they_land() {
         after.contains("Events per minute (UTC)") && after.contains("Daily active users"),
         "{after}"
     );
+    assert!(after.contains("Funnel first purchase"), "{after}");
     drop(server);
 }

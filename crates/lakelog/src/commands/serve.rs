@@ -47,6 +47,9 @@ pub struct ServeArgs {
     /// from a throttled stream.
     #[arg(long, default_value_t = game_api::DEFAULT_CAPACITY)]
     pub buffer: usize,
+    /// A JSON file of funnels (as `lakelog report game --funnels` takes it) the live view charts.
+    #[arg(long, value_name = "FILE")]
+    pub funnels: Option<PathBuf>,
 }
 
 fn parse_partition_key(value: &str) -> Result<PartitionKey, String> {
@@ -58,6 +61,8 @@ fn parse_partition_key(value: &str) -> Result<PartitionKey, String> {
 struct LiveView {
     table: String,
     storage: lake::StorageConfig,
+    /// What the report asks beyond the KPIs: the funnels of `--funnels`.
+    options: lakelog_reports::game::GameOptions,
     last: tokio::sync::Mutex<Option<(std::time::Instant, String)>>,
 }
 
@@ -77,7 +82,8 @@ impl LiveView {
         session
             .register_tables(EVENTS_TABLE, std::slice::from_ref(&self.table), &self.storage)
             .await?;
-        let report = lakelog_reports::game::game_report(&session, EVENTS_TABLE, &Default::default()).await?;
+        let report =
+            lakelog_reports::game::game_report_with(&session, EVENTS_TABLE, &Default::default(), &self.options).await?;
         let json = report.live()?.to_string();
         *last = Some((std::time::Instant::now(), json.clone()));
         Ok(json)
@@ -143,6 +149,13 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         let live = Arc::new(LiveView {
             table: sink.events_uri().to_owned(),
             storage: lake::StorageConfig::from_env(),
+            options: lakelog_reports::game::GameOptions {
+                funnels: match &args.funnels {
+                    Some(path) => lakelog_reports::game::Funnel::read_file(path)?,
+                    None => Vec::new(),
+                },
+                ..Default::default()
+            },
             last: tokio::sync::Mutex::new(None),
         });
         let consumer = tokio::spawn(local_pipeline::consume(Arc::clone(&stream), sink, Arc::clone(&stop)));

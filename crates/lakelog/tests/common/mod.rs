@@ -64,6 +64,11 @@ pub const PROBE_KEY: &str = "lakelog-probe-test-key-0123456789";
 /// ([`KEY`], [`OTHER_KEY`]) and the probe game ([`PROBE_KEY`]), and returns it with its events URL
 /// (from the line it prints first).
 pub fn serve(lake: &Path) -> (Server, String) {
+    serve_with(lake, &[])
+}
+
+/// [`serve`] with `extra` arguments.
+pub fn serve_with(lake: &Path, extra: &[&str]) -> (Server, String) {
     let games = lake.with_file_name("games.json");
     let keys = format!(
         r#"{{"games": [{{"game": "space-miners", "key": "{KEY}", "maxAmount": 500}},
@@ -74,6 +79,7 @@ pub fn serve(lake: &Path) -> (Server, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_lakelog"))
         .args(["serve", "--port", "0", "--lake", lake.to_str().unwrap()])
         .args(["--games", games.to_str().unwrap()])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

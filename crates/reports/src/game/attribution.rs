@@ -67,16 +67,27 @@ pub(super) struct Attribution {
     rows: HashMap<u32, Tags, foldhash::fast::RandomState>,
     /// Per device number, its acquisition once found.
     acquisition: Vec<Option<[u32; 3]>>,
-    /// Every exposure, in the order found.
+    /// Every exposure, in the order found (its figures after it completed by [`Attribution::finish`]).
     exposures: Vec<Exposure>,
-    /// The exposure of each device and experiment, by its index in `exposures`.
-    exposure_of: HashMap<(u32, u32), usize, foldhash::fast::RandomState>,
-    /// The exposures of each exposed device.
-    exposures_of: HashMap<u32, Vec<usize>, foldhash::fast::RandomState>,
-    /// Per device number, its counted purchases so far.
-    spent: Vec<f64>,
+    /// The experiments each device was exposed to already.
+    exposure_of: std::collections::HashSet<(u32, u32), foldhash::fast::RandomState>,
+    /// Per device number, what the walk carries: its plays so far, its counted purchases so far
+    /// and the number of its last conversion.
+    tracks: Vec<Track>,
+    /// The days with events of each exposed device, from its first exposure on, in order.
+    days_of: HashMap<u32, Vec<i64>, foldhash::fast::RandomState>,
     /// The time of the last play walked, in microseconds.
     last: i64,
+}
+
+/// What the walk carries of a device, the same for any number of exposures: each play costs the
+/// same.
+#[derive(Debug, Clone, Copy, Default)]
+struct Track {
+    plays: u64,
+    spent: f64,
+    /// The number (from 1) of its last play that was the conversion event.
+    converted_at: u64,
 }
 
 /// A device's exposure to an experiment, and what it did from it on.
@@ -90,6 +101,8 @@ pub(super) struct Exposure {
     pub variant: u32,
     /// The exposure's time, in microseconds.
     pub t: i64,
+    /// The number (from 1) of the exposure among its device's plays.
+    play: u64,
     /// Its counted purchases before the exposure (the pre-period).
     pub before: f64,
     /// Its counted purchases from the exposure on.
@@ -145,16 +158,18 @@ impl Attribution {
     }
 
     /// Walks one chunk's `plays`, in each device's order: the first acquisition and the first
-    /// exposure to each experiment of each device are kept, and each exposed device's purchases,
-    /// conversion and returns after it are counted (`facts` by row). The chunk's rows are then
+    /// exposure to each experiment of each device are kept, and what each device bought, whether
+    /// it converted and the days it played are carried (`facts` by row). The chunk's rows are then
     /// forgotten.
     pub(super) fn walk(&mut self, plays: &[Play], facts: RowFacts<'_>) {
         for play in plays {
             let (device, row) = (play.device as usize, play.row as usize);
             self.last = self.last.max(play.t);
-            if self.spent.len() <= device {
-                self.spent.resize(device + 1, 0.0);
+            if self.tracks.len() <= device {
+                self.tracks.resize(device + 1, Track::default());
             }
+            let track = &mut self.tracks[device];
+            track.plays += 1;
             if let Some(tags) = self.rows.get(&play.row) {
                 if let Some(acquisition) = tags.acquisition {
                     if self.acquisition.len() <= device {
@@ -163,44 +178,51 @@ impl Attribution {
                     self.acquisition[device].get_or_insert(acquisition);
                 }
                 if let Some((experiment, variant)) = tags.exposure
-                    && !self.exposure_of.contains_key(&(play.device, experiment))
+                    && self.exposure_of.insert((play.device, experiment))
                 {
-                    self.exposure_of.insert((play.device, experiment), self.exposures.len());
-                    self.exposures_of
-                        .entry(play.device)
-                        .or_default()
-                        .push(self.exposures.len());
+                    self.days_of.entry(play.device).or_default();
                     self.exposures.push(Exposure {
                         device: play.device,
                         experiment,
                         variant,
                         t: play.t,
-                        before: self.spent[device],
+                        play: track.plays,
+                        before: track.spent,
                         after: 0.0,
                         converted: false,
                         returned: [false; 2],
                     });
                 }
             }
-            let spend = facts.spend.get(row).copied().unwrap_or(0.0);
-            self.spent[device] += spend;
-            if let Some(exposed) = self.exposures_of.get(&play.device) {
+            track.spent += facts.spend.get(row).copied().unwrap_or(0.0);
+            if facts.converts.get(row).copied().unwrap_or(false) {
+                track.converted_at = track.plays;
+            }
+            if let Some(days) = self.days_of.get_mut(&play.device) {
                 let day = play.t.div_euclid(DAY_MICROS);
-                for &k in exposed {
-                    let exposure = &mut self.exposures[k];
-                    exposure.after += spend;
-                    exposure.converted |= facts.converts.get(row).copied().unwrap_or(false);
-                    let since = day - exposure.t.div_euclid(DAY_MICROS);
-                    for (returned, n) in exposure.returned.iter_mut().zip(RETURN_DAYS) {
-                        *returned |= since == n;
-                    }
+                if days.last() != Some(&day) {
+                    days.push(day);
                 }
             }
         }
         self.rows.clear();
     }
 
-    /// The exposures found, the texts their numbers name, and the time of the last event.
+    /// Completes each exposure's figures with what its device did after it, once every chunk was
+    /// walked.
+    pub(super) fn finish(&mut self) {
+        for e in &mut self.exposures {
+            let track = self.tracks.get(e.device as usize).copied().unwrap_or_default();
+            e.after = track.spent - e.before;
+            e.converted = track.converted_at >= e.play;
+            let days = self.days_of.get(&e.device).map_or(&[][..], Vec::as_slice);
+            let exposed = e.t.div_euclid(DAY_MICROS);
+            e.returned = RETURN_DAYS.map(|n| days.binary_search(&(exposed + n)).is_ok());
+        }
+    }
+
+    /// The exposures found (see [`Attribution::finish`]), the texts their numbers name, and the
+    /// time of the last event.
     pub(super) fn exposures(&self) -> (&[Exposure], &[Box<str>], i64) {
         (&self.exposures, &self.texts, self.last)
     }
@@ -325,6 +347,7 @@ mod tests {
             ],
             facts,
         );
+        attribution.finish();
         let (exposures, texts, last) = attribution.exposures();
         assert_eq!(last, DAY + 5);
         assert_eq!(exposures.len(), 1);

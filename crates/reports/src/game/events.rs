@@ -266,7 +266,10 @@ pub(super) async fn load(
         minutes,
         devices,
         funnels: walker.finish(&held.platform_names, close),
-        attribution: std::mem::take(&mut held.attribution),
+        attribution: {
+            held.attribution.finish();
+            std::mem::take(&mut held.attribution)
+        },
         paths: held.paths.take().map(|walker| walker.finish(false)),
     })
 }

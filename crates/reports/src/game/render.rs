@@ -7,7 +7,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
 
 use super::{
-    BOOKINGS_CURRENCY, GameReport, Kpis, MinuteFigures, Revenue, WATERMARK_MINUTES, lifecycle, retention, revenue,
+    BOOKINGS_CURRENCY, FunnelReport, GameReport, Kpis, MinuteFigures, Revenue, WATERMARK_MINUTES, lifecycle, retention,
+    revenue,
 };
 use crate::chart::{self, Svg, Unit};
 use crate::error::ReportError;
@@ -482,11 +483,28 @@ impl GameReport {
         for (_, svg) in self.charts()? {
             charts.chart(&svg);
         }
+        for svg in self.section_charts()? {
+            charts.chart(&svg);
+        }
         Ok(json!({
             "headline": headline.markup(),
             "charts": charts.markup(),
             "events": self.all.headline().events,
         }))
+    }
+
+    /// The charts the page shows within their sections: each funnel's steps, and the lifetime
+    /// value by source when the devices have sources.
+    fn section_charts(&self) -> Result<Vec<Svg>, ReportError> {
+        let mut charts = self
+            .funnels
+            .iter()
+            .map(FunnelReport::chart)
+            .collect::<Result<Vec<_>, _>>()?;
+        if self.acquisition.cohorts.iter().any(|c| c.by == "source") {
+            charts.push(self.acquisition.chart(BOOKINGS_CURRENCY)?);
+        }
+        Ok(charts)
     }
 
     /// Writes the charts and an `index.html` with them and the tables into `dir`; returns the
