@@ -109,19 +109,8 @@ async fn a_planned_season_is_reported_as_planned() {
     let funnel = &report["funnels"][0];
     assert!(season::assert_funnel_is_the_season(funnel, &truth) > 30);
     assert_eq!(funnel["all"]["provisional"], false, "a season of 2024 is final");
-    let saved =
-        lakelog_tests::athena_query("GameFunnelQuery", lakelog_tests::TEMPLATE_GAME_EVENTS, "game_events").unwrap();
     let onboarding = Funnel::parse("onboarding", TUTORIAL_FUNNEL, 24, Order::Loose, "test").unwrap();
-    let mut ours = onboarding.athena_sql("game_events");
-    for bound in lakelog_tests::WHOLE_RANGE {
-        ours = ours.replacen("CAST(? AS DATE)", bound, 1);
-    }
-    let comments = saved.lines().take_while(|l| l.starts_with("--")).count();
-    assert_eq!(
-        saved.lines().skip(comments).collect::<Vec<_>>(),
-        ours.lines().collect::<Vec<_>>(),
-        "the template's GameFunnelQuery is the report's SQL of the onboarding funnel"
-    );
+    let saved = season::assert_saved_query_is("GameFunnelQuery", &onboarding.athena_sql("game_events"));
     season::assert_duckdb_funnel_is_the_report(funnel, &saved, &table);
     // In strict order, any other event between two steps ends a device's funnel: fewer finish,
     // and DuckDB over the strict SQL agrees.
@@ -152,20 +141,8 @@ async fn a_planned_season_is_reported_as_planned() {
     // Paths before a purchase (the template's saved query, which is the library's SQL) and after
     // a session's start: DuckDB cuts the sessions and counts the same paths.
     let before = json_report(table.to_str().unwrap(), &["--path-before", "purchaseEvent"]);
-    let saved =
-        lakelog_tests::athena_query("GamePathsQuery", lakelog_tests::TEMPLATE_GAME_EVENTS, "game_events").unwrap();
-    let mut ours = PathSpec::new("purchaseEvent", Direction::Before, 3, "test")
-        .unwrap()
-        .athena_sql("game_events", 30);
-    for bound in lakelog_tests::WHOLE_RANGE {
-        ours = ours.replacen("CAST(? AS DATE)", bound, 1);
-    }
-    let comments = saved.lines().take_while(|l| l.starts_with("--")).count();
-    assert_eq!(
-        saved.lines().skip(comments).collect::<Vec<_>>(),
-        ours.lines().collect::<Vec<_>>(),
-        "the template's GamePathsQuery is the report's SQL of the paths before a purchase"
-    );
+    let ours = PathSpec::new("purchaseEvent", Direction::Before, 3, "test").unwrap();
+    let saved = season::assert_saved_query_is("GamePathsQuery", &ours.athena_sql("game_events", 30));
     assert!(season::assert_duckdb_paths_are_the_report(&before["paths"], &saved, &table) > 100);
     let after = json_report(
         table.to_str().unwrap(),

@@ -323,14 +323,7 @@ pub fn assert_duckdb_funnel_is_the_report(funnel: &Value, sql: &str, table: &Pat
         .chain((1..=steps).map(|k| format!("step{k}")))
         .chain((2..=steps).map(|k| format!("median_seconds{k}")))
         .collect();
-    let query = lakelog_tests::in_duckdb(
-        &sql.replace(lakelog_tests::TEMPLATE_GAME_EVENTS, "game_events")
-            .replace("FROM game_events", &format!("FROM delta_scan('{}')", table.display())),
-    );
-    let mut query = query;
-    for bound in lakelog_tests::WHOLE_RANGE {
-        query = query.replacen("CAST(? AS DATE)", bound, 1);
-    }
+    let query = duckdb_sql(sql, table);
     let rows = lakelog_tests::duckdb(
         "http://127.0.0.1:9",
         &format!("SELECT {} FROM ({query})", columns.join(", ")),
@@ -689,4 +682,35 @@ pub fn assert_duckdb_paths_are_the_report(paths: &Value, sql: &str, table: &Path
         .collect();
     assert_eq!(top, theirs, "the paths: the report, then DuckDB");
     times
+}
+
+/// `sql`, Athena SQL over `game_events` with its date range still `?`, as DuckDB runs it over the
+/// local table `table`: the range bound to every date, the functions renamed.
+fn duckdb_sql(sql: &str, table: &Path) -> String {
+    lakelog_tests::in_duckdb(
+        &bound(sql).replace("FROM game_events", &format!("FROM delta_scan('{}')", table.display())),
+    )
+}
+
+/// `sql` with its date range (`CAST(? AS DATE)`, twice) bound to every date.
+fn bound(sql: &str) -> String {
+    let mut sql = sql.to_owned();
+    for bound in lakelog_tests::WHOLE_RANGE {
+        sql = sql.replacen("CAST(? AS DATE)", bound, 1);
+    }
+    sql
+}
+
+/// Asserts that the template's saved game query `id`, after its comment lines, is `ours` (the
+/// report's SQL of the same question over `game_events`); returns it, over `game_events`.
+pub fn assert_saved_query_is(id: &str, ours: &str) -> String {
+    let saved = lakelog_tests::athena_query(id, lakelog_tests::TEMPLATE_GAME_EVENTS, "game_events").unwrap();
+    let ours = bound(ours);
+    let comments = saved.lines().take_while(|l| l.starts_with("--")).count();
+    assert_eq!(
+        saved.lines().skip(comments).collect::<Vec<_>>(),
+        ours.lines().collect::<Vec<_>>(),
+        "the template's {id} is the report's SQL"
+    );
+    ours
 }
