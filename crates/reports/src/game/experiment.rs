@@ -290,8 +290,9 @@ impl Experiment {
             "revenue per device",
             "CUPED revenue per device",
         ]);
-        let share = |m: &Measure| cell(m, |v| figures::percent(Some(v)));
-        let money = |m: &Measure| cell(m, |v| format!("{v:.3} {currency}"));
+        // Shares in percent, their differences in percentage points.
+        let share = |m: &Measure| cell(m, |v| figures::percent(Some(v)), |d| format!("{:+.1} pp", d * 100.0));
+        let money = |m: &Measure| cell(m, |v| format!("{v:.3} {currency}"), |d| format!("{d:+.3} {currency}"));
         for v in &self.variants {
             table.push([
                 crate::text::marked(v.name.clone(), self.provisional),
@@ -315,29 +316,39 @@ impl Experiment {
             None => "one variant: no comparison".to_owned(),
         };
         format!(
-            "Experiment {}: control {}, conversion to {}; {srm}; CUPED removes {} of the revenue's variance. Each cell: \
-             value [95% interval], then the difference to control, its 95% interval and always-valid p-value.",
-            self.name,
+            "Variants against {}; conversion is to {}; {srm}; CUPED removes {} of the revenue's variance. Each cell: \
+             value [95% interval]; then the difference to {}, its 95% interval and always-valid p-value.",
             self.control,
             self.conversion_event,
-            figures::percent(self.cuped_variance_reduction)
+            figures::percent(self.cuped_variance_reduction),
+            self.control
         )
     }
 }
 
-/// A measure's cell: value [interval], and against the control `Δ [interval] p=`.
-fn cell(m: &Measure, show: impl Fn(f64) -> String) -> String {
+/// A measure's cell: `value [interval]`, and against the control `Δ [interval] p=`, values shown
+/// by `show` and differences by `difference`.
+fn cell(m: &Measure, show: impl Fn(f64) -> String, difference: impl Fn(f64) -> String) -> String {
     let Some(value) = m.value else { return "-".to_owned() };
-    let interval = |i: Option<[f64; 2]>| i.map_or_else(String::new, |[a, b]| format!(" [{}, {}]", show(a), show(b)));
-    let mut text = format!("{}{}", show(value), interval(m.interval));
+    let interval = |i: Option<[f64; 2]>, show: &dyn Fn(f64) -> String| {
+        i.map_or_else(String::new, |[a, b]| format!(" [{}, {}]", show(a), show(b)))
+    };
+    let mut text = format!("{}{}", show(value), interval(m.interval, &show));
     if let Some(d) = m.difference {
+        // A difference that rounds to nothing reads as +0, not -0.
+        let d = if d.abs() < 1e-12 { 0.0 } else { d };
         text.push_str(&format!(
-            "; {}{}{} p={}",
-            if d >= 0.0 { "+" } else { "" },
-            show(d),
-            interval(m.difference_interval),
-            m.always_valid_p_value
-                .map_or_else(|| "-".to_owned(), |p| format!("{p:.3}"))
+            "; {}{} p{}",
+            difference(d),
+            interval(m.difference_interval, &difference),
+            m.always_valid_p_value.map_or_else(
+                || "=-".to_owned(),
+                |p| if p < 0.001 {
+                    "<0.001".to_owned()
+                } else {
+                    format!("={p:.3}")
+                }
+            )
         ));
     }
     text

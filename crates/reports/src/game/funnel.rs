@@ -308,7 +308,7 @@ struct StepMatch {
 /// `offset(funnel) + step`.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Matcher {
-    by_name: HashMap<String, Vec<StepMatch>>,
+    by_name: HashMap<String, Vec<StepMatch>, foldhash::fast::RandomState>,
     /// The typed fields of `eventParams` the conditions read, each a column `p{n}`.
     typed: Vec<String>,
     /// The event names whose `extraParams` the conditions read.

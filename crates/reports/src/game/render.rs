@@ -240,7 +240,7 @@ impl GameReport {
         ));
         out.push_str(&self.acquisition.table(BOOKINGS_CURRENCY).render());
         for experiment in &self.experiments {
-            out.push_str(&format!("\n{}\n", experiment.summary()));
+            out.push_str(&format!("\nExperiment {}. {}\n", experiment.name, experiment.summary()));
             out.push_str(&experiment.table(BOOKINGS_CURRENCY).render());
         }
         if let Some(paths) = &self.paths {
