@@ -507,70 +507,91 @@ pub fn assert_duckdb_acquisition_is_the_report(report: &Value, table: &Path) {
 /// counted and the share back.
 type VariantFigures = (i64, f64, f64, Vec<(i64, Option<f64>)>);
 
-/// The report's variants of the season's experiment (its JSON), by name.
-fn reported_variants(report: &Value) -> BTreeMap<String, VariantFigures> {
-    let experiment = report["experiments"]
+/// A variant's key: the platform (`None`: all) and its name.
+type VariantKey = (Option<String>, String);
+
+/// The figures of a variant of the report (its JSON).
+fn variant_figures(v: &Value) -> VariantFigures {
+    let returned = v["retention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["devices"].as_i64().unwrap(), r["value"].as_f64()))
+        .collect();
+    (
+        v["devices"].as_i64().unwrap(),
+        v["conversion"]["value"].as_f64().unwrap(),
+        v["revenue_per_device"]["value"].as_f64().unwrap(),
+        returned,
+    )
+}
+
+/// The report's experiment of the season (its JSON).
+fn reported_experiment(report: &Value) -> &Value {
+    report["experiments"]
         .as_array()
         .unwrap()
         .iter()
         .find(|e| e["name"] == EXPERIMENT.0)
-        .unwrap_or_else(|| panic!("no experiment {} in {}", EXPERIMENT.0, report["experiments"]));
-    experiment["variants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| {
-            let returned = v["retention"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|r| (r["devices"].as_i64().unwrap(), r["value"].as_f64()))
-                .collect();
-            (
-                v["name"].as_str().unwrap().to_owned(),
-                (
-                    v["devices"].as_i64().unwrap(),
-                    v["conversion"]["value"].as_f64().unwrap(),
-                    v["revenue_per_device"]["value"].as_f64().unwrap(),
-                    returned,
-                ),
-            )
-        })
+        .unwrap_or_else(|| panic!("no experiment {} in {}", EXPERIMENT.0, report["experiments"]))
+}
+
+/// The report's variants of the season's experiment (its JSON), all platforms and by platform:
+/// each with its platform, and the variant's JSON.
+fn reported_variant_values(report: &Value) -> Vec<(Option<String>, &Value)> {
+    let experiment = reported_experiment(report);
+    let all = experiment["variants"].as_array().unwrap().iter().map(|v| (None, v));
+    let by_platform = experiment["by_platform"].as_array().unwrap().iter().flat_map(|p| {
+        let platform = p["platform"].as_str().unwrap().to_owned();
+        p["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(move |v| (Some(platform.clone()), v))
+    });
+    all.chain(by_platform).collect()
+}
+
+/// The report's variants' figures, by platform and name.
+fn reported_variants(report: &Value) -> BTreeMap<VariantKey, VariantFigures> {
+    reported_variant_values(report)
+        .into_iter()
+        .map(|(platform, v)| ((platform, v["name"].as_str().unwrap().to_owned()), variant_figures(v)))
         .collect()
 }
 
-fn assert_variants_eq(a: &BTreeMap<String, VariantFigures>, b: &BTreeMap<String, VariantFigures>, what: &str) {
+fn assert_variants_eq(a: &BTreeMap<VariantKey, VariantFigures>, b: &BTreeMap<VariantKey, VariantFigures>, what: &str) {
     assert_eq!(
         a.keys().collect::<Vec<_>>(),
         b.keys().collect::<Vec<_>>(),
         "{what}: the variants"
     );
     let close = |x: f64, y: f64| (x - y).abs() < 1e-9;
-    for (name, (devices, conversion, revenue, returned)) in a {
-        let (d, c, r, back) = &b[name];
-        assert_eq!(devices, d, "{what}: devices of {name}");
+    for (key, (devices, conversion, revenue, returned)) in a {
+        let (d, c, r, back) = &b[key];
+        assert_eq!(devices, d, "{what}: devices of {key:?}");
         assert!(
             close(*conversion, *c) && close(*revenue, *r),
-            "{what}: {name}: {a:?} and {b:?}"
+            "{what}: {key:?}: {a:?} and {b:?}"
         );
         for ((n, v), (m, w)) in returned.iter().zip(back) {
-            assert_eq!(n, m, "{what}: return devices of {name}");
+            assert_eq!(n, m, "{what}: return devices of {key:?}");
             assert!(
                 v.zip(*w).map_or(v.is_none() && w.is_none(), |(v, w)| close(v, w)),
-                "{what}: {name}: {returned:?} and {back:?}"
+                "{what}: {key:?}: {returned:?} and {back:?}"
             );
         }
     }
 }
 
-/// Asserts that the report's experiment is the season's: per variant the devices shown it, the
-/// share that bought from then on, the revenue per device from then on, and the returns 1 and 7
-/// days after the day it was shown.
+/// Asserts that the report's experiment is the season's, all platforms and by platform: per
+/// variant the devices shown it, the share that bought from then on, the revenue per device from
+/// then on, and the returns 1 and 7 days after the day it was shown.
 pub fn assert_experiment_is_the_season(report: &Value, season: &Season) {
-    let want: BTreeMap<String, VariantFigures> = season
+    let want: BTreeMap<VariantKey, VariantFigures> = season
         .experiment(chrono::Utc::now().date_naive())
         .into_iter()
-        .map(|(name, v)| {
+        .map(|((platform, name), v)| {
             let returned = v
                 .returned
                 .iter()
@@ -578,7 +599,7 @@ pub fn assert_experiment_is_the_season(report: &Value, season: &Season) {
                 .collect();
             let devices = v.devices as f64;
             (
-                name.to_owned(),
+                (platform.map(str::to_owned), name.to_owned()),
                 (
                     v.devices as i64,
                     v.converted as f64 / devices,
@@ -596,32 +617,33 @@ pub fn assert_experiment_is_the_season(report: &Value, season: &Season) {
 }
 
 /// Asserts that the saved experiment query, run by DuckDB over `table`, gives the report's
-/// variants, and their CUPED-adjusted revenue per device.
+/// variants, all platforms and by platform, and their CUPED-adjusted revenue per device.
 pub fn assert_duckdb_experiment_is_the_report(report: &Value, table: &Path) {
     let rows = saved_query_rows(
         "GameExperimentQuery",
         table,
-        "experiment, variant, devices, converted, revenue_per_device, cuped_revenue_per_device, known1, back1, known7, back7",
+        "experiment, variant, platform, devices, converted, revenue_per_device, cuped_revenue_per_device, known1, \
+         back1, known7, back7",
     );
     let mut cuped = BTreeMap::new();
-    let by_duckdb: BTreeMap<String, VariantFigures> = rows
+    let by_duckdb: BTreeMap<VariantKey, VariantFigures> = rows
         .iter()
         .filter(|r| r[0] == EXPERIMENT.0)
         .map(|r| {
-            let devices = r[2].as_i64().unwrap();
+            let devices = r[3].as_i64().unwrap();
             let share = |known: &Value, back: &Value| {
                 let n = known.as_i64().unwrap();
                 (n, (n > 0).then(|| back.as_f64().unwrap_or(0.0) / n as f64))
             };
-            let name = r[1].as_str().unwrap().to_owned();
-            cuped.insert(name.clone(), r[5].as_f64().unwrap());
+            let key: VariantKey = (r[2].as_str().map(str::to_owned), r[1].as_str().unwrap().to_owned());
+            cuped.insert(key.clone(), r[6].as_f64().unwrap());
             (
-                name,
+                key,
                 (
                     devices,
-                    r[3].as_f64().unwrap() / devices as f64,
-                    r[4].as_f64().unwrap(),
-                    vec![share(&r[6], &r[7]), share(&r[8], &r[9])],
+                    r[4].as_f64().unwrap() / devices as f64,
+                    r[5].as_f64().unwrap(),
+                    vec![share(&r[7], &r[8]), share(&r[9], &r[10])],
                 ),
             )
         })
@@ -631,18 +653,12 @@ pub fn assert_duckdb_experiment_is_the_report(report: &Value, table: &Path) {
         &by_duckdb,
         "the experiment: the report, then DuckDB",
     );
-    let experiment = report["experiments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == EXPERIMENT.0)
-        .unwrap();
-    for v in experiment["variants"].as_array().unwrap() {
+    for (platform, v) in reported_variant_values(report) {
         let ours = v["revenue_per_device_cuped"]["value"].as_f64().unwrap();
-        let theirs = cuped[v["name"].as_str().unwrap()];
+        let theirs = cuped[&(platform.clone(), v["name"].as_str().unwrap().to_owned())];
         assert!(
             (ours - theirs).abs() < 1e-6,
-            "CUPED revenue of {}: {ours} and {theirs}",
+            "CUPED revenue of {platform:?} {}: {ours} and {theirs}",
             v["name"]
         );
     }
@@ -652,11 +668,7 @@ pub fn assert_duckdb_experiment_is_the_report(report: &Value, table: &Path) {
 /// report's paths `paths` (its JSON): as many times and distinct paths, and the same most frequent
 /// paths in the same order. Returns how many times the event was done.
 pub fn assert_duckdb_paths_are_the_report(paths: &Value, sql: &str, table: &Path) -> i64 {
-    let mut query =
-        lakelog_tests::in_duckdb(&sql.replace("FROM game_events", &format!("FROM delta_scan('{}')", table.display())));
-    for bound in lakelog_tests::WHOLE_RANGE {
-        query = query.replacen("CAST(? AS DATE)", bound, 1);
-    }
+    let query = duckdb_sql(sql, table);
     let rows = lakelog_tests::duckdb("http://127.0.0.1:9", &format!("SELECT path, times FROM ({query})")).unwrap();
     let times: i64 = rows.iter().map(|r| r[1].as_i64().unwrap()).sum();
     assert_eq!(paths["occurrences"].as_i64(), Some(times), "{paths}");

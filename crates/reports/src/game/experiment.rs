@@ -25,6 +25,8 @@
 //! against equal shares; a p-value under 0.001 flags a mismatch (the assignment or the logging is
 //! broken, and the figures are not to be trusted).
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use statrs::distribution::{ChiSquared, ContinuousCDF, Normal};
 
@@ -80,6 +82,17 @@ pub struct Variant {
     pub revenue_per_device_cuped: Measure,
 }
 
+/// An experiment's variants on one platform.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlatformVariants {
+    /// The platform of the devices' first day.
+    pub platform: String,
+    /// Its variants, the control first.
+    pub variants: Vec<Variant>,
+    /// The sample-ratio check's p-value on this platform.
+    pub sample_ratio_p_value: Option<f64>,
+}
+
 /// One experiment.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Experiment {
@@ -91,6 +104,8 @@ pub struct Experiment {
     pub control: String,
     /// Its variants, the control first.
     pub variants: Vec<Variant>,
+    /// The same by the platform of each device's first day (CUPED's θ the experiment's).
+    pub by_platform: Vec<PlatformVariants>,
     /// The sample-ratio check's p-value (equal shares expected).
     pub sample_ratio_p_value: Option<f64>,
     /// Whether that p-value is under [`SRM_ALPHA`].
@@ -187,19 +202,77 @@ pub fn sample_ratio_p_value(counts: &[i64]) -> Option<f64> {
     ChiSquared::new((counts.len() - 1) as f64).ok().map(|d| d.sf(chi2))
 }
 
-/// The experiments of `exposures` (texts by number in `texts`); the last event walked was at
-/// `last`; days before `complete_before` (days since the epoch) have ended.
+/// What the variants' figures are computed with.
+struct Figures<'a> {
+    control: &'a str,
+    /// CUPED's slope and the mean pre-period revenue, the experiment's.
+    theta: f64,
+    mean_before: f64,
+    /// The last day with events, and the first that has not ended (days since the epoch).
+    last_day: i64,
+    complete_before: i64,
+}
+
+impl Figures<'_> {
+    /// The figures of `variants` (their exposures by name), the control first.
+    fn variants(&self, variants: &BTreeMap<String, Vec<&Exposure>>) -> Vec<Variant> {
+        let series = |exposed: &[&Exposure]| {
+            let conversion: Vec<f64> = exposed.iter().map(|e| f64::from(u8::from(e.converted))).collect();
+            let retention: [Vec<f64>; 2] = std::array::from_fn(|k| {
+                exposed
+                    .iter()
+                    .filter(|e| {
+                        let day = e.t.div_euclid(DAY_MICROS) + RETURN_DAYS[k];
+                        day <= self.last_day && day < self.complete_before
+                    })
+                    .map(|e| f64::from(u8::from(e.returned[k])))
+                    .collect()
+            });
+            let revenue: Vec<f64> = exposed.iter().map(|e| e.after).collect();
+            let cuped: Vec<f64> = exposed
+                .iter()
+                .map(|e| e.after - self.theta * (e.before - self.mean_before))
+                .collect();
+            (conversion, retention, revenue, cuped)
+        };
+        let base = series(variants.get(self.control).map_or(&[][..], Vec::as_slice));
+        let total: usize = variants.values().map(Vec::len).sum();
+        let mut out: Vec<Variant> = variants
+            .iter()
+            .map(|(variant, exposed)| {
+                let s = series(exposed);
+                let is_control = variant == self.control;
+                let against = |own: &[f64], base: &[f64]| measure(own, (!is_control).then_some(base));
+                Variant {
+                    name: variant.clone(),
+                    devices: exposed.len() as i64,
+                    share: exposed.len() as f64 / total.max(1) as f64,
+                    conversion: against(&s.0, &base.0),
+                    retention: [against(&s.1[0], &base.1[0]), against(&s.1[1], &base.1[1])],
+                    revenue_per_device: against(&s.2, &base.2),
+                    revenue_per_device_cuped: against(&s.3, &base.3),
+                }
+            })
+            .collect();
+        out.sort_by_key(|v| (v.name != self.control, v.name.clone()));
+        out
+    }
+}
+
+/// The experiments of `exposures` (texts by number in `texts`), and by the platform of each
+/// device (`platform_of` its number); the last event walked was at `last`; days before
+/// `complete_before` (days since the epoch) have ended.
 pub(super) fn experiments(
     exposures: &[Exposure],
     texts: &[Box<str>],
+    platform_of: impl Fn(u32) -> String,
     last: i64,
     complete_before: i64,
     conversion_event: &str,
     close: &Close,
 ) -> Vec<Experiment> {
     let text = |n: u32| texts.get(n as usize).map_or("", |t| &**t).to_owned();
-    let mut by: std::collections::BTreeMap<String, std::collections::BTreeMap<String, Vec<&Exposure>>> =
-        std::collections::BTreeMap::new();
+    let mut by: BTreeMap<String, BTreeMap<String, Vec<&Exposure>>> = BTreeMap::new();
     for e in exposures {
         by.entry(text(e.experiment))
             .or_default()
@@ -224,43 +297,38 @@ pub(super) fn experiments(
                 (variance > 0.0).then(|| 1.0 - adjusted / variance)
             };
             let mean_before = moments(&before).1;
-            let adjusted_of = |e: &Exposure| e.after - theta * (e.before - mean_before);
-            let series = |exposed: &[&Exposure]| {
-                let conversion: Vec<f64> = exposed.iter().map(|e| f64::from(u8::from(e.converted))).collect();
-                let retention: [Vec<f64>; 2] = std::array::from_fn(|k| {
-                    exposed
-                        .iter()
-                        .filter(|e| {
-                            let day = e.t.div_euclid(DAY_MICROS) + RETURN_DAYS[k];
-                            day <= last_day && day < complete_before
-                        })
-                        .map(|e| f64::from(u8::from(e.returned[k])))
-                        .collect()
-                });
-                let revenue: Vec<f64> = exposed.iter().map(|e| e.after).collect();
-                let cuped: Vec<f64> = exposed.iter().map(|e| adjusted_of(e)).collect();
-                (conversion, retention, revenue, cuped)
+            let figures = Figures {
+                control: &control,
+                theta,
+                mean_before,
+                last_day,
+                complete_before,
             };
-            let base = series(variants.get(&control).map_or(&[][..], Vec::as_slice));
-            let total = all.len() as f64;
-            let mut out: Vec<Variant> = variants
-                .iter()
-                .map(|(variant, exposed)| {
-                    let s = series(exposed);
-                    let is_control = *variant == control;
-                    let against = |own: &[f64], base: &[f64]| measure(own, (!is_control).then_some(base));
-                    Variant {
-                        name: variant.clone(),
-                        devices: exposed.len() as i64,
-                        share: exposed.len() as f64 / total.max(1.0),
-                        conversion: against(&s.0, &base.0),
-                        retention: [against(&s.1[0], &base.1[0]), against(&s.1[1], &base.1[1])],
-                        revenue_per_device: against(&s.2, &base.2),
-                        revenue_per_device_cuped: against(&s.3, &base.3),
+            let out = figures.variants(&variants);
+            // The same per platform, CUPED's θ the experiment's.
+            let mut platforms: BTreeMap<String, BTreeMap<String, Vec<&Exposure>>> = BTreeMap::new();
+            for (variant, exposed) in &variants {
+                for e in exposed {
+                    platforms
+                        .entry(platform_of(e.device))
+                        .or_default()
+                        .entry(variant.clone())
+                        .or_default()
+                        .push(e);
+                }
+            }
+            let by_platform = platforms
+                .into_iter()
+                .map(|(platform, variants)| {
+                    let variants = figures.variants(&variants);
+                    let counts: Vec<i64> = variants.iter().map(|v| v.devices).collect();
+                    PlatformVariants {
+                        platform,
+                        sample_ratio_p_value: sample_ratio_p_value(&counts),
+                        variants,
                     }
                 })
                 .collect();
-            out.sort_by_key(|v| (v.name != control, v.name.clone()));
             let counts: Vec<i64> = out.iter().map(|v| v.devices).collect();
             let srm = sample_ratio_p_value(&counts);
             Experiment {
@@ -268,6 +336,7 @@ pub(super) fn experiments(
                 conversion_event: conversion_event.to_owned(),
                 control,
                 variants: out,
+                by_platform,
                 sample_ratio_p_value: srm,
                 sample_ratio_mismatch: srm.is_some_and(|p| p < SRM_ALPHA),
                 cuped_theta: theta,
@@ -302,6 +371,26 @@ impl Experiment {
                 money(&v.revenue_per_device),
                 money(&v.revenue_per_device_cuped),
             ]);
+        }
+        table
+    }
+
+    /// The variants on each platform, for people: devices, conversion and revenue per device, each
+    /// against the platform's control.
+    pub(super) fn platform_table(&self, currency: &str) -> TextTable {
+        let mut table = TextTable::new(["platform", "variant", "devices", "conversion", "revenue per device"]);
+        let share = |m: &Measure| cell(m, |v| figures::percent(Some(v)), |d| format!("{:+.1} pp", d * 100.0));
+        let money = |m: &Measure| cell(m, |v| format!("{v:.3} {currency}"), |d| format!("{d:+.3} {currency}"));
+        for p in &self.by_platform {
+            for v in &p.variants {
+                table.push([
+                    p.platform.clone(),
+                    crate::text::marked(v.name.clone(), self.provisional),
+                    figures::count(v.devices.max(0) as u64),
+                    share(&v.conversion),
+                    money(&v.revenue_per_device),
+                ]);
+            }
         }
         table
     }

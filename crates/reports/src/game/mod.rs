@@ -319,11 +319,7 @@ pub async fn game_report_with(
             loaded.funnels,
             loaded.paths,
             acquisition::acquisition(session, ended).await?,
-            {
-                let (exposures, texts, last) = loaded.attribution.exposures();
-                let ended_day = i64::from(ended.num_days_from_ce() - crate::session::UNIX_EPOCH_DAYS_FROM_CE);
-                experiment::experiments(exposures, texts, last, ended_day, &options.conversion, &close)
-            },
+            experiments(session, &loaded.attribution, ended, &options.conversion, &close).await?,
         ))
     }
     .await;
@@ -441,6 +437,53 @@ impl GameReport {
     pub fn any_provisional(&self) -> bool {
         self.provisional || self.funnels.iter().any(|f| f.all.provisional)
     }
+}
+
+/// The experiments of the exposures found; days before `ended` have ended.
+async fn experiments(
+    session: &ReportSession,
+    attribution: &attribution::Attribution,
+    ended: NaiveDate,
+    conversion: &str,
+    close: &Close,
+) -> Result<Vec<Experiment>, ReportError> {
+    let (exposures, texts, last) = attribution.exposures();
+    if exposures.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Each device's platform: that of its first day (the smallest name, if several), as retention
+    // has it.
+    let rows = session
+        .query(
+            "platforms of the first days",
+            &format!(
+                "WITH firsts AS (SELECT device, min(day) AS first_day FROM {ACTIVE} GROUP BY device) \
+                 SELECT f.device, min(a.platform) AS platform FROM firsts f \
+                 JOIN {ACTIVE} a ON a.device = f.device AND a.day = f.first_day GROUP BY f.device"
+            ),
+        )
+        .await?;
+    let platforms: std::collections::HashMap<i64, String> = rows
+        .i64s("device")?
+        .into_iter()
+        .zip(rows.strings("platform")?)
+        .filter_map(|(device, platform)| Some((device?, platform?)))
+        .collect();
+    let ended_day = i64::from(ended.num_days_from_ce() - crate::session::UNIX_EPOCH_DAYS_FROM_CE);
+    Ok(experiment::experiments(
+        exposures,
+        texts,
+        |device| {
+            platforms
+                .get(&i64::from(device))
+                .cloned()
+                .unwrap_or_else(|| "unknown".to_owned())
+        },
+        last,
+        ended_day,
+        conversion,
+        close,
+    ))
 }
 
 /// The first day that has not ended by the end of `range` or by `now`, whichever is first.

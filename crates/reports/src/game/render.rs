@@ -242,6 +242,7 @@ impl GameReport {
         for experiment in &self.experiments {
             out.push_str(&format!("\nExperiment {}. {}\n", experiment.name, experiment.summary()));
             out.push_str(&experiment.table(BOOKINGS_CURRENCY).render());
+            out.push_str(&experiment.platform_table(BOOKINGS_CURRENCY).render());
         }
         if let Some(paths) = &self.paths {
             out.push_str(&format!(
@@ -595,6 +596,7 @@ impl GameReport {
             page.heading(&format!("Experiment {}", experiment.name));
             page.paragraph(&experiment.summary());
             page.table(&experiment.table(BOOKINGS_CURRENCY));
+            page.table(&experiment.platform_table(BOOKINGS_CURRENCY));
         }
         if let Some(paths) = &self.paths {
             page.heading(&paths.title());
