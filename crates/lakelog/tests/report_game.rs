@@ -51,6 +51,16 @@ fn kinesis_record(seq: u32, event: StampedEvent, arrival: DateTime<Utc>) -> Kine
     record
 }
 
+/// A folder with the sink of a new `game_events` table in it, and the table's path.
+async fn new_table() -> (tempfile::TempDir, String, Sink) {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("game_events").to_str().unwrap().to_owned();
+    let sink = Sink::open(&Config::new(&table, None).unwrap(), &StorageConfig::default())
+        .await
+        .unwrap();
+    (dir, table, sink)
+}
+
 fn purchase(device: &str, platform: &str, amount: f64) -> Value {
     json!({"device_id": device, "platform": platform, "amount": amount})
 }
@@ -180,11 +190,7 @@ async fn a_planned_season_is_reported_as_planned() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kpis_count_each_event_once_and_leave_late_events_out() {
-    let dir = tempfile::tempdir().unwrap();
-    let table = dir.path().join("game_events").to_str().unwrap().to_owned();
-    let sink = Sink::open(&Config::new(&table, None).unwrap(), &StorageConfig::default())
-        .await
-        .unwrap();
+    let (dir, table, sink) = new_table().await;
     // Batch 1, in arrival order.
     let first = vec![
         record(1, 1, "purchaseEvent", at(10, 5), purchase("D1", "ios", 2.5), at(10, 5)),
@@ -376,11 +382,7 @@ fn a_missing_table_is_a_clear_error() {
 /// day of two days ago are final; a range that ends before the watermark makes its figures final.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn figures_are_provisional_until_no_event_can_arrive_on_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let table = dir.path().join("game_events").to_str().unwrap().to_owned();
-    let sink = Sink::open(&Config::new(&table, None).unwrap(), &StorageConfig::default())
-        .await
-        .unwrap();
+    let (_dir, table, sink) = new_table().await;
     let now = Utc::now();
     let (old, recent) = (now - chrono::TimeDelta::days(2), now - chrono::TimeDelta::minutes(10));
     let batch = [
