@@ -154,6 +154,7 @@ async fn a_planned_season_is_reported_as_planned() {
     let ours = PathSpec::new("purchaseEvent", Direction::Before, 3, "test").unwrap();
     let saved = season::assert_saved_query_is("GamePathsQuery", &ours.athena_sql("game_events", 30));
     assert!(season::assert_duckdb_paths_are_the_report(&before["paths"], &saved, &table) > 100);
+    season::assert_paths_are_the_season(&before["paths"], &season, "purchaseEvent", 3, false);
     let after = json_report(
         table.to_str().unwrap(),
         &["--path-after", "sessionStart", "--path-steps", "4"],
@@ -161,6 +162,7 @@ async fn a_planned_season_is_reported_as_planned() {
     let sql = PathSpec::new("sessionStart", Direction::After, 4, "test")
         .unwrap()
         .athena_sql("game_events", 30);
+    season::assert_paths_are_the_season(&after["paths"], &season, "sessionStart", 4, true);
     assert!(season::assert_duckdb_paths_are_the_report(&after["paths"], &sql, &table) > 100);
     // The season moves devices through every lifecycle state and leaves some at risk, so that the
     // comparison above tells each state apart.

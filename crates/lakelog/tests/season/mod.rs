@@ -726,3 +726,35 @@ pub fn assert_saved_query_is(id: &str, ours: &str) -> String {
     );
     ours
 }
+
+/// Asserts that the report's paths `paths` (its JSON) are the season's: the paths of `steps`
+/// events after (or before) `event` within each planned session, counted from the plan's events
+/// (not cut by inactivity as the report cuts them): as many times and distinct paths, and the same
+/// most frequent ones in the same order.
+pub fn assert_paths_are_the_season(paths: &Value, season: &Season, event: &str, steps: usize, after: bool) {
+    let truth = season.paths(event, steps, after);
+    assert_eq!(
+        paths["occurrences"].as_u64(),
+        Some(truth.values().sum::<u64>()),
+        "{paths}"
+    );
+    assert_eq!(paths["distinct"].as_u64(), Some(truth.len() as u64), "{paths}");
+    let mut want: Vec<(String, u64)> = truth.into_iter().map(|(p, n)| (p.join(" > "), n)).collect();
+    want.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let top: Vec<(String, u64)> = paths["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let events: Vec<&str> = p["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e.as_str().unwrap())
+                .collect();
+            (events.join(" > "), p["times"].as_u64().unwrap())
+        })
+        .collect();
+    want.truncate(top.len());
+    assert_eq!(top, want, "the paths: the report, then the season");
+}
