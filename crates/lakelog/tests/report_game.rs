@@ -51,13 +51,18 @@ fn kinesis_record(seq: u32, event: StampedEvent, arrival: DateTime<Utc>) -> Kine
     record
 }
 
+/// The sink of the `game_events` table `table` (a local path).
+async fn sink_of(table: &str) -> Sink {
+    Sink::open(&Config::new(table, None).unwrap(), &StorageConfig::default())
+        .await
+        .unwrap()
+}
+
 /// A folder with the sink of a new `game_events` table in it, and the table's path.
 async fn new_table() -> (tempfile::TempDir, String, Sink) {
     let dir = tempfile::tempdir().unwrap();
     let table = dir.path().join("game_events").to_str().unwrap().to_owned();
-    let sink = Sink::open(&Config::new(&table, None).unwrap(), &StorageConfig::default())
-        .await
-        .unwrap();
+    let sink = sink_of(&table).await;
     (dir, table, sink)
 }
 
@@ -95,12 +100,7 @@ async fn a_planned_season_is_reported_as_planned() {
     });
     let events: Vec<_> = season.events().collect();
     assert_eq!(events.len(), 14_000);
-    let sink = Sink::open(
-        &Config::new(table.to_str().unwrap(), None).unwrap(),
-        &StorageConfig::default(),
-    )
-    .await
-    .unwrap();
+    let sink = sink_of(table.to_str().unwrap()).await;
     let records: Vec<KinesisEventRecord> = (1..)
         .zip(&events)
         .map(|(seq, e)| kinesis_record(seq, e.event.clone().stamp(e.at), e.at))
@@ -435,12 +435,7 @@ async fn the_experiment_finds_the_lift_where_it_was_put_and_none_elsewhere() {
             end: start + chrono::TimeDelta::days(21),
             events: 1,
         });
-        let sink = Sink::open(
-            &Config::new(table.to_str().unwrap(), None).unwrap(),
-            &StorageConfig::default(),
-        )
-        .await
-        .unwrap();
+        let sink = sink_of(table.to_str().unwrap()).await;
         let records: Vec<KinesisEventRecord> = (1..)
             .zip(season.events())
             .map(|(seq, e)| kinesis_record(seq, e.event.stamp(e.at), e.at))

@@ -673,7 +673,20 @@ pub fn assert_duckdb_paths_are_the_report(paths: &Value, sql: &str, table: &Path
     let times: i64 = rows.iter().map(|r| r[1].as_i64().unwrap()).sum();
     assert_eq!(paths["occurrences"].as_i64(), Some(times), "{paths}");
     assert_eq!(paths["distinct"].as_u64(), Some(rows.len() as u64), "{paths}");
-    let top: Vec<(String, i64)> = paths["top"]
+    let top = reported_paths(paths);
+    let theirs: Vec<(String, i64)> = rows
+        .iter()
+        .take(top.len())
+        .map(|r| (r[0].as_str().unwrap().to_owned(), r[1].as_i64().unwrap()))
+        .collect();
+    assert_eq!(top, theirs, "the paths: the report, then DuckDB");
+    times
+}
+
+/// The report's most frequent paths (its JSON's `top`), each as its events joined by ` > `, with
+/// its times.
+fn reported_paths(paths: &Value) -> Vec<(String, i64)> {
+    paths["top"]
         .as_array()
         .unwrap()
         .iter()
@@ -686,14 +699,7 @@ pub fn assert_duckdb_paths_are_the_report(paths: &Value, sql: &str, table: &Path
                 .collect();
             (events.join(" > "), p["times"].as_i64().unwrap())
         })
-        .collect();
-    let theirs: Vec<(String, i64)> = rows
-        .iter()
-        .take(top.len())
-        .map(|r| (r[0].as_str().unwrap().to_owned(), r[1].as_i64().unwrap()))
-        .collect();
-    assert_eq!(top, theirs, "the paths: the report, then DuckDB");
-    times
+        .collect()
 }
 
 /// `sql`, Athena SQL over `game_events` with its date range still `?`, as DuckDB runs it over the
@@ -741,20 +747,7 @@ pub fn assert_paths_are_the_season(paths: &Value, season: &Season, event: &str, 
     assert_eq!(paths["distinct"].as_u64(), Some(truth.len() as u64), "{paths}");
     let mut want: Vec<(String, u64)> = truth.into_iter().map(|(p, n)| (p.join(" > "), n)).collect();
     want.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let top: Vec<(String, u64)> = paths["top"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            let events: Vec<&str> = p["events"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|e| e.as_str().unwrap())
-                .collect();
-            (events.join(" > "), p["times"].as_u64().unwrap())
-        })
-        .collect();
+    let top: Vec<(String, u64)> = reported_paths(paths).into_iter().map(|(p, n)| (p, n as u64)).collect();
     want.truncate(top.len());
     assert_eq!(top, want, "the paths: the report, then the season");
 }

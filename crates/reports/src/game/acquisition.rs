@@ -96,14 +96,13 @@ pub(super) async fn acquisition(
         .map(|n| format!("sum(CASE WHEN p.day <= d.first_day + INTERVAL '{n} days' THEN p.amount END) AS r{n}"))
         .collect::<Vec<_>>()
         .join(", ");
+    let first_days = super::events::first_days();
     let rows = session
         .query(
             "acquisition and lifetime value",
             &format!(
-                "WITH firsts AS (SELECT device, min(day) AS first_day FROM {ACTIVE} GROUP BY device), \
-                 span AS (SELECT max(day) AS last_day FROM {ACTIVE}), \
-                 d AS (SELECT f.device, f.first_day, min(a.platform) AS platform FROM firsts f \
-                   JOIN {ACTIVE} a ON a.device = f.device AND a.day = f.first_day GROUP BY f.device, f.first_day), \
+                "WITH span AS (SELECT max(day) AS last_day FROM {ACTIVE}), \
+                 d AS ({first_days}), \
                  q AS (SELECT d.device, d.first_day, d.platform, \
                    coalesce(q.source, '{UNKNOWN}') AS source, coalesce(q.campaign, '{UNKNOWN}') AS campaign, \
                    coalesce(q.country, '{UNKNOWN}') AS country \

@@ -23,6 +23,7 @@ use arrow::record_batch::RecordBatch;
 
 use super::DAY_MICROS;
 use super::sessions::Play;
+use super::texts::Texts;
 use crate::error::ReportError;
 
 /// The acquisition parameters, all taken from one event: the earliest with `source`.
@@ -61,8 +62,7 @@ pub(super) struct Tags {
 #[derive(Debug, Default)]
 pub(super) struct Attribution {
     /// Each text read, once, by its number.
-    texts: Vec<Box<str>>,
-    numbers: HashMap<Box<str>, u32, foldhash::fast::RandomState>,
+    texts: Texts,
     /// The tags of the chunk's rows that have some, by row.
     rows: HashMap<u32, Tags, foldhash::fast::RandomState>,
     /// Per device number, its acquisition once found.
@@ -123,16 +123,6 @@ pub(super) struct RowFacts<'a> {
 }
 
 impl Attribution {
-    fn number(&mut self, text: &str) -> u32 {
-        if let Some(&n) = self.numbers.get(text) {
-            return n;
-        }
-        let n = self.texts.len() as u32;
-        self.texts.push(text.into());
-        self.numbers.insert(text.into(), n);
-        n
-    }
-
     /// Reads the `extraParams` text `extra` of the chunk's row `row`.
     pub(super) fn read(&mut self, row: u32, extra: &str) {
         if !(extra.contains("\"source\"") || extra.contains("\"experiment\"")) {
@@ -143,7 +133,7 @@ impl Attribution {
         };
         let text = |key: &str, this: &mut Self| {
             let value = params.get(key).map_or_else(|| UNKNOWN.to_owned(), super::value_text);
-            this.number(&value)
+            this.texts.number(&value)
         };
         let mut tags = Tags::default();
         if params.contains_key("source") {
@@ -223,14 +213,14 @@ impl Attribution {
 
     /// The exposures found (see [`Attribution::finish`]), the texts their numbers name, and the
     /// time of the last event.
-    pub(super) fn exposures(&self) -> (&[Exposure], &[Box<str>], i64) {
+    pub(super) fn exposures(&self) -> (&[Exposure], &Texts, i64) {
         (&self.exposures, &self.texts, self.last)
     }
 
     /// The acquisitions and the exposures, as batches of [`ACQUISITION`] and [`EXPOSURES`].
     pub(super) fn batches(&self) -> Result<(Vec<RecordBatch>, Vec<RecordBatch>), ReportError> {
         let error = |e: arrow::error::ArrowError| ReportError::column(ACQUISITION, "", e.to_string());
-        let text = |n: u32| self.texts.get(n as usize).map(|t| &**t);
+        let text = |n: u32| self.texts.get(n);
         let known: Vec<(u32, [u32; 3])> = self
             .acquisition
             .iter()
@@ -352,7 +342,7 @@ mod tests {
         assert_eq!(last, DAY + 5);
         assert_eq!(exposures.len(), 1);
         let e = &exposures[0];
-        assert_eq!(&*texts[e.variant as usize], "b");
+        assert_eq!(texts.get(e.variant), Some("b"));
         assert_eq!(
             (e.t, e.before, e.after, e.converted, e.returned),
             (20, 5.0, 5.0, true, [true, false])

@@ -43,6 +43,7 @@ use super::attribution::{self, ACQUISITION, Attribution, EXPOSURES, MAY_CARRY, R
 use super::funnel::{FunnelReport, Matcher, Walker};
 use super::paths::{PathWalker, Paths};
 use super::sessions::{self, Cutter, Play, Sessions};
+use super::texts::Texts;
 use super::{COUNTED_PURCHASE, Close, DAY_MICROS, EVENTS, GameOptions, HOUR_MICROS, PURCHASE, WATERMARK_MINUTES};
 use crate::error::ReportError;
 use crate::range::TimeRange;
@@ -57,6 +58,17 @@ pub const CHUNK_ROWS: usize = 2_000_000;
 /// The in-memory table of each device's platforms and days with events: `device`, `platform`,
 /// `day` (a row may repeat).
 pub(super) const ACTIVE: &str = "__game_kpi_active";
+
+/// SQL of each device of [`ACTIVE`] with its first day and that day's platform (the smallest name,
+/// if several): `device`, `first_day`, `platform`. Retention's cohorts, acquisition's groups and
+/// the experiments' platforms all count a device so.
+pub(super) fn first_days() -> String {
+    format!(
+        "SELECT f.device, f.first_day, min(a.platform) AS platform \
+         FROM (SELECT device, min(day) AS first_day FROM {ACTIVE} GROUP BY device) f \
+         JOIN {ACTIVE} a ON a.device = f.device AND a.day = f.first_day GROUP BY f.device, f.first_day"
+    )
+}
 
 /// The in-memory table of the counted purchases: `day`, `game`, `extra`, `platform`, `device`,
 /// `version`, `amount`.
@@ -580,8 +592,7 @@ struct Held {
     masks: Vec<u64>,
     /// Per row, its platform's number in `platform_names` (when there are funnels).
     platforms: Vec<u32>,
-    platform_names: Vec<String>,
-    platform_numbers: HashMap<Box<str>, u32, foldhash::fast::RandomState>,
+    platform_names: Texts,
 }
 
 impl Held {
@@ -687,17 +698,7 @@ impl Held {
             self.masks.push(self.matcher.mask(name, &values, extra));
         }
         for p in platform.as_string::<i32>().iter() {
-            let p = p.unwrap_or("unknown");
-            let number = match self.platform_numbers.get(p) {
-                Some(&n) => n,
-                None => {
-                    let n = self.platform_names.len() as u32;
-                    self.platform_names.push(p.to_owned());
-                    self.platform_numbers.insert(p.into(), n);
-                    n
-                }
-            };
-            self.platforms.push(number);
+            self.platforms.push(self.platform_names.number(p.unwrap_or("unknown")));
         }
         Ok(())
     }

@@ -30,8 +30,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use statrs::distribution::{ChiSquared, ContinuousCDF, Normal};
 
+use super::DAY_MICROS;
 use super::attribution::{Exposure, RETURN_DAYS};
-use super::{Close, DAY_MICROS};
+use super::texts::Texts;
 use crate::figures;
 use crate::text::TextTable;
 
@@ -264,14 +265,13 @@ impl Figures<'_> {
 /// `complete_before` (days since the epoch) have ended.
 pub(super) fn experiments(
     exposures: &[Exposure],
-    texts: &[Box<str>],
+    texts: &Texts,
     platform_of: impl Fn(u32) -> String,
     last: i64,
     complete_before: i64,
     conversion_event: &str,
-    close: &Close,
 ) -> Vec<Experiment> {
-    let text = |n: u32| texts.get(n as usize).map_or("", |t| &**t).to_owned();
+    let text = |n: u32| texts.get(n).unwrap_or_default().to_owned();
     let mut by: BTreeMap<String, BTreeMap<String, Vec<&Exposure>>> = BTreeMap::new();
     for e in exposures {
         by.entry(text(e.experiment))
@@ -281,7 +281,6 @@ pub(super) fn experiments(
             .push(e);
     }
     let last_day = last.div_euclid(DAY_MICROS);
-    let provisional = !close.is_final_range(last);
     by.into_iter()
         .map(|(name, variants)| {
             let control = if variants.contains_key(CONTROL) {
@@ -341,7 +340,8 @@ pub(super) fn experiments(
                 sample_ratio_mismatch: srm.is_some_and(|p| p < SRM_ALPHA),
                 cuped_theta: theta,
                 cuped_variance_reduction: reduction,
-                provisional,
+                // Marked with the report's other whole-range figures.
+                provisional: false,
             }
         })
         .collect()

@@ -36,6 +36,7 @@ use chrono::{NaiveDate, TimeDelta};
 use serde::{Deserialize, Serialize};
 
 use super::sessions::Play;
+use super::texts::Texts;
 use super::{Close, DAY_MICROS};
 use crate::chart::{self, Svg, Unit};
 use crate::error::ReportError;
@@ -433,8 +434,6 @@ pub(super) struct Walker {
     first_day: Vec<i32>,
     /// Per funnel, per device number, its way, once it entered.
     ways: Vec<Vec<Option<Way>>>,
-    /// The time of the last play, in microseconds.
-    last: i64,
 }
 
 /// A device not seen yet.
@@ -446,7 +445,6 @@ impl Walker {
             funnels: funnels.to_vec(),
             first_day: Vec::new(),
             ways: vec![Vec::new(); funnels.len()],
-            last: i64::MIN,
         }
     }
 
@@ -458,7 +456,6 @@ impl Walker {
         }
         for play in plays {
             let device = play.device as usize;
-            self.last = self.last.max(play.t);
             if self.first_day.len() <= device {
                 self.first_day.resize(device + 1, UNSEEN);
             }
@@ -504,8 +501,9 @@ impl Walker {
     }
 
     /// The funnels' figures; `platforms` names each platform number; a way whose window ends
-    /// after `close` is still open.
-    pub(super) fn finish(self, platforms: &[String], close: &Close) -> Vec<FunnelReport> {
+    /// after `close` is still open (the range's own close is marked with the report's other
+    /// whole-range figures, [`super::GameReport`]'s `mark_provisional`).
+    pub(super) fn finish(self, platforms: &Texts, close: &Close) -> Vec<FunnelReport> {
         let day_date = |day: i32| NaiveDate::from_num_days_from_ce_opt(day.checked_add(UNIX_EPOCH_DAYS_FROM_CE)?);
         let mut reports = Vec::new();
         for (funnel, ways) in self.funnels.iter().zip(self.ways) {
@@ -517,7 +515,7 @@ impl Walker {
             for (device, way) in ways.into_iter().enumerate() {
                 let Some(way) = way else { continue };
                 let open = way.times.len() < steps && !close.is_final_micros(way.times[0].saturating_add(window));
-                let platform = platforms.get(way.platform as usize).cloned().unwrap_or_default();
+                let platform = platforms.get(way.platform).unwrap_or_default().to_owned();
                 let day = self.first_day.get(device).copied().unwrap_or(UNSEEN);
                 for tally in [
                     &mut all,
@@ -527,34 +525,24 @@ impl Walker {
                     tally.add(&way.times, open);
                 }
             }
-            // Devices first seen on any day may still enter until the range closes.
-            let whole = !close.is_final_range(self.last);
             let by_first_seen = by_day
                 .into_iter()
                 .filter_map(|(day, tally)| {
-                    let mut figures = tally.figures();
-                    figures.provisional |= whole;
                     Some(FunnelDay {
                         date: day_date(day)?,
-                        figures,
+                        figures: tally.figures(),
                     })
                 })
                 .collect();
-            let mut all = all.figures();
-            all.provisional |= whole;
             reports.push(FunnelReport {
                 name: funnel.name.clone(),
                 steps: funnel.steps.iter().map(ToString::to_string).collect(),
                 order: funnel.order,
                 window_hours: funnel.window.num_hours(),
-                all,
+                all: all.figures(),
                 by_platform: by_platform
                     .into_iter()
-                    .map(|(platform, tally)| {
-                        let mut figures = tally.figures();
-                        figures.provisional |= whole;
-                        (platform, figures)
-                    })
+                    .map(|(platform, tally)| (platform, tally.figures()))
                     .collect(),
                 by_first_seen,
             });
@@ -793,7 +781,9 @@ mod tests {
         plays.sort_by_key(|p| (p.device, p.t, p.row));
         let masks: Vec<u64> = events.iter().map(|e| e.2).collect();
         walker.add(&plays, &masks, &vec![0; events.len()]);
-        walker.finish(&["ios".to_owned()], close)
+        let mut platforms = Texts::default();
+        platforms.number("ios");
+        walker.finish(&platforms, close)
     }
 
     fn reached(report: &FunnelReport) -> Vec<i64> {

@@ -51,6 +51,7 @@ use events::{ACTIVE, Minute, Minutes};
 mod retention;
 mod revenue;
 mod sessions;
+mod texts;
 
 /// The currency of `amount`: the game's store prices, in US dollars as the seed's purchases are.
 pub const BOOKINGS_CURRENCY: &str = "USD";
@@ -231,28 +232,21 @@ impl Default for GameOptions {
 pub(crate) struct Close {
     /// The close, in microseconds since the epoch.
     micros: i64,
-    /// The end of the range asked for, if one was.
-    range_end: Option<i64>,
 }
 
 impl Close {
     /// The close of a report of `range` made at `now`.
     fn new(range: &TimeRange, now: DateTime<Utc>) -> Self {
         let watermark = (now - TimeDelta::minutes(WATERMARK_MINUTES)).timestamp_micros();
-        let range_end = range.to.map(|to| to.timestamp_micros());
         Self {
-            micros: range_end.map_or(watermark, |end| end.min(watermark)),
-            range_end,
+            micros: range.to.map_or(watermark, |to| to.timestamp_micros().min(watermark)),
         }
     }
 
-    /// A close at `micros`, without a range asked for.
+    /// A close at `micros`.
     #[cfg(test)]
     pub(crate) fn at_micros(micros: i64) -> Self {
-        Self {
-            micros,
-            range_end: None,
-        }
+        Self { micros }
     }
 
     /// Whether a window ending at `end` (microseconds) is final.
@@ -264,12 +258,6 @@ impl Close {
     pub(crate) fn is_final_date_end(&self, date: NaiveDate) -> bool {
         let end = i64::from(date.num_days_from_ce() - crate::session::UNIX_EPOCH_DAYS_FROM_CE + 1) * DAY_MICROS;
         self.is_final_micros(end)
-    }
-
-    /// Whether a figure over the whole range, whose last event is at `last` (microseconds), is
-    /// final.
-    pub(crate) fn is_final_range(&self, last: i64) -> bool {
-        self.is_final_micros(self.range_end.unwrap_or(last))
     }
 }
 
@@ -319,7 +307,7 @@ pub async fn game_report_with(
             loaded.funnels,
             loaded.paths,
             acquisition::acquisition(session, ended).await?,
-            experiments(session, &loaded.attribution, ended, &options.conversion, &close).await?,
+            experiments(session, &loaded.attribution, ended, &options.conversion).await?,
         ))
     }
     .await;
@@ -428,6 +416,17 @@ impl GameReport {
         for e in &mut self.experiments {
             e.provisional = whole;
         }
+        // A funnel may also still move on where a device's window is open; devices first seen on
+        // any day may still enter until the range closes.
+        for f in &mut self.funnels {
+            f.all.provisional |= whole;
+            for (_, figures) in &mut f.by_platform {
+                figures.provisional |= whole;
+            }
+            for day in &mut f.by_first_seen {
+                day.figures.provisional |= whole;
+            }
+        }
         if let Some(paths) = self.paths.as_mut() {
             paths.provisional = whole;
         }
@@ -445,7 +444,6 @@ async fn experiments(
     attribution: &attribution::Attribution,
     ended: NaiveDate,
     conversion: &str,
-    close: &Close,
 ) -> Result<Vec<Experiment>, ReportError> {
     let (exposures, texts, last) = attribution.exposures();
     if exposures.is_empty() {
@@ -456,11 +454,7 @@ async fn experiments(
     let rows = session
         .query(
             "platforms of the first days",
-            &format!(
-                "WITH firsts AS (SELECT device, min(day) AS first_day FROM {ACTIVE} GROUP BY device) \
-                 SELECT f.device, min(a.platform) AS platform FROM firsts f \
-                 JOIN {ACTIVE} a ON a.device = f.device AND a.day = f.first_day GROUP BY f.device"
-            ),
+            &format!("SELECT device, platform FROM ({}) firsts", events::first_days()),
         )
         .await?;
     let platforms: std::collections::HashMap<i64, String> = rows
@@ -482,7 +476,6 @@ async fn experiments(
         last,
         ended_day,
         conversion,
-        close,
     ))
 }
 

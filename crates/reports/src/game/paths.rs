@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::sessions::Play;
+use super::texts::Texts;
 use crate::error::ReportError;
 use crate::figures;
 use crate::session::quote_literal;
@@ -176,9 +177,8 @@ pub(super) struct PathWalker {
     anchor: Option<u32>,
     trails: HashMap<u32, Trail, foldhash::fast::RandomState>,
     counts: HashMap<Vec<u32>, i64, foldhash::fast::RandomState>,
-    /// Names by number; [`END`] and [`START`] stand for the session's edges.
-    names: Vec<String>,
-    numbers: HashMap<Box<str>, u32, foldhash::fast::RandomState>,
+    /// Names by number; [`EDGE`] stands for the session's edge.
+    names: Texts,
 }
 
 /// The number of the session's edge in a path.
@@ -191,22 +191,16 @@ impl PathWalker {
             anchor: None,
             trails: HashMap::default(),
             counts: HashMap::default(),
-            names: Vec::new(),
-            numbers: HashMap::default(),
+            names: Texts::default(),
         }
     }
 
     /// The number of the name `name`.
     pub(super) fn number(&mut self, name: &str) -> u32 {
-        if let Some(&n) = self.numbers.get(name) {
-            return n;
-        }
-        let n = self.names.len() as u32;
-        if name == self.spec.event {
+        let n = self.names.number(name);
+        if self.anchor.is_none() && name == self.spec.event {
             self.anchor = Some(n);
         }
-        self.names.push(name.to_owned());
-        self.numbers.insert(name.into(), n);
         n
     }
 
@@ -277,10 +271,7 @@ impl PathWalker {
             .counts
             .iter()
             .map(|(path, times)| PathCount {
-                events: path
-                    .iter()
-                    .map(|&n| names.get(n as usize).map_or(edge, String::as_str).to_owned())
-                    .collect(),
+                events: path.iter().map(|&n| names.get(n).unwrap_or(edge).to_owned()).collect(),
                 times: *times,
             })
             .collect();

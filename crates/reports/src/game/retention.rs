@@ -60,15 +60,14 @@ pub(super) async fn cohorts(session: &ReportSession, complete_before: NaiveDate)
         })
         .collect::<Vec<_>>()
         .join(", ");
+    let first_days = super::events::first_days();
     let rows = session
         .query(
             "retention cohorts",
             &format!(
                 "WITH active AS (SELECT DISTINCT device, platform, day FROM {ACTIVE}), \
                  span AS (SELECT max(day) AS last_day FROM active), \
-                 firsts AS (SELECT device, min(day) AS cohort FROM active GROUP BY device), \
-                 f AS (SELECT f.device, f.cohort, min(a.platform) AS platform FROM firsts f \
-                   JOIN active a ON a.device = f.device AND a.day = f.cohort GROUP BY f.device, f.cohort) \
+                 f AS (SELECT device, first_day AS cohort, platform FROM ({first_days}) firsts) \
                  SELECT f.cohort, f.platform, count(DISTINCT f.device) AS devices, {returned} \
                  FROM f CROSS JOIN span s LEFT JOIN active a ON a.device = f.device \
                  GROUP BY GROUPING SETS ((f.cohort, s.last_day), (f.cohort, f.platform, s.last_day)) \
